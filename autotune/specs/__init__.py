@@ -1,0 +1,39 @@
+"""Data contracts: frozen dataclasses shared by every layer (see DESIGN.md, "Data contracts")."""
+
+from autotune.specs.best import Baseline, BestConfig, HardwareRef, Launch, ModelRef, ProcessSpec, Provenance
+from autotune.specs.errors import MiTuneError, SpecError
+from autotune.specs.hardware import Accelerator, CollectivePoint, Features, HardwareProfile, HostInfo, Measured
+from autotune.specs.io import dump_json, dump_yaml, from_dict, load, read_document, save, to_dict
+from autotune.specs.model import DTYPE_BYTES, AttentionSpec, FfnSpec, LayerSpec, ModelSpec
+from autotune.specs.plan import Batching, Comm, Kernels, Overlap, PhasePlan, Plan
+from autotune.specs.prediction import MemoryFit, Prediction, StepBreakdown
+from autotune.specs.workload import Workload
+
+
+def load_hardware(path) -> HardwareProfile:
+    return load(HardwareProfile, path, "hardware")
+
+
+def load_plan(path) -> Plan:
+    """A plan file, or a best.yaml (whose plan fields sit at its top level)."""
+    data = read_document(path)
+    if data.get("schema") == "mi-tune/best/v1":
+        return load_best(path).plan
+    return load(Plan, path, "plan")
+
+
+def load_best(path) -> BestConfig:
+    return load(BestConfig, path, "best")
+
+
+def load_workload(path) -> Workload:
+    return load(Workload, path, "workload")
+
+
+__all__ = [
+    "Accelerator", "AttentionSpec", "Baseline", "Batching", "BestConfig", "CollectivePoint", "Comm", "DTYPE_BYTES",
+    "Features", "FfnSpec", "HardwareProfile", "HardwareRef", "HostInfo", "Kernels", "LayerSpec", "Launch",
+    "Measured", "MemoryFit", "MiTuneError", "ModelRef", "ModelSpec", "Overlap", "PhasePlan", "Plan", "Prediction",
+    "ProcessSpec", "Provenance", "SpecError", "StepBreakdown", "Workload", "dump_json", "dump_yaml", "from_dict",
+    "load", "load_best", "load_hardware", "load_plan", "load_workload", "read_document", "save", "to_dict",
+]

@@ -1,0 +1,86 @@
+"""best.yaml: a Plan plus everything needed to launch it and to know why it was chosen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.specs.plan import PhasePlan, Plan
+from autotune.specs.prediction import Prediction
+from autotune.specs.workload import Workload
+
+SCHEMA = "mi-tune/best/v1"
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str
+    hf_id: str
+    revision: str = "main"
+    path: str = ""  # local config.json when the model was given as a path
+
+
+@dataclass(frozen=True)
+class HardwareRef:
+    name: str
+    fingerprint: str
+    summary: str
+    num_gpus: int
+
+
+@dataclass(frozen=True)
+class Baseline:
+    label: str
+    plan: Plan
+    prediction: Prediction
+    speedup: float  # best total tok/s / baseline total tok/s
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process of a launch: argv list (never a shell string), extra environment, GPUs it owns."""
+
+    name: str
+    role: str  # server | prefill | decode | router
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)
+    gpus: tuple[int, ...] = ()
+    host: str = "127.0.0.1"
+    port: int = 0
+    numa_node: int = -1
+
+
+@dataclass(frozen=True)
+class Launch:
+    engine: str
+    engine_version: str
+    endpoint: str  # URL clients send requests to
+    processes: tuple[ProcessSpec, ...]
+
+
+@dataclass(frozen=True)
+class Provenance:
+    mi_tune_version: str
+    study: str
+    storage: str
+    trial: int
+    seed: int
+    space: str
+
+
+@dataclass(frozen=True)
+class BestConfig:
+    engine: str
+    mode: str
+    phases: dict[str, PhasePlan]
+    model: ModelRef
+    hardware: HardwareRef
+    workload: Workload
+    prediction: Prediction
+    baseline: Baseline
+    launch: Launch
+    provenance: Provenance
+    schema: str = SCHEMA
+
+    @property
+    def plan(self) -> Plan:
+        return Plan(engine=self.engine, mode=self.mode, phases=self.phases)

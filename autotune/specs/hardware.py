@@ -1,0 +1,126 @@
+"""HardwareProfile: what the box is (from `mi-tune probe`, a preset, or a file)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")  # plus NV<k>, as `nvidia-smi topo -m` prints
+SCHEMA = "mi-tune/hardware/v1"
+
+# PCIe usable bytes per lane per direction after line coding (8b/10b Gen1-2, 128b/130b Gen3-5,
+# FLIT Gen6), GB/s: PCIe base specification arithmetic.
+PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    cpu_model: str
+    sockets: int
+    cores: int
+    numa_nodes: int
+    memory_gb: float
+    inter_socket_gbs: float = 0.0  # usable socket-interconnect bandwidth for PCIe peer traffic; 0 = unknown
+
+
+@dataclass(frozen=True)
+class Features:
+    bf16: bool
+    fp8: bool
+    fp4: bool
+    int8: bool
+    collective_library: str  # nccl, rccl, hccl, cncl, mccl ...
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    index: int
+    vendor: str
+    name: str
+    pci_bdf: str
+    memory_gb: float
+    mem_bw_gbs: float
+    peak_tflops: dict[str, float]  # dense, by dtype: bf16, fp8, fp4, int8
+    arch: str  # "sm_120", "sm_90", "ascend910b" ...
+    numa_node: int
+    pcie_gen: int
+    pcie_width: int
+    features: Features
+    nvlink_gbs: float = 0.0  # NVLink bandwidth per direction per GPU, 0 when there is none
+
+    @property
+    def pcie_gbs(self) -> float:
+        """Raw PCIe bandwidth per direction, GB/s."""
+        return PCIE_LANE_GBS.get(self.pcie_gen, 0.0) * self.pcie_width
+
+
+@dataclass(frozen=True)
+class CollectivePoint:
+    message_bytes: int
+    busbw_gbs: float
+    latency_us: float
+
+
+@dataclass(frozen=True)
+class Measured:
+    """Micro-benchmark curves that replace the datasheet defaults in perf when present."""
+
+    gemm_tflops: dict[str, float] = field(default_factory=dict)  # dtype -> achieved large-GEMM TFLOPS
+    mem_bw_gbs: float = 0.0
+    p2p_gbs: tuple[tuple[float, ...], ...] = ()
+    collectives: dict[str, tuple[CollectivePoint, ...]] = field(default_factory=dict)  # "all_reduce/8" -> curve
+
+
+@dataclass(frozen=True)
+class HardwareProfile:
+    name: str
+    source: str  # probe | preset | file
+    host: HostInfo
+    accelerators: tuple[Accelerator, ...]
+    links: tuple[tuple[str, ...], ...]  # N x N, `nvidia-smi topo -m` labels
+    p2p: tuple[tuple[bool, ...], ...]  # N x N, peer access possible
+    pcie_switch_uplink_gbs: float = 0.0  # per switch, per direction; 0 = same as one GPU link
+    measured: Measured | None = None
+    sources: tuple[str, ...] = ()  # where the numbers come from (datasheets, probe)
+    schema: str = SCHEMA
+    interconnect: str = field(init=False)  # derived: nvlink | pcie | mixed
+    fingerprint: str = field(init=False)  # derived: hash of what perf depends on
+
+    def __post_init__(self) -> None:
+        n = len(self.accelerators)
+        if len(self.links) != n or any(len(row) != n for row in self.links):
+            raise ValueError(f"links: expected a {n}x{n} matrix")
+        if len(self.p2p) != n or any(len(row) != n for row in self.p2p):
+            raise ValueError(f"p2p: expected a {n}x{n} matrix")
+        for row in self.links:
+            for label in row:
+                if label not in LINK_LABELS and not (label.startswith("NV") and label[2:].isdigit()):
+                    raise ValueError(f"links: unknown label {label!r} (expected {', '.join(LINK_LABELS)} or NV<k>)")
+        object.__setattr__(self, "interconnect", _interconnect(self.links))
+        object.__setattr__(self, "fingerprint", "")
+        object.__setattr__(self, "fingerprint", _fingerprint(self))
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.accelerators)
+
+    @property
+    def gpu(self) -> Accelerator:
+        """The first accelerator; perf assumes a homogeneous box."""
+        return self.accelerators[0]
+
+
+def _interconnect(links: tuple[tuple[str, ...], ...]) -> str:
+    pairs = [label for i, row in enumerate(links) for j, label in enumerate(row) if i != j]
+    nv = sum(label.startswith("NV") for label in pairs)
+    if pairs and nv == len(pairs):
+        return "nvlink"
+    return "mixed" if nv else "pcie"
+
+
+def _fingerprint(hw: HardwareProfile) -> str:
+    from autotune.specs.io import to_dict
+
+    body = {k: v for k, v in to_dict(hw).items() if k not in ("name", "source", "sources", "fingerprint")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,186 @@
+"""Generic (de)serialisation of the frozen-dataclass contracts to plain dicts and YAML/JSON.
+
+`to_dict` and `from_dict` are exact inverses for every contract, so load -> dump is identical.
+Fields declared with ``field(init=False)`` are derived: they are written but not read back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import types
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from autotune.specs.errors import SpecError
+
+
+def to_dict(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        hints = _hints(type(obj))
+        out = {f.name: _plain(hints[f.name], getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {"schema": out.pop("schema"), **out} if "schema" in out else out
+    return _plain(Any, obj)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return get_type_hints(cls)
+
+
+def _plain(tp: Any, value: Any) -> Any:
+    """A plain YAML value; numbers declared float are written as floats so that load -> dump is identical."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, (list, tuple)):
+        args = get_args(tp)
+        return [_plain(args[0] if args else Any, v) for v in value]
+    if isinstance(value, dict):
+        args = get_args(tp)
+        return {k: _plain(args[1] if len(args) == 2 else Any, v) for k, v in value.items()}
+    if isinstance(value, int) and not isinstance(value, bool) and float in (tp, *get_args(tp)):
+        return float(value)
+    return value
+
+
+def from_dict(cls: type, data: Any, where: str) -> Any:
+    """Build dataclass `cls` from `data`; errors name `where` (file and field path)."""
+    return _convert(cls, data, where)
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return " | ".join(repr(a) for a in get_args(tp))
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _convert(arg, value, where)
+            except SpecError as exc:
+                errors.append(str(exc))
+        raise SpecError(errors[0] if len(errors) == 1 else f"{where}: expected {_type_name(tp)}, got {value!r}")
+    if origin is Literal:
+        if value not in get_args(tp):
+            choices = ", ".join(str(a) for a in get_args(tp))
+            raise SpecError(f"{where}: expected one of {choices}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return _convert_dataclass(tp, value, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(f"{where}: expected a list, got {value!r}")
+        args = get_args(tp)
+        return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SpecError(f"{where}: expected a mapping, got {value!r}")
+        key_tp, val_tp = get_args(tp)
+        return {_convert(key_tp, k, f"{where}"): _convert(val_tp, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise SpecError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SpecError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise SpecError(f"{where}: expected a string, got {value!r}")
+        return value
+    raise TypeError(f"unsupported contract type {tp!r} at {where}")
+
+
+def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise SpecError(f"{where}: expected a mapping for {cls.__name__}, got {value!r}")
+    hints = _hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise SpecError(f"{where}: unknown field '{unknown[0]}' (expected: {', '.join(fields)})")
+    kwargs = {}
+    for name, f in fields.items():
+        if not f.init:
+            continue
+        path = f"{where}.{name}" if ": " in where else f"{where}: {name}"
+        if name not in value:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise SpecError(f"{path}: missing required field")
+            continue
+        kwargs[name] = _convert(hints[name], value[name], path)
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def read_document(path: str | Path) -> dict:
+    """Parse a YAML or JSON file into a mapping; errors name the file."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SpecError(f"{p}: file not found") from None
+    except OSError as exc:
+        raise SpecError(f"{p}: cannot read ({exc.strerror})") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        at = f" at line {line + 1}" if line is not None else ""
+        raise SpecError(f"{p}: malformed {'JSON' if p.suffix == '.json' else 'YAML'}{at}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{p}: expected a mapping at the top level")
+    return data
+
+
+def check_schema(data: dict, kind: str, where: str) -> None:
+    want = f"mi-tune/{kind}/v1"
+    got = data.get("schema")
+    if got != want:
+        raise SpecError(f"{where}: schema: expected '{want}', got {got!r}")
+
+
+def load(cls: type, path: str | Path, kind: str) -> Any:
+    data = read_document(path)
+    check_schema(data, kind, str(path))
+    return from_dict(cls, data, str(path))
+
+
+def dump_yaml(obj: Any) -> str:
+    return yaml.safe_dump(to_dict(obj), sort_keys=False, default_flow_style=None, width=120)
+
+
+def dump_json(obj: Any) -> str:
+    return json.dumps(to_dict(obj), indent=2)
+
+
+def save(obj: Any, path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(dump_json(obj) + "\n" if p.suffix == ".json" else dump_yaml(obj))
+    return p
+
+
+__all__ = [
+    "to_dict", "from_dict", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]

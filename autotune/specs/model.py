@@ -1,0 +1,120 @@
+"""ModelSpec: a model as perf sees it, per layer (built by a catalog adapter from a HF config.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Bytes per element of each storage dtype, scales included where the format carries them
+# (FP4 E2M1 with one E8M0 scale per 32 values = 0.5 + 1/32 = 0.53125 B).
+DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.53125, "int4": 0.53125}
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    kind: str  # gqa | mla | csa | swa | dense-mha ...
+    num_heads: int  # query heads
+    num_kv_heads: int  # KV heads (1 for MQA-style latent KV); TP > num_kv_heads replicates KV
+    params: int  # projection parameters of this layer's attention (q, kv, o, indexer, compressor)
+    score_dim: int  # per head, per attended token: q.k width + v width (flops = 2 * heads * score_dim)
+    kv_elems_per_token: float  # KV elements this layer STORES per token (0 if it reuses another layer's)
+    kv_read_elems_per_token: float  # KV elements this layer READS per attended token
+    compress_ratio: int = 1  # context tokens per stored entry (V4 CSA/HCA); 1 = uncompressed
+    attended_cap: int = 0  # sparse attention selects at most this many entries; 0 = dense
+    window: int = 0  # sliding-window tokens attended besides the compressed/sparse set; 0 = none
+    window_only: bool = False  # attends only the sliding window
+    latent_shared: bool = False  # one KV shared by all heads (MLA/MQA): TP replicates it on every rank
+
+
+@dataclass(frozen=True)
+class FfnSpec:
+    kind: str  # dense | moe
+    params: int  # dense FFN params, or the shared experts' params in a MoE layer
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_params: int = 0  # parameters of ONE routed expert
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    index: int
+    attention: AttentionSpec
+    ffn: FfnSpec
+    in_prefill: bool = True  # causal encoder-decoder models skip decoder layers for prompt tokens
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    family: str  # HF model_type the adapter was chosen by
+    hf_id: str
+    hidden_size: int
+    vocab_size: int
+    max_position: int
+    layers: tuple[LayerSpec, ...]
+    embed_params: int  # embedding + untied LM head
+    dense_dtype: str  # checkpoint dtype of attention / dense / shared weights
+    expert_dtype: str  # checkpoint dtype of routed experts
+    kv_dtype: str  # native KV-cache dtype the model is served with by default
+    kv_bytes_per_token_native: float = 0.0  # official KV bytes/token in the native KV format (0 = derive)
+    window_kv_elems_per_seq: float = 0.0  # bounded sliding-window KV per sequence (all layers)
+    host_table_bytes: float = 0.0  # tables served from host memory (Engram n-gram memory)
+    notes: tuple[str, ...] = ()
+    schema: str = "mi-tune/model/v1"
+    total_params: int = field(init=False)
+    active_params_decode: int = field(init=False)
+    active_params_prefill: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.layers:
+            raise ValueError("layers: a model needs at least one layer")
+        for dtype in (self.dense_dtype, self.expert_dtype, self.kv_dtype):
+            if dtype not in DTYPE_BYTES:
+                raise ValueError(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})")
+        total = self.embed_params + sum(
+            layer.attention.params + layer.ffn.params + layer.ffn.num_experts * layer.ffn.expert_params
+            for layer in self.layers
+        )
+        object.__setattr__(self, "total_params", total)
+        object.__setattr__(self, "active_params_decode", self._active(decode=True))
+        object.__setattr__(self, "active_params_prefill", self._active(decode=False))
+
+    def _active(self, decode: bool) -> int:
+        layers = [layer for layer in self.layers if decode or layer.in_prefill]
+        per_layer = sum(
+            layer.attention.params + layer.ffn.params + layer.ffn.experts_per_token * layer.ffn.expert_params
+            for layer in layers
+        )
+        return per_layer + self.embed_params // 2  # the embedding lookup is free; the LM head is a GEMM
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def is_moe(self) -> bool:
+        return any(layer.ffn.kind == "moe" for layer in self.layers)
+
+    @property
+    def num_experts(self) -> int:
+        return max((layer.ffn.num_experts for layer in self.layers), default=0)
+
+    @property
+    def num_heads(self) -> int:
+        return self.layers[0].attention.num_heads
+
+    @property
+    def kv_elems_per_token(self) -> float:
+        return sum(layer.attention.kv_elems_per_token for layer in self.layers)
+
+    def kv_bytes_per_token(self, kv_dtype: str) -> float:
+        """KV-cache bytes per token of context, all layers, in `kv_dtype` ('auto' = the model's native format)."""
+        if kv_dtype in ("auto", self.kv_dtype) and self.kv_bytes_per_token_native:
+            return self.kv_bytes_per_token_native
+        dtype = self.kv_dtype if kv_dtype == "auto" else kv_dtype
+        return self.kv_elems_per_token * DTYPE_BYTES[dtype]
+
+    def weight_bytes(self) -> tuple[float, float]:
+        """(dense bytes, routed-expert bytes) of the whole checkpoint as served."""
+        expert_params = sum(layer.ffn.num_experts * layer.ffn.expert_params for layer in self.layers)
+        dense_params = self.total_params - expert_params
+        return dense_params * DTYPE_BYTES[self.dense_dtype], expert_params * DTYPE_BYTES[self.expert_dtype]

@@ -1,0 +1,115 @@
+"""Plan: one point of the search space (the core of best.yaml).
+
+Parallel layout of one engine instance of a phase: `tp * dp * pp` GPUs. Attention and dense layers are
+tensor-parallel over `tp` and data-parallel over `dp` (dp > 1 is DP attention); MoE layers spread over
+the `tp * dp` GPUs of a pipeline stage either as experts (`ep == tp * dp`) or tensor-sharded (`ep == 1`).
+`replicas` independent instances share the phase's GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MODES = ("aggregated", "disaggregated")
+ENGINES = ("vllm", "sglang")
+
+
+@dataclass(frozen=True)
+class Kernels:
+    attention: str = "auto"
+    moe: str = "auto"
+    gemm_dtype: str = "auto"  # auto = the checkpoint's dtype; fp8 quantises a bf16 checkpoint online
+    kv_cache_dtype: str = "auto"
+
+
+@dataclass(frozen=True)
+class Comm:
+    allreduce: str = "nccl"  # nccl | custom (one-shot/two-shot P2P kernel, engine-chosen)
+    all2all: str = "allgather_reducescatter"
+    nccl: dict[str, str] = field(default_factory=dict)  # NCCL_* environment for every worker
+
+
+@dataclass(frozen=True)
+class Overlap:
+    two_batch: bool = False
+
+
+@dataclass(frozen=True)
+class Batching:
+    max_running: int = 256
+    chunked_prefill_tokens: int = 8192
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    gpus: tuple[int, ...]
+    replicas: int = 1
+    tp: int = 1
+    ep: int = 1
+    pp: int = 1
+    dp: int = 1
+    dp_attention: bool = False
+    kernels: Kernels = field(default_factory=Kernels)
+    fusion: dict[str, bool] = field(default_factory=dict)
+    comm: Comm = field(default_factory=Comm)
+    overlap: Overlap = field(default_factory=Overlap)
+    batching: Batching = field(default_factory=Batching)
+
+    def __post_init__(self) -> None:
+        for name in ("replicas", "tp", "ep", "pp", "dp"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+        if len(set(self.gpus)) != len(self.gpus):
+            raise ValueError(f"gpus: duplicate GPU index in {list(self.gpus)}")
+        if len(self.gpus) != self.replicas * self.gpus_per_replica:
+            raise ValueError(
+                f"gpus: {len(self.gpus)} GPUs but replicas*tp*dp*pp = "
+                f"{self.replicas}*{self.tp}*{self.dp}*{self.pp} = {self.replicas * self.gpus_per_replica}"
+            )
+        if self.ep not in (1, self.tp * self.dp):
+            raise ValueError(f"ep: expected 1 or tp*dp = {self.tp * self.dp}, got {self.ep}")
+        if self.dp_attention != (self.dp > 1):
+            raise ValueError("dp_attention: must be true exactly when dp > 1")
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    def replica_gpus(self, replica: int) -> tuple[int, ...]:
+        n = self.gpus_per_replica
+        return self.gpus[replica * n : (replica + 1) * n]
+
+
+@dataclass(frozen=True)
+class Plan:
+    engine: str
+    mode: str
+    phases: dict[str, PhasePlan]  # aggregated: {"both": ...}; disaggregated: {"prefill": ..., "decode": ...}
+    schema: str = "mi-tune/plan/v1"
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {self.mode!r}")
+        want = ("both",) if self.mode == "aggregated" else ("prefill", "decode")
+        if tuple(sorted(self.phases)) != tuple(sorted(want)):
+            raise ValueError(f"phases: {self.mode} plans need phases {', '.join(want)}, got {', '.join(self.phases)}")
+        used = [g for p in self.phases.values() for g in p.gpus]
+        if len(used) != len(set(used)):
+            raise ValueError("phases: a GPU is assigned to more than one phase")
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(len(p.gpus) for p in self.phases.values())
+
+    def describe(self) -> str:
+        """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4] D[1x tp8]'."""
+        parts = []
+        for name, p in self.phases.items():
+            label = {"both": "", "prefill": "P", "decode": "D"}[name]
+            dims = [f"tp{p.tp}"] + [f"{k}{v}" for k, v in (("dp", p.dp), ("ep", p.ep), ("pp", p.pp)) if v > 1]
+            rep = f"{p.replicas}x " if p.replicas > 1 else ""
+            parts.append(f"{label}[{rep}{' '.join(dims)} {p.kernels.gemm_dtype}/kv:{p.kernels.kv_cache_dtype}]")
+        mode = "agg" if self.mode == "aggregated" else "disagg"
+        return f"{self.engine} {mode} " + " ".join(parts)

@@ -1,0 +1,51 @@
+"""Prediction: what perf expects a plan to deliver, with the breakdown that says why."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """One forward step of one engine instance in a phase, at the simulated operating point, ms."""
+
+    phase: str  # prefill | decode
+    batch_tokens: int  # tokens processed by one instance in this step
+    step_ms: float
+    compute_ms: float  # GEMM + attention time bound by FLOPs
+    memory_ms: float  # time bound by HBM bytes (weights, KV, activations) beyond compute
+    comm_ms: dict[str, float] = field(default_factory=dict)  # per collective: allreduce, all2all, allgather, p2p
+    bubble_ms: float = 0.0  # pipeline bubble
+    overlap_saved_ms: float = 0.0  # communication hidden behind compute
+    launch_ms: float = 0.0  # kernel launch / CPU overheads
+
+
+@dataclass(frozen=True)
+class MemoryFit:
+    """Per-GPU memory in GB."""
+
+    weights_gb: float
+    kv_gb: float
+    activations_gb: float
+    reserve_gb: float
+    capacity_gb: float
+    kv_tokens: int  # tokens of KV the instance can hold
+
+
+@dataclass(frozen=True)
+class Prediction:
+    feasible: bool
+    reason: str = ""  # why not, when infeasible
+    input_tok_s: float = 0.0
+    output_tok_s: float = 0.0
+    total_tok_s: float = 0.0
+    total_tok_s_per_gpu: float = 0.0
+    output_tok_s_per_gpu: float = 0.0
+    request_rate_rps: float = 0.0
+    concurrency: int = 0  # requests in flight at the operating point
+    ttft_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99
+    tpot_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99
+    slo_met: bool = True
+    memory: dict[str, MemoryFit] = field(default_factory=dict)  # per phase
+    steps: tuple[StepBreakdown, ...] = ()
+    kv_transfer_ms: float = 0.0  # disaggregated: prefill -> decode KV move per request

@@ -1,0 +1,1 @@
+"""Search-space declarations (YAML), shipped as package data."""
