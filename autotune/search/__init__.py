@@ -1,1 +1,7 @@
+"""Search: the space (search_spaces/*.yaml), plan sampling, the Optuna study and the engine baseline."""
 
+from autotune.search.baseline import baseline_plan
+from autotune.search.space import Space, load_space
+from autotune.search.study import SearchRequest, SearchResult, TrialRecord, run_study
+
+__all__ = ["SearchRequest", "SearchResult", "Space", "TrialRecord", "baseline_plan", "load_space", "run_study"]

@@ -182,5 +182,4 @@ def save(obj: Any, path: str | Path) -> Path:
     return p
 
 
-__all__ = [
-    "to_dict", "from_dict", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]
+__all__ = ["to_dict", "from_dict", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]

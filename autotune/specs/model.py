@@ -23,6 +23,10 @@ class AttentionSpec:
     window: int = 0  # sliding-window tokens attended besides the compressed/sparse set; 0 = none
     window_only: bool = False  # attends only the sliding window
     latent_shared: bool = False  # one KV shared by all heads (MLA/MQA): TP replicates it on every rank
+    score_dim_decode: int = 0  # per-head width in decode when it differs (absorbed MLA: kv_lora+rope+kv_lora)
+    index_heads: int = 0  # sparse-attention indexer run by THIS layer (0: none, or it reuses another's top-k)
+    index_dim: int = 0  # indexer key width; scoring costs 2*index_heads*index_dim FLOPs per scored entry
+    index_scored_cap: int = 0  # entries the indexer scores at most (hierarchical candidates); 0 = all
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,9 @@ class ModelSpec:
             layer.attention.params + layer.ffn.params + layer.ffn.experts_per_token * layer.ffn.expert_params
             for layer in layers
         )
-        return per_layer + self.embed_params // 2  # the embedding lookup is free; the LM head is a GEMM
+        # Model-card convention: embedding and LM head count as active for a decode token; a prompt token
+        # does not run the LM head (only the last one is sampled).
+        return per_layer + (self.embed_params if decode else self.embed_params // 2)
 
     @property
     def num_layers(self) -> int:

@@ -24,7 +24,7 @@ class Kernels:
 
 @dataclass(frozen=True)
 class Comm:
-    allreduce: str = "nccl"  # nccl | custom (one-shot/two-shot P2P kernel, engine-chosen)
+    allreduce: str = "custom"  # custom = engine default (its P2P kernel where it applies) | nccl (forced)
     all2all: str = "allgather_reducescatter"
     nccl: dict[str, str] = field(default_factory=dict)  # NCCL_* environment for every worker
 

@@ -1,0 +1,95 @@
+"""The model catalog: Hugging Face config.json copies shipped in autotune/catalog/models/, loaded by name or path.
+
+Each shipped copy carries a top-level "_mi_tune" object with what HF configs lack: the catalog name, hf_id,
+revision, the source of its values and, where an official figure exists, kv_bytes_per_token_native.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from importlib.resources import as_file, files
+from pathlib import Path
+
+from autotune.catalog.adapters import ADAPTERS
+from autotune.specs import MiTuneError, ModelSpec, SpecError, read_document
+
+CATALOG = ("deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3", "glm-5", "qwen3-235b-a22b", "llama-3.1-70b")
+META_KEY = "_mi_tune"
+
+
+def list_models() -> list[ModelSpec]:
+    return [load_model(name) for name in CATALOG]
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A catalog model by name or HF id (case-insensitive), or any supported config.json (or its directory)."""
+    key = name_or_path.strip().lower()
+    key = _names_by_hf_id().get(key, key)
+    if key in CATALOG:
+        return _catalog_model(key)
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.exists() or path.suffix == ".json" or "/" in name_or_path:
+        return model_from_config(path)  # read_document names a missing file
+    known = ", ".join(CATALOG)
+    raise MiTuneError(f"unknown model '{name_or_path}' (known: {known}; or a path to a config.json)")
+
+
+def model_meta(name: str) -> dict:
+    """The "_mi_tune" object of a catalog model: name, hf_id, revision, source."""
+    key = name.strip().lower()
+    if key not in CATALOG:
+        raise MiTuneError(f"unknown model '{name}' (known: {', '.join(CATALOG)})")
+    with as_file(files("autotune.catalog") / "models" / f"{key}.json") as path:
+        return dict(read_document(path)[META_KEY])
+
+
+def model_rows() -> list[dict]:
+    """One row per catalog model for `mi-tune models`."""
+    return [
+        {
+            "name": m.name,
+            "family": m.family,
+            "total_params_b": round(m.total_params / 1e9, 1),
+            "active_params_b": round(m.active_params_decode / 1e9, 1),
+            "kv_bytes_per_token": m.kv_bytes_per_token("auto"),
+            "hf_id": m.hf_id,
+        }
+        for m in list_models()
+    ]
+
+
+@functools.cache
+def _names_by_hf_id() -> dict[str, str]:
+    return {model_meta(name)["hf_id"].lower(): name for name in CATALOG}
+
+
+@functools.cache
+def _catalog_model(name: str) -> ModelSpec:
+    with as_file(files("autotune.catalog") / "models" / f"{name}.json") as path:
+        return model_from_config(path)
+
+
+def model_from_config(path: Path) -> ModelSpec:
+    """Build a ModelSpec from one config.json through the adapter of its model_type; errors name the file."""
+    config = read_document(path)
+    model_type = config.get("model_type")
+    if model_type is None:
+        raise SpecError(f"{path}: missing field 'model_type'")
+    adapter = ADAPTERS.get(model_type)
+    if adapter is None:
+        supported = ", ".join(sorted(ADAPTERS))
+        raise SpecError(f"{path}: model_type '{model_type}' is not supported (supported: {supported})")
+    meta = config.get(META_KEY) or {}
+    name = meta.get("name") or path.resolve().parent.name
+    try:
+        spec = adapter(config, name)
+        return dataclasses.replace(
+            spec,
+            hf_id=meta.get("hf_id", spec.hf_id),
+            kv_bytes_per_token_native=float(meta.get("kv_bytes_per_token_native", spec.kv_bytes_per_token_native)),
+        )
+    except (SpecError, ValueError) as exc:
+        raise SpecError(f"{path}: {exc}") from None

@@ -1,0 +1,304 @@
+"""mi-tune command line: each command parses its flags, calls one library function and prints.
+
+Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+import typer
+
+from autotune.specs import MiTuneError, SpecError, Workload, dump_json, dump_yaml, save
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Find the fastest vLLM/SGLang serving plan for this box, and launch it.",
+)
+kernels_app = typer.Typer(no_args_is_help=True, help="Triton kernels: check against torch, bench, tune.")
+app.add_typer(kernels_app, name="kernels")
+
+
+def _workload(
+    isl: int, osl: int, concurrency: int, rate: float, ttft_ms: float, tpot_ms: float, objective: str
+) -> Workload:
+    try:
+        return Workload(
+            isl=isl,
+            osl=osl,
+            concurrency=concurrency,
+            rate_rps=rate,
+            ttft_ms=ttft_ms,
+            tpot_ms=tpot_ms,
+            objective=objective,
+        )
+    except ValueError as exc:
+        raise MiTuneError(f"workload flags: {exc}") from None
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    cells = [[_fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    return str(value)
+
+
+@app.command()
+def probe(
+    out: Path = typer.Option(None, "--out", help="Write the hardware profile as YAML to FILE."),
+    as_json: bool = typer.Option(False, "--json", help="Print the hardware profile as JSON."),
+    bench: bool = typer.Option(False, "--bench", help="Run GEMM/memory micro-benchmarks (needs torch + a GPU)."),
+):
+    """Discover this machine: host, accelerators, PCIe/NVLink topology, P2P."""
+    from autotune import probe as probe_mod
+    from autotune.probe.bench import calibrate
+
+    result = probe_mod.probe()
+    if bench:
+        result = calibrate(result)
+    if as_json:
+        print(
+            dump_json(result.profile)
+            if result.profile
+            else json.dumps({"host": _host_dict(result), "accelerators": []})
+        )
+    else:
+        print(probe_mod.format_probe(result))
+    if out:
+        if result.profile is None:
+            raise MiTuneError(f"--out {out}: no accelerators found, so there is no hardware profile to write")
+        save(result.profile, out)
+        print(f"wrote {out}", file=sys.stderr)
+
+
+def _host_dict(result) -> dict:
+    from autotune.specs import to_dict
+
+    return to_dict(result.host)
+
+
+@app.command()
+def models():
+    """List the built-in models."""
+    from autotune.catalog.models import model_rows
+
+    print(_table(model_rows(), ["name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "hf_id"]))
+
+
+@app.command()
+def presets():
+    """List the built-in hardware presets."""
+    from autotune.catalog.presets import preset_rows
+
+    rows = preset_rows()
+    print(_table(rows, list(rows[0])))
+
+
+@app.command()
+def search(
+    model: str = typer.Option(..., "--model", help="Catalog name (see `mi-tune models`) or a path to a config.json."),
+    hardware: str = typer.Option(None, "--hardware", help="Hardware profile YAML (from `mi-tune probe --out`)."),
+    preset: str = typer.Option(None, "--preset", help="Hardware preset name (see `mi-tune presets`)."),
+    gpus: int = typer.Option(0, "--gpus", help="Use only the first N GPUs (0 = all)."),
+    engine: str = typer.Option("auto", "--engine", help="vllm | sglang | auto"),
+    mode: str = typer.Option("auto", "--mode", help="aggregated | disaggregated | auto"),
+    isl: int = typer.Option(4096, "--isl", help="Input tokens per request."),
+    osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
+    concurrency: int = typer.Option(0, "--concurrency", help="Requests in flight (0 = as many as fit)."),
+    rate: float = typer.Option(0.0, "--rate", help="Arrival rate, requests/s (instead of --concurrency)."),
+    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: mean time to first token, ms (0 = none)."),
+    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: mean time per output token, ms (0 = none)."),
+    objective: str = typer.Option("throughput", "--objective", help="throughput | goodput | pareto"),
+    trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
+    timeout: float = typer.Option(None, "--timeout", help="Stop the search after S seconds."),
+    seed: int = typer.Option(0, "--seed", help="Sampler seed: the same seed gives the same result."),
+    space: str = typer.Option(None, "--space", help="Search-space YAML (default: search_spaces/default.yaml)."),
+    storage: str = typer.Option(None, "--storage", help="Optuna storage URL (default: sqlite in the run dir)."),
+    study: str = typer.Option(None, "--study", help="Study name inside the storage."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Parallel trial workers (results then vary)."),
+    out: str = typer.Option(None, "--out", help="Run directory (default results/<model>-<hardware>-<time>/)."),
+):
+    """Search plans against the performance model; write best.yaml and a report."""
+    from autotune import api
+
+    for flag, value, allowed in (
+        ("--engine", engine, ("auto", "vllm", "sglang")),
+        ("--mode", mode, ("auto", "aggregated", "disaggregated")),
+    ):
+        if value not in allowed:
+            raise MiTuneError(f"{flag}: expected one of {', '.join(allowed)}, got '{value}'")
+    opts = api.SearchOptions(
+        model=model,
+        hardware=hardware,
+        preset=preset,
+        gpus=gpus,
+        engine=engine,
+        mode=mode,
+        workload=_workload(isl, osl, concurrency, rate, ttft_ms, tpot_ms, objective),
+        trials=trials,
+        timeout_s=timeout,
+        seed=seed,
+        space=space,
+        storage=storage,
+        study=study,
+        workers=workers,
+        out=out,
+        progress=sys.stderr.isatty(),
+    )
+    outcome = api.search(opts)
+    for note in outcome.notes:
+        print(note)
+    best = outcome.best
+    print(f"{best.model.name} on {best.hardware.summary}")
+    print(f"searched {len(_read_trials(outcome))} trials in {outcome.elapsed_s:.1f} s; top plans:")
+    print(_table(outcome.top, ["plan", "total_tok_s", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency"]))
+    p = best.prediction
+    print(
+        f"best: {best.plan.describe()}: {p.total_tok_s:,.0f} tok/s ({p.input_tok_s:,.0f} in, "
+        f"{p.output_tok_s:,.0f} out), {best.baseline.speedup:.2f}x the engine default "
+        f"({best.baseline.label}: {best.baseline.prediction.total_tok_s:,.0f} tok/s)"
+    )
+    print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
+
+
+def _read_trials(outcome) -> list:
+    import pandas as pd
+
+    return list(pd.read_csv(outcome.files["trials"])["trial"])
+
+
+@app.command()
+def estimate(
+    plan: str = typer.Argument(..., help="A plan YAML or a best.yaml."),
+    model: str = typer.Option(None, "--model", help="Model (default: the one best.yaml names)."),
+    hardware: str = typer.Option(None, "--hardware"),
+    preset: str = typer.Option(None, "--preset"),
+    isl: int = typer.Option(4096, "--isl"),
+    osl: int = typer.Option(1024, "--osl"),
+    concurrency: int = typer.Option(0, "--concurrency"),
+    rate: float = typer.Option(0.0, "--rate"),
+    ttft_ms: float = typer.Option(0.0, "--ttft-ms"),
+    tpot_ms: float = typer.Option(0.0, "--tpot-ms"),
+    as_json: bool = typer.Option(False, "--json"),
+):
+    """Predict one plan on a box."""
+    from autotune import api
+
+    workload = _workload(isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput")
+    plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
+    if as_json:
+        print(dump_json(prediction))
+        return
+    print(plan_obj.describe())
+    print(dump_yaml(prediction))
+
+
+@app.command()
+def serve(
+    best: str = typer.Argument(..., help="best.yaml written by `mi-tune search`."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands without starting them."),
+    host: str = typer.Option(None, "--host", help="Address the servers bind (default 127.0.0.1)."),
+    port: int = typer.Option(None, "--port", help="Port of the client endpoint (default 8000)."),
+):
+    """Launch the engine processes of a best.yaml exactly as it says."""
+    from autotune import api
+    from autotune.engines import format_launch, run_launch
+
+    launch = api.launch_of(best, host, port)
+    print(format_launch(launch))
+    if dry_run:
+        return
+    print(f"endpoint: {launch.endpoint}", file=sys.stderr)
+    code = run_launch(launch)
+    if code:
+        raise typer.Exit(code)
+
+
+@app.command()
+def report(run_dir: str = typer.Argument(..., help="A run directory written by `mi-tune search`.")):
+    """Rebuild the report of a run directory from its study storage."""
+    from autotune import api
+
+    files = api.rebuild_report(run_dir)
+    print(f"wrote {files['report']} and {files['html']}")
+
+
+@kernels_app.command("check")
+def kernels_check(names: list[str] = typer.Argument(None, help="Kernels to check (default: all).")):
+    """Compare each Triton kernel with its torch reference (CPU: Triton interpreter)."""
+    from autotune.kernels import check
+
+    results = check(names or None)
+    failed = [r for r in results if not r.passed]
+    for r in results:
+        print(r)
+    if failed:
+        raise typer.Exit(1)
+
+
+@kernels_app.command("bench")
+def kernels_bench(names: list[str] = typer.Argument(None)):
+    """Time Triton kernels against torch side by side (needs CUDA)."""
+    from autotune.kernels import bench
+
+    rows = bench(names or None)
+    print(_table(rows, list(rows[0])) if rows else "no kernels")
+
+
+@kernels_app.command("tune")
+def kernels_tune(
+    name: str = typer.Argument(...),
+    trials: int = typer.Option(30, "--trials"),
+    seed: int = typer.Option(0, "--seed"),
+    out: str = typer.Option("kernel_configs.json", "--out"),
+):
+    """Tune a kernel's launch parameters with Optuna on this GPU (needs CUDA)."""
+    from autotune.kernels import tune
+
+    print(json.dumps(tune(name, trials=trials, seed=seed, out_path=out), indent=2))
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
+    try:
+        app(args=argv, prog_name="mi-tune", standalone_mode=False)
+    except (MiTuneError, SpecError) as exc:
+        print(f"mi-tune: error: {exc}", file=sys.stderr)
+        return 2
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("mi-tune: interrupted", file=sys.stderr)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
+    except KeyboardInterrupt:
+        print("mi-tune: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # internal failure: one line, traceback on request
+        if os.environ.get("MI_TUNE_DEBUG"):
+            raise
+        print(
+            f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def main() -> None:
+    sys.exit(run())

@@ -1,0 +1,41 @@
+"""Which dtype each weight group is stored and computed in under a plan."""
+
+from __future__ import annotations
+
+from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan
+
+ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
+_NARROWER = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "bf16"), "bf16": ("bf16",)}
+
+
+def dense_dtype(model: ModelSpec, phase: PhasePlan) -> str:
+    """Storage dtype of attention/dense weights: the checkpoint's, or fp8 when the plan quantises online."""
+    if phase.kernels.gemm_dtype == "fp8" and DTYPE_BYTES[model.dense_dtype] > DTYPE_BYTES["fp8"]:
+        return "fp8"
+    return model.dense_dtype
+
+
+def expert_dtype(model: ModelSpec, phase: PhasePlan) -> str:
+    if phase.kernels.gemm_dtype == "fp8" and DTYPE_BYTES[model.expert_dtype] > DTYPE_BYTES["fp8"]:
+        return "fp8"
+    return model.expert_dtype
+
+
+def compute_dtype(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, group: str) -> str:
+    """Tensor-core dtype a GEMM runs in: the storage dtype if the chip has it, else the next wider one
+    (weight-only kernels such as Marlin dequantise fp8/fp4 weights to bf16 on chips without fp8)."""
+    stored = dense_dtype(model, phase) if group == "dense" else expert_dtype(model, phase)
+    features = hw.gpu.features
+    supported = {"fp4": features.fp4, "fp8": features.fp8, "int8": features.int8, "bf16": True}
+    for dtype in _NARROWER.get(stored, ("bf16",)):
+        if supported.get(dtype) and hw.gpu.peak_tflops.get(dtype):
+            return dtype
+    return "bf16"
+
+
+def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan) -> float:
+    return model.kv_bytes_per_token(phase.kernels.kv_cache_dtype)
+
+
+def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan) -> float:
+    return kv_bytes_per_token(model, phase) / max(model.kv_elems_per_token, 1.0)

@@ -1,0 +1,144 @@
+"""predict(plan, model, hardware, workload) -> Prediction: the one entry point of the performance model."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from autotune.perf import comm, precision
+from autotune.perf.memory import memory_fit
+from autotune.perf.ops import step_cost
+from autotune.perf.serving import Point, aggregated_point, candidate_sizes, choose, disaggregated_point, prefill_pool
+from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
+
+GB = 1e9
+HOST_MEMORY_USABLE = 0.9
+
+
+def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
+    """Why the plan cannot run on this model and box, or '' when it can."""
+    if not hw.gpu.peak_tflops.get("bf16") or not hw.gpu.mem_bw_gbs:
+        return f"hardware '{hw.name}': peak bf16 TFLOPS / memory bandwidth of '{hw.gpu.name}' unknown"
+    for name, phase in plan.phases.items():
+        if max(phase.gpus) >= hw.num_gpus:
+            return f"{name}: GPU {max(phase.gpus)} does not exist on {hw.num_gpus}-GPU '{hw.name}'"
+        reason = _check_phase(phase, model, hw)
+        if reason:
+            return f"{name}: {reason}"
+    tables = model.host_table_bytes * sum(p.replicas for p in plan.phases.values())
+    if tables > hw.host.memory_gb * GB * HOST_MEMORY_USABLE:
+        return f"host tables {tables / GB:.0f} GB (one copy per instance) exceed host memory {hw.host.memory_gb:.0f} GB"
+    return ""
+
+
+def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
+    att = model.layers[0].attention
+    ranks = phase.tp * phase.dp
+    if att.num_heads % phase.tp:
+        return f"tp={phase.tp} does not divide {att.num_heads} attention heads"
+    kv = att.num_kv_heads
+    if not att.latent_shared and (kv % phase.tp if kv >= phase.tp else phase.tp % kv):
+        return f"tp={phase.tp} and {kv} KV heads do not shard evenly"
+    if phase.pp > model.num_layers:
+        return f"pp={phase.pp} exceeds {model.num_layers} layers"
+    if not model.is_moe and (phase.dp > 1 or phase.ep > 1):
+        return "dp/ep > 1 need a MoE model (use replicas for data parallelism)"
+    if model.is_moe and phase.ep > 1 and model.num_experts % phase.ep:
+        return f"ep={phase.ep} does not divide {model.num_experts} experts"
+    if model.is_moe and phase.ep == 1 and ranks > 1:
+        inter = max(layer.ffn.expert_params for layer in model.layers) // (3 * model.hidden_size)
+        if inter % ranks:
+            return f"tensor-sharded experts: {ranks} ranks do not divide moe_intermediate_size {inter}"
+    if phase.comm.all2all == "deepep":
+        for r in range(phase.replicas):
+            if comm.transport(comm.topology(hw), phase.replica_gpus(r)[:ranks]) != "nvlink":
+                return "DeepEP all-to-all needs NVLink between the EP ranks (hardware.md 5.4)"
+    return ""
+
+
+def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str):
+    return lambda x: step_cost(model, phase, engine, hw, phase.replica_gpus(0), x, label)
+
+
+def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
+    """Move one prompt's KV from a prefill instance to a decode instance; shards travel in parallel."""
+    pre, dec = plan.phases["prefill"], plan.phases["decode"]
+    src, dst = pre.replica_gpus(0), dec.replica_gpus(0)
+    lanes = min(len(src), len(dst))
+    nbytes = isl * precision.kv_bytes_per_token(model, pre) / lanes
+    traffic = {(src[k], dst[k]): nbytes for k in range(lanes)}
+    return comm.transfer_s(comm.topology(hw), traffic) * 1e3
+
+
+def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workload) -> Prediction:
+    reason = check_plan(plan, model, hw)
+    if reason:
+        return Prediction(feasible=False, reason=reason)
+    seq_tokens = workload.isl + workload.osl
+    fits = {name: memory_fit(model, phase, hw, seq_tokens) for name, phase in plan.phases.items()}
+    for name, fit in fits.items():
+        if fit.kv_tokens < seq_tokens:
+            return Prediction(
+                feasible=False,
+                reason=(
+                    f"{name}: out of memory: weights {fit.weights_gb:.1f} GB + activations "
+                    f"{fit.activations_gb:.1f} GB + reserve {fit.reserve_gb:.1f} GB per GPU leave no KV room for "
+                    f"one {seq_tokens}-token request in {fit.capacity_gb:.1f} GB"
+                ),
+                memory=fits,
+            )
+    points = _points(plan, model, hw, workload, fits)
+    point, slo_met = choose(points, workload)
+    return _prediction(point, slo_met, plan, workload, fits, _kv_ms(plan, model, hw, workload))
+
+
+def _kv_ms(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload) -> float:
+    return _kv_transfer_ms(model, plan, hw, w.isl) if plan.mode == "disaggregated" else 0.0
+
+
+def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits) -> list[Point]:
+    seq_tokens = w.isl + w.osl
+    if plan.mode == "aggregated":
+        phase = plan.phases["both"]
+        limit = min(phase.batching.max_running, fits["both"].kv_tokens // seq_tokens)
+        sizes = candidate_sizes(limit)
+        if w.concurrency:
+            sizes.append(max(1, min(limit, -(-w.concurrency // phase.replicas))))
+        point = partial(
+            aggregated_point,
+            _step_fn(model, phase, plan.engine, hw, "mixed"),
+            replicas=phase.replicas,
+            w=w,
+            chunk=phase.batching.chunked_prefill_tokens,
+            pp=phase.pp,
+        )
+        return [point(seqs=n) for n in sorted(set(sizes))]
+    pre, dec = plan.phases["prefill"], plan.phases["decode"]
+    pool = prefill_pool(
+        _step_fn(model, pre, plan.engine, hw, "prefill"), pre.replicas, w, pre.batching.chunked_prefill_tokens, pre.pp
+    )
+    limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
+    kv_ms = _kv_transfer_ms(model, plan, hw, w.isl)
+    decode = _step_fn(model, dec, plan.engine, hw, "decode")
+    return [disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp) for n in candidate_sizes(limit)]
+
+
+def _prediction(p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float) -> Prediction:
+    n = plan.num_gpus
+    input_tok_s = p.requests_per_s * w.isl
+    output_tok_s = p.requests_per_s * w.osl
+    return Prediction(
+        feasible=True,
+        input_tok_s=input_tok_s,
+        output_tok_s=output_tok_s,
+        total_tok_s=input_tok_s + output_tok_s,
+        total_tok_s_per_gpu=(input_tok_s + output_tok_s) / n,
+        output_tok_s_per_gpu=output_tok_s / n,
+        request_rate_rps=p.requests_per_s,
+        concurrency=int(round(p.concurrency)),
+        ttft_ms={"mean": p.ttft_ms},
+        tpot_ms={"mean": p.tpot_ms},
+        slo_met=slo_met,
+        memory=fits,
+        steps=p.steps,
+        kv_transfer_ms=kv_ms,
+    )

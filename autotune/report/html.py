@@ -1,0 +1,73 @@
+"""report.html: the markdown report as one self-contained page (plots inlined as base64)."""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+STYLE = "\n".join(
+    (
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}",
+        "table{border-collapse:collapse;margin:.8em 0;font-size:13px}",
+        "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}",
+        "pre{background:#f5f5f5;padding:1em;overflow-x:auto;font-size:12px}",
+        "img{max-width:100%}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd}",
+    )
+)
+
+
+def _inline(text: str, base: Path) -> str:
+    text = html.escape(text, quote=False)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
+    text = re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+    text = re.sub(r"_(none)_", r"<i>\1</i>", text)
+
+    def image(m: re.Match) -> str:
+        path = base / m.group(2)
+        if not path.is_file():
+            return f"[missing plot {html.escape(m.group(2))}]"
+        data = base64.b64encode(path.read_bytes()).decode()
+        return f'<img alt="{m.group(1)}" src="data:image/png;base64,{data}">'
+
+    return re.sub(r"!\[(.*?)\]\((.+?)\)", image, text)
+
+
+def markdown_to_html(markdown: str, base: Path, title: str) -> str:
+    out, lines, i = [], markdown.splitlines(), 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            j = i + 1
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            out.append("<pre>" + html.escape("\n".join(lines[i + 1 : j])) + "</pre>")
+            i = j + 1
+            continue
+        if line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append([c.strip() for c in lines[i].strip("|").split("|")])
+                i += 1
+            head, body = rows[0], [r for r in rows[1:] if not all(set(c) <= {"-"} for c in r)]
+            out.append(
+                "<table><tr>"
+                + "".join(f"<th>{_inline(c, base)}</th>" for c in head)
+                + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{_inline(c, base)}</td>" for c in r) + "</tr>" for r in body)
+                + "</table>"
+            )
+            continue
+        heading = re.match(r"(#{1,3}) (.*)", line)
+        if heading:
+            level = len(heading.group(1))
+            out.append(f"<h{level}>{_inline(heading.group(2), base)}</h{level}>")
+        elif line.strip():
+            out.append(f"<p>{_inline(line, base)}</p>")
+        i += 1
+    body = "\n".join(out)
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n"
+    )

@@ -1,0 +1,180 @@
+"""Optuna study over the search space, scored by the performance model."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.perf import predict
+from autotune.search.baseline import baseline_plan
+from autotune.search.sampler import sample_plan
+from autotune.search.space import Space, dynamic_requirements, effective_choices
+from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan, Prediction, Workload, from_dict, to_dict
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    model: ModelSpec
+    hardware: HardwareProfile
+    workload: Workload
+    space: Space
+    num_gpus: int
+    trials: int = 200
+    seed: int = 0
+    storage: str = ""  # Optuna storage URL; empty = in memory
+    study_name: str = "mi-tune"
+    engine: str = "auto"
+    mode: str = "auto"
+    timeout_s: float | None = None
+    workers: int = 1
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    number: int
+    plan: Plan | None
+    prediction: Prediction
+    value: float
+    params: dict[str, Any]
+
+    @property
+    def reason(self) -> str:
+        p = self.prediction
+        if not p.feasible:
+            return p.reason
+        return "" if p.slo_met else "SLO missed at every operating point"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    request: SearchRequest
+    records: tuple[TrialRecord, ...]
+    best: TrialRecord
+    baseline_plan: Plan
+    baseline: Prediction
+    choices: dict[str, tuple[Any, ...]]
+
+    @property
+    def speedup(self) -> float:
+        return self.best.value / self.baseline.total_tok_s if self.baseline.total_tok_s else float("inf")
+
+
+def objective_value(prediction: Prediction) -> float:
+    """Total tokens/s at the chosen operating point; 0 for infeasible plans or missed SLOs."""
+    return prediction.total_tok_s if prediction.feasible and prediction.slo_met else 0.0
+
+
+def study_choices(req: SearchRequest) -> dict[str, tuple[Any, ...]]:
+    choices = {d.name: effective_choices(d, req.model, req.hardware) for d in req.space.dimensions}
+    for name, pin in (("engine", req.engine), ("mode", req.mode)):
+        if pin != "auto":
+            if pin not in req.space.dimension(name).choices:
+                raise MiTuneError(f"--{name}: '{pin}' is not a choice of the search space ({req.space.source})")
+            choices[name] = (pin,)
+    return _prune_unreachable(req.space, choices)
+
+
+def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
+    """Drop values whose requirement on another dimension can never hold (e.g. two-batch overlap when
+    DeepEP is not available on this box), until nothing changes."""
+    changed = True
+    while changed:
+        changed = False
+        for dim in space.dimensions:
+            kept = tuple(
+                v
+                for v in choices[dim.name]
+                if all(
+                    wanted in choices.get(other, (wanted,))
+                    for other, wanted in dynamic_requirements(dim.value_requires.get(v, {})).items()
+                )
+            )
+            if kept and kept != choices[dim.name]:
+                choices[dim.name] = kept
+                changed = True
+    return choices
+
+
+def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
+    if plan is None:
+        return Prediction(feasible=False, reason=reason)
+    return predict(plan, req.model, req.hardware, req.workload)
+
+
+def run_study(req: SearchRequest) -> SearchResult:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("optuna").setLevel(logging.WARNING)
+    choices = study_choices(req)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(
+            seed=req.seed, multivariate=True, group=True, n_startup_trials=max(10, req.trials // 10)
+        )
+    study = optuna.create_study(
+        study_name=req.study_name,
+        storage=req.storage or None,
+        sampler=sampler,
+        direction="maximize",
+        load_if_exists=True,
+    )
+    _check_same_study(study, req)
+
+    def objective(trial: optuna.Trial) -> float:
+        def suggest(name: str, options: tuple[Any, ...]) -> Any:
+            return options[0] if len(options) == 1 else trial.suggest_categorical(name, list(options))
+
+        plan, reason = sample_plan(req.space, choices, suggest, req.num_gpus)
+        prediction = _evaluate(req, plan, reason)
+        trial.set_user_attr("plan", to_dict(plan) if plan else None)
+        trial.set_user_attr("reason", prediction.reason)
+        return objective_value(prediction)
+
+    done = sum(t.state.is_finished() for t in study.trials)
+    remaining = max(0, req.trials - done)
+    if remaining:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.optimize(
+                objective, n_trials=remaining, timeout=req.timeout_s, n_jobs=req.workers, show_progress_bar=req.progress
+            )
+    return _result(req, study, choices)
+
+
+def _check_same_study(study, req: SearchRequest) -> None:
+    """A resumed study must be the same search: same model, box, workload and space."""
+    key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}|{req.seed}"
+    stored = study.user_attrs.get("search_key")
+    if stored is None:
+        study.set_user_attr("search_key", key)
+    elif stored != key:
+        raise MiTuneError(
+            f"--storage/--study: study '{req.study_name}' holds a different search; use a new --out or --study name"
+        )
+
+
+def _result(req: SearchRequest, study, choices) -> SearchResult:
+    records = []
+    for t in study.trials:
+        if not t.state.is_finished() or t.value is None:
+            continue
+        raw = t.user_attrs.get("plan")
+        plan = from_dict(Plan, raw, "storage") if raw else None
+        prediction = _evaluate(req, plan, t.user_attrs.get("reason", ""))
+        records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
+    feasible = [r for r in records if r.value > 0]
+    if not feasible:
+        reasons = sorted({r.reason for r in records if r.reason})
+        raise MiTuneError(
+            f"no plan of '{req.model.name}' fits '{req.hardware.name}' in {len(records)} trials"
+            + (f" (e.g. {reasons[0]})" if reasons else "")
+        )
+    best = max(feasible, key=lambda r: (r.value, -r.number))
+    engine = best.plan.engine
+    base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
+    baseline = predict(base_plan, req.model, req.hardware, req.workload)
+    return SearchResult(req, tuple(records), best, base_plan, baseline, choices)
