@@ -9,6 +9,7 @@ switches on two sockets cost differently from 8 NVLink GPUs with the same per-GP
 from __future__ import annotations
 
 import bisect
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -128,13 +129,23 @@ def _latency_s(topo: Topology, group: tuple[int, ...], steps: int) -> float:
     return (base_us + steps * step_us) * 1e-6
 
 
-def _measured_busbw_gbs(hw: HardwareProfile, name: str, p: int, nbytes: float) -> float:
+def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> float:
+    """Time of a collective from the profile's measured curve (log-log interpolation between points;
+    beyond the largest point, its bus bandwidth); 0 when no curve was measured for this group size."""
     curve = hw.measured.collectives.get(f"{name}/{p}", ()) if hw.measured else ()
     if not curve:
         return 0.0
-    sizes = [pt.message_bytes for pt in curve]
-    k = min(bisect.bisect_left(sizes, nbytes), len(curve) - 1)
-    return curve[k].busbw_gbs
+    points = sorted(curve, key=lambda pt: pt.message_bytes)
+    sizes = [pt.message_bytes for pt in points]
+    if nbytes <= sizes[0]:
+        return points[0].latency_us * 1e-6
+    if nbytes >= sizes[-1]:
+        last = points[-1]
+        return last.latency_us * 1e-6 + (nbytes - last.message_bytes) * 2 * (p - 1) / p / (last.busbw_gbs * GB)
+    k = bisect.bisect_right(sizes, nbytes)
+    lo, hi = points[k - 1], points[k]
+    frac = math.log(nbytes / lo.message_bytes) / math.log(hi.message_bytes / lo.message_bytes)
+    return math.exp(math.log(lo.latency_us) + frac * math.log(hi.latency_us / lo.latency_us)) * 1e-6
 
 
 def all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: float, algorithm: str = "nccl") -> float:
@@ -147,10 +158,11 @@ def all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: float, alg
         # one-shot: every rank reads every peer's buffer once
         traffic = {(j, i): nbytes for i in group for j in group if i != j}
         return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + transfer_s(topo, traffic)
-    measured = _measured_busbw_gbs(hw, "all_reduce", p, nbytes)
+    if tuple(group) == tuple(range(p)):  # curves are measured on the first p GPUs
+        measured = measured_time_s(hw, "all_reduce", p, nbytes)
+        if measured:
+            return measured
     latency = _latency_s(topo, group, 2 * (p - 1))
-    if measured:
-        return latency + nbytes * 2 * (p - 1) / p / (measured * GB)
     return latency + transfer_s(topo, _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes))
 
 

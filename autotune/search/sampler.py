@@ -13,6 +13,7 @@ FIELD_TRANSFORMS: dict[str, Callable[[Any, dict], Any]] = {
     "ep": lambda on, phase: phase.get("tp", 1) * phase.get("dp", 1) if on else 1,
 }
 DEPLOYMENT_ONLY_FIELDS = ("prefill_share",)
+LAYOUT_FIELDS = ("tp", "dp", "pp")  # their product must divide the phase's GPUs
 
 Suggest = Callable[[str, tuple[Any, ...]], Any]
 
@@ -61,11 +62,7 @@ def sample_plan(
         return None, split
     phases = {}
     for phase_name, gpus in split.items():
-        values = {
-            dim.name: suggest(f"{phase_name}.{dim.name}", choices[dim.name])
-            for dim in space.dimensions
-            if dim.scope == "phase" and all(deployment.get(k) == v for k, v in dim.when.items())
-        }
+        values = _phase_values(space, choices, suggest, phase_name, len(gpus), deployment)
         reason = _unmet(space, values, f"{phase_name}.")
         if reason:
             return None, reason
@@ -85,6 +82,27 @@ def sample_plan(
         return Plan(phases=phases, **plan_fields), ""
     except (TypeError, ValueError) as exc:
         return None, str(exc)
+
+
+def _phase_values(space: Space, choices: dict[str, tuple[Any, ...]], suggest: Suggest, phase: str, num_gpus: int,
+                  deployment: dict[str, Any]) -> dict[str, Any]:
+    """Sample a phase's dimensions. Layout sizes (tp, dp, pp, in declaration order) only offer values that
+    divide the GPUs still unassigned, so every sampled layout fits; the rest become replicas. A restricted
+    choice set gets its own parameter name (`prefill.dp@4`), as Optuna requires fixed choices per name."""
+    values: dict[str, Any] = {}
+    remaining = num_gpus
+    for dim in space.dimensions:
+        if dim.scope != "phase" or any(deployment.get(k) != v for k, v in dim.when.items()):
+            continue
+        options, name = choices[dim.name], f"{phase}.{dim.name}"
+        if dim.field in LAYOUT_FIELDS:
+            fitting = tuple(v for v in options if remaining % v == 0)
+            if fitting != options:
+                options, name = fitting, f"{name}@{remaining}"
+        values[dim.name] = suggest(name, options)
+        if dim.field in LAYOUT_FIELDS:
+            remaining //= values[dim.name]
+    return values
 
 
 def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> PhasePlan | str:

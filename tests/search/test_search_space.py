@@ -1,0 +1,79 @@
+import pytest
+
+from autotune.catalog import load_model, load_preset
+from autotune.search import SearchRequest, load_space
+from autotune.search.sampler import build_phase, sample_plan
+from autotune.search.space import effective_choices
+from autotune.search.study import study_choices
+from autotune.specs import SpecError, Workload
+
+
+def test_default_space_loads_and_every_field_is_a_plan_field():
+    space = load_space()
+    assert {"engine", "mode", "tp", "dp", "pp", "gemm_dtype", "kv_cache_dtype", "max_running",
+            "chunked_prefill_tokens"} <= {d.name for d in space.dimensions}
+    # the first choice of every phase dimension must build a valid PhasePlan on 8 GPUs
+    values = {d.name: d.choices[0] for d in space.dimensions if d.scope == "phase"}
+    assert not isinstance(build_phase(space, values, tuple(range(8))), str)
+
+
+def test_space_file_errors_name_the_file(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("schema: mi-tune/space/v1\ndimensions:\n  - {name: tp, field: tp, choices: [1], colour: red}\n")
+    with pytest.raises(SpecError, match=r"space.yaml: dimensions\[0\]: unknown key 'colour'"):
+        load_space(path)
+    path.write_text("schema: mi-tune/space/v1\ndimensions:\n  - {name: tp, field: tp, choices: [1, 2],"
+                    " value_requires: {4: {arch: [sm_90]}}}\n")
+    with pytest.raises(SpecError, match="4 is not one of the choices"):
+        load_space(path)
+    path.write_text("schema: mi-tune/plan/v1\n")
+    with pytest.raises(SpecError, match="schema: expected 'mi-tune/space/v1'"):
+        load_space(path)
+
+
+def test_choices_follow_the_box_and_model():
+    space = load_space()
+    pcie, nvl = load_preset("rtx-pro-6000-x8"), load_preset("h200-x8")
+    v41, llama = load_model("deepseek-v4.1-flash"), load_model("llama-3.1-70b")
+    assert effective_choices(space.dimension("all2all"), v41, pcie) == ("allgather_reducescatter",)
+    assert "deepep" in effective_choices(space.dimension("all2all"), v41, nvl)
+    assert effective_choices(space.dimension("dp"), llama, pcie) == (1,)
+    assert effective_choices(space.dimension("gemm_dtype"), v41, pcie) == ("auto",)  # already fp8/fp4
+    assert effective_choices(space.dimension("gemm_dtype"), llama, pcie) == ("auto", "fp8")
+    assert effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, pcie) == (False,)
+    assert True in effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, nvl)
+
+
+def test_values_needing_an_unavailable_value_are_pruned():
+    space = load_space()
+    req = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8"), Workload(), space, 8)
+    assert study_choices(req)["two_batch_overlap"] == (False,)
+    nvl = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("h200-x8"), Workload(), space, 8)
+    assert study_choices(nvl)["two_batch_overlap"] == (False, True)
+
+
+def test_sampling_builds_replicas_and_rejects_with_reasons():
+    space = load_space()
+    req = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("h200-x8"), Workload(), space, 8)
+    choices = study_choices(req)
+
+    def picker(values):
+        return lambda name, options: values.get(name, options[0])
+
+    plan, reason = sample_plan(space, choices, picker({"both.tp": 2}), 8)
+    assert reason == "" and plan.phases["both"].replicas == 4
+    asked = {}
+
+    def recording(name, options):
+        asked[name] = options
+        return options[-1] if name.startswith("both.") else options[0]
+
+    plan, reason = sample_plan(space, {**choices, "two_batch_overlap": (False,)}, recording, 8)
+    assert asked["both.tp"] == (1, 2, 4, 8) and asked["both.dp@1"] == (1,) and asked["both.pp@1"] == (1,)
+    assert plan.phases["both"].tp == 8 and plan.phases["both"].replicas == 1  # layouts always fit
+    plan, reason = sample_plan(space, choices, picker({"both.two_batch_overlap": True}), 8)
+    assert plan is None and reason == "both.two_batch_overlap=true needs all2all=deepep"
+    values = {"mode": "disaggregated", "prefill_share": 0.25, "prefill.tp@2": 2, "decode.tp@6": 2}
+    plan, reason = sample_plan(space, choices, picker(values), 8)
+    assert plan.phases["prefill"].gpus == (0, 1) and plan.phases["decode"].gpus == (2, 3, 4, 5, 6, 7)
+    assert plan.phases["decode"].replicas == 3

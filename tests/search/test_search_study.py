@@ -1,0 +1,54 @@
+import pytest
+
+from autotune.catalog import load_model, load_preset
+from autotune.search import SearchRequest, load_space, run_study
+from autotune.specs import MiTuneError, Workload
+
+W = Workload(isl=2048, osl=512)
+
+
+def request(tmp_path, name="s", **kw):
+    defaults = dict(model=load_model("deepseek-v4.1-flash"), hardware=load_preset("rtx-pro-6000-x8"), workload=W,
+                    space=load_space(), num_gpus=8, trials=40, seed=3, storage=f"sqlite:///{tmp_path / name}.db")
+    defaults.update(kw)
+    return SearchRequest(**defaults)
+
+
+def test_same_seed_same_best_plan_in_separate_storages(tmp_path):
+    a = run_study(request(tmp_path, "a"))
+    b = run_study(request(tmp_path, "b"))
+    assert a.best.plan == b.best.plan
+    assert a.best.value == pytest.approx(b.best.value)
+    assert a.best.value > a.baseline.total_tok_s  # the search beats tensor parallel over all GPUs here
+
+
+def test_interrupted_search_resumes_from_its_storage(tmp_path):
+    first = run_study(request(tmp_path, "r", trials=15))
+    assert len(first.records) == 15
+    resumed = run_study(request(tmp_path, "r", trials=25))
+    assert len(resumed.records) == 25
+    assert [r.number for r in resumed.records[:15]] == [r.number for r in first.records]
+
+
+def test_a_storage_holding_another_search_is_refused(tmp_path):
+    run_study(request(tmp_path, "x", trials=12))
+    with pytest.raises(MiTuneError, match="holds a different search"):
+        run_study(request(tmp_path, "x", trials=12, workload=Workload(isl=100, osl=100)))
+
+
+def test_engine_and_mode_pins(tmp_path):
+    result = run_study(request(tmp_path, "p", engine="vllm", mode="disaggregated", trials=25))
+    plans = [r.plan for r in result.records if r.plan]
+    assert plans and all(p.engine == "vllm" and p.mode == "disaggregated" for p in plans)
+
+
+def test_infeasible_trials_keep_their_reason(tmp_path):
+    result = run_study(request(tmp_path, "i"))
+    rejected = [r for r in result.records if r.value == 0]
+    assert rejected and all(r.reason for r in rejected)
+
+
+def test_model_that_fits_no_plan_is_a_clear_error(tmp_path):
+    with pytest.raises(MiTuneError, match="no plan of 'deepseek-v3' fits 'l20-x8'"):
+        run_study(request(tmp_path, "n", model=load_model("deepseek-v3"), hardware=load_preset("l20-x8"),
+                          trials=20))
