@@ -10,10 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-import click
 import typer
 
-from autotune.specs import MiTuneError, SpecError, Workload, dump_json, dump_yaml, save
+from autotune.specs import MiTuneError, Workload, dump_json, dump_yaml, save
 
 app = typer.Typer(
     add_completion=False,
@@ -242,9 +241,13 @@ def kernels_check(names: list[str] = typer.Argument(None, help="Kernels to check
     from autotune.kernels import check
 
     results = check(names or None)
-    failed = [r for r in results if not r.passed]
-    for r in results:
-        print(r)
+    rows = [{"kernel": r.kernel, "shape": "x".join(map(str, r.shape)), "dtype": r.dtype,
+             "device": r.device + (" (interpreter)" if r.is_interpreted else ""), "params": r.params or "default",
+             "max_error": f"{r.max_error:.3g}", "tolerance": r.tolerance, "ok": "yes" if r.passed else "NO"}
+            for r in results]
+    print(_table(rows, list(rows[0])) if rows else "no kernels")
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed")
     if failed:
         raise typer.Exit(1)
 
@@ -274,28 +277,20 @@ def kernels_tune(
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
     try:
-        app(args=argv, prog_name="mi-tune", standalone_mode=False)
-    except (MiTuneError, SpecError) as exc:
+        app(args=argv, prog_name="mi-tune")  # standalone mode: usage errors exit 2 with the parser's message
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except MiTuneError as exc:
         print(f"mi-tune: error: {exc}", file=sys.stderr)
         return 2
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
-    except click.exceptions.Abort:
-        print("mi-tune: interrupted", file=sys.stderr)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return 2 if isinstance(exc, click.UsageError) else exc.exit_code
     except KeyboardInterrupt:
         print("mi-tune: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # internal failure: one line, traceback on request
         if os.environ.get("MI_TUNE_DEBUG"):
             raise
-        print(
-            f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
+        print(f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
+              file=sys.stderr)
         return 1
     return 0
 
