@@ -8,6 +8,7 @@ from autotune.perf import precision
 from autotune.specs import DTYPE_BYTES, HardwareProfile, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
+GIB = 2**30  # HardwareProfile.memory_gb is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
 GPU_MEMORY_UTILIZATION = 0.90  # share of device memory the engine may take (vLLM/SGLang static fraction)
 # Runtime reserve per GPU: CUDA context + NCCL buffers + CUDA-graph pools + allocator slack. Prior in GB.
 RESERVE_GB = 3.0
@@ -46,7 +47,7 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
 
 def memory_fit(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int) -> MemoryFit:
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
-    capacity = hw.gpu.memory_gb * GB * GPU_MEMORY_UTILIZATION
+    capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
     weights = weights_per_gpu_bytes(model, phase)
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp

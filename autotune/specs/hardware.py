@@ -20,7 +20,7 @@ class HostInfo:
     sockets: int
     cores: int
     numa_nodes: int
-    memory_gb: float
+    memory_gb: float  # host DRAM, binary like the accelerators'
     inter_socket_gbs: float = 0.0  # usable socket-interconnect bandwidth for PCIe peer traffic; 0 = unknown
 
 
@@ -39,7 +39,7 @@ class Accelerator:
     vendor: str
     name: str
     pci_bdf: str
-    memory_gb: float
+    memory_gb: float  # binary: NVML total / 2^30 (datasheet sizes such as '96 GB' are GiB)
     mem_bw_gbs: float
     peak_tflops: dict[str, float]  # dense, by dtype: bf16, fp8, fp4, int8
     arch: str  # "sm_120", "sm_90", "ascend910b" ...

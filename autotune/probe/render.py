@@ -1,0 +1,96 @@
+"""format_probe(): what `mi-tune probe` prints: host, accelerators, `nvidia-smi topo -m` style matrices, notes."""
+
+from __future__ import annotations
+
+from autotune.probe.profile import ProbeResult
+from autotune.specs.hardware import HardwareProfile, HostInfo
+
+P2P_MARKS = {True: "OK", False: "--"}
+
+
+def format_probe(result: ProbeResult) -> str:
+    lines = [_host_line(result.host)]
+    hw = result.profile
+    if hw is None:
+        lines.append("no accelerators found")
+    else:
+        lines += ["", *_accelerator_table(hw), "", "topology (nvidia-smi topo -m labels):"]
+        lines += _matrix(hw, [list(row) for row in hw.links], numa=True)
+        lines += ["", "peer access (P2P):"]
+        lines += _matrix(
+            hw, [[P2P_MARKS[ok] if i != j else "X" for j, ok in enumerate(row)] for i, row in enumerate(hw.p2p)]
+        )
+        lines += ["", _summary(hw), *_switch_lines(result)]
+    if result.notes:
+        lines += ["", "notes:", *(f"  - {note}" for note in result.notes)]
+    return "\n".join(lines)
+
+
+def _host_line(host: HostInfo) -> str:
+    socket = f", inter-socket {host.inter_socket_gbs:g} GB/s (NCCL model)" if host.inter_socket_gbs else ""
+    return (
+        f"host: {host.cpu_model}; {host.sockets} socket(s), {host.cores} cores, {host.numa_nodes} NUMA node(s), "
+        f"{host.memory_gb:g} GB memory{socket}"
+    )
+
+
+def _accelerator_table(hw: HardwareProfile) -> list[str]:
+    header = (
+        "GPU",
+        "name",
+        "bdf",
+        "mem GB",
+        "mem GB/s",
+        "bf16 TF",
+        "fp8 TF",
+        "fp4 TF",
+        "arch",
+        "NUMA",
+        "PCIe",
+        "NVLink GB/s",
+    )
+    rows = [
+        (
+            str(a.index),
+            a.name,
+            a.pci_bdf or "-",
+            f"{a.memory_gb:g}",
+            f"{a.mem_bw_gbs:g}" if a.mem_bw_gbs else "?",
+            *(f"{a.peak_tflops[d]:g}" if d in a.peak_tflops else "-" for d in ("bf16", "fp8", "fp4")),
+            a.arch,
+            str(a.numa_node),
+            f"Gen{a.pcie_gen} x{a.pcie_width}",
+            f"{a.nvlink_gbs:g}" if a.nvlink_gbs else "-",
+        )
+        for a in hw.accelerators
+    ]
+    return _columns([header, *rows])
+
+
+def _matrix(hw: HardwareProfile, cells: list[list[str]], numa: bool = False) -> list[str]:
+    names = [f"GPU{a.index}" for a in hw.accelerators]
+    header = ["", *names, *(["NUMA"] if numa else [])]
+    rows = [[names[i], *row, *([str(hw.accelerators[i].numa_node)] if numa else [])] for i, row in enumerate(cells)]
+    return _columns([header, *rows])
+
+
+def _summary(hw: HardwareProfile) -> str:
+    pairs = [ok for i, row in enumerate(hw.p2p) for j, ok in enumerate(row) if i != j]
+    p2p = "all pairs" if all(pairs) else "none" if not any(pairs) else f"{sum(pairs)} of {len(pairs)} pairs"
+    uplink = f", switch uplink {hw.pcie_switch_uplink_gbs:g} GB/s" if hw.pcie_switch_uplink_gbs else ""
+    return f"interconnect: {hw.interconnect}; P2P: {p2p}{uplink}; fingerprint {hw.fingerprint}"
+
+
+def _switch_lines(result: ProbeResult) -> list[str]:
+    index = {a.pci_bdf: a.index for a in result.profile.accelerators} if result.profile else {}
+    return [
+        f"PCIe switch {s.upstream_port}: uplink Gen{s.uplink.current_gen or s.uplink.max_gen} "
+        f"x{s.uplink.current_width or s.uplink.max_width} ({s.uplink.gbs:g} GB/s) above "
+        + ", ".join(f"GPU{index[b]}" for b in s.members if b in index)
+        for s in result.switches
+    ]
+
+
+def _columns(rows: list[tuple[str, ...] | list[str]]) -> list[str]:
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
