@@ -55,9 +55,11 @@ def breakdown_plot(labelled: dict[str, Prediction], path: Path) -> Path:
             parts["overlap saved"] = -step.overlap_saved_ms
             rows.append({"bar": f"{label}\n{step.phase}", **parts})
     frame = pd.DataFrame(rows).set_index("bar").fillna(0.0)
+    frame = frame.loc[:, (frame != 0).any()]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     frame.plot.barh(stacked=True, ax=ax, width=0.6)
     ax.set_xlabel("ms per step (one token for every running sequence)")
+    ax.set_ylabel("")
     ax.set_title("Where a step's time goes")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

@@ -55,7 +55,8 @@ def sample_plan(
     """Ask `suggest(param_name, choices)` for each active dimension; returns (plan, '') or (None, reason)."""
     deployment: dict[str, Any] = {}
     for dim in space.dimensions:
-        if dim.scope == "deployment" and all(deployment.get(k) == v for k, v in dim.when.items()):
+        active = dim.scope == "deployment" and all(deployment.get(k) == v for k, v in dim.when.items())
+        if active and choices[dim.name]:
             deployment[dim.name] = suggest(dim.name, choices[dim.name])
     split = phase_gpus(deployment["mode"], deployment.get("prefill_share", 0.5), num_gpus)
     if isinstance(split, str):
@@ -84,8 +85,14 @@ def sample_plan(
         return None, str(exc)
 
 
-def _phase_values(space: Space, choices: dict[str, tuple[Any, ...]], suggest: Suggest, phase: str, num_gpus: int,
-                  deployment: dict[str, Any]) -> dict[str, Any]:
+def _phase_values(
+    space: Space,
+    choices: dict[str, tuple[Any, ...]],
+    suggest: Suggest,
+    phase: str,
+    num_gpus: int,
+    deployment: dict[str, Any],
+) -> dict[str, Any]:
     """Sample a phase's dimensions. Layout sizes (tp, dp, pp, in declaration order) only offer values that
     divide the GPUs still unassigned, so every sampled layout fits; the rest become replicas. A restricted
     choice set gets its own parameter name (`prefill.dp@4`), as Optuna requires fixed choices per name."""
@@ -95,6 +102,8 @@ def _phase_values(space: Space, choices: dict[str, tuple[Any, ...]], suggest: Su
         if dim.scope != "phase" or any(deployment.get(k) != v for k, v in dim.when.items()):
             continue
         options, name = choices[dim.name], f"{phase}.{dim.name}"
+        if not options:  # moot on this box/model: the plan keeps its default
+            continue
         if dim.field in LAYOUT_FIELDS:
             fitting = tuple(v for v in options if remaining % v == 0)
             if fitting != options:

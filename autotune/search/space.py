@@ -112,8 +112,9 @@ def dynamic_requirements(requires: dict[str, Any]) -> dict[str, Any]:
 
 
 def effective_choices(dim: Dimension, model: ModelSpec, hw: HardwareProfile) -> tuple[Any, ...]:
-    """The values worth sampling on this box and model (the first choice alone when the dimension is moot)."""
+    """The values worth sampling on this box and model; () when the dimension is moot here, so the plan
+    keeps its default and the emitter leaves the engine's own default in place."""
     if not static_ok(dim.requires, model, hw):
-        return dim.choices[:1]
+        return ()
     kept = tuple(v for v in dim.choices if static_ok(dim.value_requires.get(v, {}), model, hw))
     return kept or dim.choices[:1]

@@ -104,12 +104,14 @@ class Plan:
         return sum(len(p.gpus) for p in self.phases.values())
 
     def describe(self) -> str:
-        """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4] D[1x tp8]'."""
+        """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4 fp8/kv:auto b64/c8192] D[tp8 ...]'."""
         parts = []
         for name, p in self.phases.items():
             label = {"both": "", "prefill": "P", "decode": "D"}[name]
             dims = [f"tp{p.tp}"] + [f"{k}{v}" for k, v in (("dp", p.dp), ("ep", p.ep), ("pp", p.pp)) if v > 1]
             rep = f"{p.replicas}x " if p.replicas > 1 else ""
-            parts.append(f"{label}[{rep}{' '.join(dims)} {p.kernels.gemm_dtype}/kv:{p.kernels.kv_cache_dtype}]")
+            dtypes = f"{p.kernels.gemm_dtype}/kv:{p.kernels.kv_cache_dtype}"
+            batch = f"b{p.batching.max_running}/c{p.batching.chunked_prefill_tokens}"
+            parts.append(f"{label}[{rep}{' '.join(dims)} {dtypes} {batch}]")
         mode = "agg" if self.mode == "aggregated" else "disagg"
         return f"{self.engine} {mode} " + " ".join(parts)

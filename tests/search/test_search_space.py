@@ -37,10 +37,10 @@ def test_choices_follow_the_box_and_model():
     v41, llama = load_model("deepseek-v4.1-flash"), load_model("llama-3.1-70b")
     assert effective_choices(space.dimension("all2all"), v41, pcie) == ("allgather_reducescatter",)
     assert "deepep" in effective_choices(space.dimension("all2all"), v41, nvl)
-    assert effective_choices(space.dimension("dp"), llama, pcie) == (1,)
-    assert effective_choices(space.dimension("gemm_dtype"), v41, pcie) == ("auto",)  # already fp8/fp4
+    assert effective_choices(space.dimension("dp"), llama, pcie) == ()  # moot: the plan keeps dp=1
+    assert effective_choices(space.dimension("gemm_dtype"), v41, pcie) == ()  # checkpoint already fp8/fp4
     assert effective_choices(space.dimension("gemm_dtype"), llama, pcie) == ("auto", "fp8")
-    assert effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, pcie) == (False,)
+    assert effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, pcie) == ()
     assert True in effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, nvl)
 
 

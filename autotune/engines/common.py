@@ -1,0 +1,85 @@
+"""Helpers every emitter uses: plan-vocabulary lookups that fail with one line, and assembling a Launch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
+from autotune.engines.layout import Instance, gpu_env, instances, numa_node, url
+from autotune.specs.best import Launch, ProcessSpec
+from autotune.specs.errors import MiTuneError
+from autotune.specs.hardware import HardwareProfile
+from autotune.specs.model import ModelSpec
+from autotune.specs.plan import PhasePlan, Plan
+
+AUTO = "auto"
+ONLINE_FP8_FROM = {"bf16", "fp16", "fp32"}  # checkpoint dtypes an engine can quantise to FP8 at load time
+NATIVE_GEMM = {"fp8": {"fp8"}}  # gemm_dtype -> checkpoint dtypes that already are it
+
+
+def choose(table: Mapping, key, what: str, label: str):
+    """table[key], or a one-line MiTuneError saying `label` cannot express `what`."""
+    if key not in table:
+        raise MiTuneError(f"{label} cannot express {what} (supported: {', '.join(map(str, table))})")
+    return table[key]
+
+
+def online_quantization(model: ModelSpec, gemm_dtype: str, label: str) -> str | None:
+    """The GEMM dtype to quantise to at load time, None when the checkpoint already is it (or 'auto')."""
+    if gemm_dtype == AUTO or model.dense_dtype in NATIVE_GEMM.get(gemm_dtype, ()):
+        return None
+    if gemm_dtype == "fp8" and model.dense_dtype in ONLINE_FP8_FROM:
+        return "fp8"
+    raise MiTuneError(
+        f"{label} cannot serve the {model.dense_dtype} checkpoint of {model.name} with {gemm_dtype} GEMMs"
+    )
+
+
+def check_fusions(phase: PhasePlan, known: Mapping[str, object], label: str) -> None:
+    for name in phase.fusion:
+        choose(known, name, f"fusion {name!r}", label)
+
+
+# server_process(instance, phase plan, all instances) -> (argv, engine-specific env)
+ServerFn = Callable[[Instance, PhasePlan, tuple[Instance, ...]], tuple[list[str], dict[str, str]]]
+# front_process(instances, host, port) -> (argv, flag table to check it against or None) of the router / proxy
+FrontFn = Callable[[tuple[Instance, ...], str, int], tuple[list[str], str | None]]
+
+
+def assemble_launch(
+    engine: str,
+    version: str,
+    plan: Plan,
+    hardware: HardwareProfile,
+    host: str,
+    port: int,
+    server: ServerFn,
+    front: FrontFn,
+) -> Launch:
+    """Engine servers (validated against the pinned flag table), then a router/proxy when there are several."""
+    if plan.engine != engine:
+        raise MiTuneError(f"plan is for {plan.engine}, not {engine}")
+    placed = instances(plan, host, port)
+    processes = []
+    for inst in placed:
+        phase = plan.phases[inst.phase]
+        argv, env = server(inst, phase, placed)
+        validate_argv(engine, version, argv)
+        processes.append(
+            ProcessSpec(
+                name=inst.name,
+                role=inst.role,
+                argv=tuple(argv),
+                env={**gpu_env(inst, phase), **env},
+                gpus=inst.gpus,
+                host=inst.host,
+                port=inst.port,
+                numa_node=numa_node(hardware, inst.gpus),
+            )
+        )
+    if len(placed) > 1:
+        argv, table = front(placed, host, port)
+        if table:
+            validate_argv(table, ENGINE_VERSIONS[table], argv)
+        processes.append(ProcessSpec(name="router", role="router", argv=tuple(argv), host=host, port=port))
+    return Launch(engine=engine, engine_version=version, endpoint=url(host, port), processes=tuple(processes))

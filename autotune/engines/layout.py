@@ -1,0 +1,94 @@
+"""Where each engine instance of a plan runs: its GPUs, port, NUMA node and base environment (shared by emitters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.specs.errors import MiTuneError
+from autotune.specs.hardware import HardwareProfile
+from autotune.specs.plan import PhasePlan, Plan
+
+# Engine instances behind a router listen on port + PORT_STRIDE * (k + 1). SGLang with DP attention also binds
+# its own port + 233 .. + 240 (server_args.py ZMQ_TCP_PORT_DELTA), and each SGLang prefill server binds a
+# bootstrap port at its port + 1: a stride of 10 keeps all of these apart for up to 24 instances.
+PORT_STRIDE = 10
+MAX_PORT = 65535
+BACKEND_HOST = "127.0.0.1"  # servers behind a router or proxy are reached only by it
+PHASE_ROLE = {"both": "server", "prefill": "prefill", "decode": "decode"}
+PHASE_ORDER = ("both", "prefill", "decode")
+WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One engine server process of a plan."""
+
+    name: str  # e.g. "prefill-0"
+    role: str  # server | prefill | decode
+    phase: str  # both | prefill | decode
+    replica: int  # index within its phase
+    index: int  # index over all instances of the plan, in launch order
+    gpus: tuple[int, ...]
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return url(self.host, self.port)
+
+
+def url(host: str, port: int) -> str:
+    host = WILDCARD_HOSTS.get(host, host)
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
+    """Every engine instance; a lone instance serves on (host, port), several sit behind a front process there."""
+    slots = [(phase, r) for phase in PHASE_ORDER if phase in plan.phases for r in range(plan.phases[phase].replicas)]
+    alone = len(slots) == 1
+    last_port = port + PORT_STRIDE * len(slots) + 1
+    if last_port > MAX_PORT:
+        raise MiTuneError(f"port {port}: {len(slots)} engine instances need ports up to {last_port} (> {MAX_PORT})")
+    return tuple(
+        Instance(
+            name=f"{PHASE_ROLE[phase]}-{replica}",
+            role=PHASE_ROLE[phase],
+            phase=phase,
+            replica=replica,
+            index=k,
+            gpus=plan.phases[phase].replica_gpus(replica),
+            host=host if alone else BACKEND_HOST,
+            port=port if alone else port + PORT_STRIDE * (k + 1),
+        )
+        for k, (phase, replica) in enumerate(slots)
+    )
+
+
+def gpu_env(instance: Instance, phase: PhasePlan) -> dict[str, str]:
+    """CUDA device selection in NVML / nvidia-smi order (the probe's indices) plus the plan's NCCL variables."""
+    return {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in instance.gpus),
+        **phase.comm.nccl,
+    }
+
+
+def numa_node(hardware: HardwareProfile, gpus: tuple[int, ...]) -> int:
+    """The NUMA node all of `gpus` sit on, or -1 when they span nodes (or none are given)."""
+    by_index = {a.index: a.numa_node for a in hardware.accelerators}
+    missing = [g for g in gpus if g not in by_index]
+    if missing:
+        raise MiTuneError(f"gpus: {missing} not on this box (GPUs {sorted(by_index)} of {hardware.name})")
+    nodes = {by_index[g] for g in gpus}
+    return nodes.pop() if len(nodes) == 1 else -1
+
+
+def attention_family(model) -> str:
+    """'mha' (GQA/MHA/MQA/sliding window), 'mla', or the model's kinds joined, for kinds no generic backend runs."""
+    kinds = {layer.attention.kind for layer in model.layers}
+    sparse = any(layer.attention.attended_cap for layer in model.layers)
+    if not sparse and kinds <= {"gqa", "mha", "mqa", "dense-mha", "swa"}:
+        return "mha"
+    if not sparse and kinds == {"mla"}:
+        return "mla"
+    return "+".join(sorted(kinds)) + ("+sparse" if sparse else "")

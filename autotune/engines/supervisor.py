@@ -1,0 +1,155 @@
+"""Run a Launch: start its processes (servers, then routers), prefix their output, stop them all together."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from autotune.specs.best import Launch, ProcessSpec
+from autotune.specs.errors import MiTuneError
+
+GRACE_S = 15.0  # SIGTERM -> SIGKILL
+POLL_S = 0.1
+START_ORDER = {"server": 0, "prefill": 0, "decode": 0, "router": 1}
+INTERRUPTED_EXIT = 130
+# executable or `python -m` top-level package -> how to get it
+INSTALL_HINTS = {
+    "vllm": "pip install vllm==0.34.0",
+    "sglang": "pip install sglang==0.5.23",
+    "sglang_router": "pip install sglang-router==0.3.2",
+    "autotune": "pip install mi-tune (into the same environment)",
+}
+
+
+def format_launch(launch: Launch) -> str:
+    """The exact commands, one line per process in start order, as `ENV=value ... cmd args` (display only)."""
+    return "\n".join(_command_line(p) for p in _in_start_order(launch))
+
+
+def _command_line(spec: ProcessSpec) -> str:
+    env = [f"{k}={shlex.quote(v)}" for k, v in spec.env.items()]
+    return " ".join([*env, *(shlex.quote(a) for a in spec.argv)])
+
+
+def _in_start_order(launch: Launch) -> list[ProcessSpec]:
+    return sorted(launch.processes, key=lambda p: START_ORDER.get(p.role, 0))
+
+
+def _search_path() -> str:
+    """PATH with this interpreter's bin directory first, so a venv's own tools win (also when not activated)."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
+
+
+def resolve_argv(argv: tuple[str, ...]) -> list[str]:
+    """argv with its executable resolved on the search path; MiTuneError naming what is missing and how to get it."""
+    path = _search_path()
+    exe = shutil.which(argv[0], path=path)
+    if exe is None:
+        raise MiTuneError(f"{argv[0]} not found on PATH; {_hint(Path(argv[0]).name)}")
+    if len(argv) > 2 and argv[1] == "-m":
+        package = argv[2].split(".")[0]
+        probe = [exe, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({package!r}) is None)"]
+        if subprocess.run(probe, env={**os.environ, "PATH": path}, capture_output=True).returncode != 0:
+            raise MiTuneError(f"{exe} cannot import {package}; {_hint(package)}")
+    return [exe, *argv[1:]]
+
+
+def _hint(name: str) -> str:
+    return f"install it with: {INSTALL_HINTS[name]}" if name in INSTALL_HINTS else "install it first"
+
+
+def _pump(name: str, stream: TextIO, out: TextIO, lock: threading.Lock) -> None:
+    for line in stream:
+        text = line if line.endswith("\n") else line + "\n"
+        with lock:
+            out.write(f"[{name}] {text}")
+            out.flush()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)  # start_new_session=True: the group holds the engine's own workers too
+
+
+def stop_all(procs: list[subprocess.Popen], grace_s: float = GRACE_S) -> None:
+    """SIGTERM every process group still running, then SIGKILL what is left after `grace_s`."""
+    for proc in procs:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        _signal_group(proc, signal.SIGKILL)  # also reaps workers that outlived their leader
+        proc.wait()
+
+
+def _exit_code(returncode: int) -> int:
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _wait_first_exit(procs: list[subprocess.Popen]) -> int:
+    while True:
+        for proc in procs:
+            if (code := proc.poll()) is not None:
+                return _exit_code(code)
+        time.sleep(POLL_S)
+
+
+def run_launch(launch: Launch, *, out: TextIO | None = None, grace_s: float = GRACE_S) -> int:
+    """Start every process, stream their prefixed output, and stop all when one exits or on Ctrl-C / SIGTERM.
+
+    Returns the exit code of the first process that ended by itself (130 after an interrupt with none).
+    """
+    out = out or sys.stdout
+    specs = _in_start_order(launch)
+    argvs = [resolve_argv(spec.argv) for spec in specs]  # fail before anything starts
+    lock, procs, pumps = threading.Lock(), [], []
+    restore = _sigterm_as_interrupt()
+    try:
+        for spec, argv in zip(specs, argvs, strict=True):
+            proc = subprocess.Popen(
+                argv,
+                env=os.environ | spec.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+            procs.append(proc)
+            pumps.append(threading.Thread(target=_pump, args=(spec.name, proc.stdout, out, lock), daemon=True))
+            pumps[-1].start()
+        code = _wait_first_exit(procs)
+    except KeyboardInterrupt:
+        code = next((_exit_code(p.returncode) for p in procs if p.poll() not in (None, 0)), INTERRUPTED_EXIT)
+    finally:
+        stop_all(procs, grace_s)
+        for pump in pumps:
+            pump.join(timeout=1.0)
+        restore()
+    return code
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    """Treat SIGTERM like Ctrl-C while the launch runs (main thread only); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    return lambda: signal.signal(signal.SIGTERM, previous)
