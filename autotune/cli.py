@@ -241,10 +241,19 @@ def kernels_check(names: list[str] = typer.Argument(None, help="Kernels to check
     from autotune.kernels import check
 
     results = check(names or None)
-    rows = [{"kernel": r.kernel, "shape": "x".join(map(str, r.shape)), "dtype": r.dtype,
-             "device": r.device + (" (interpreter)" if r.is_interpreted else ""), "params": r.params or "default",
-             "max_error": f"{r.max_error:.3g}", "tolerance": r.tolerance, "ok": "yes" if r.passed else "NO"}
-            for r in results]
+    rows = [
+        {
+            "kernel": r.kernel,
+            "shape": "x".join(map(str, r.shape)),
+            "dtype": r.dtype,
+            "device": r.device + (" (interpreter)" if r.is_interpreted else ""),
+            "params": r.params or "default",
+            "max_error": f"{r.max_error:.3g}",
+            "tolerance": r.tolerance,
+            "ok": "yes" if r.passed else "NO",
+        }
+        for r in results
+    ]
     print(_table(rows, list(rows[0])) if rows else "no kernels")
     failed = sum(not r.passed for r in results)
     print(f"{len(results) - failed} passed, {failed} failed")
@@ -289,8 +298,10 @@ def run(argv: list[str] | None = None) -> int:
     except Exception as exc:  # internal failure: one line, traceback on request
         if os.environ.get("MI_TUNE_DEBUG"):
             raise
-        print(f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        print(
+            f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

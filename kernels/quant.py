@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from autotune.kernels.registry import Comparison, KernelEntry, Shape
 from autotune.kernels.runtime import torch_dtype
-
 from autotune.specs.model import DTYPE_BYTES
 
 # OCP 8-bit Floating Point Specification (OFP8) rev. 1.0 (2023): E4M3 max normal S.1111.110 = 1.75 * 2^8 = 448.

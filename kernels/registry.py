@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.kernels.runtime import load_kernel_module
-
 from autotune.specs.errors import MiTuneError
 
 KERNEL_MODULES = {

@@ -9,9 +9,9 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+
 from autotune.kernels.registry import Comparison, KernelEntry, Shape
 from autotune.kernels.runtime import torch_dtype
-
 from autotune.specs.model import DTYPE_BYTES
 
 MAX_BLOCK_SIZE = 8192

@@ -14,15 +14,42 @@ from autotune.specs import load_best
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "v41"
-    code = run(["search", "--model", "deepseek-v4.1-flash", "--preset", "rtx-pro-6000-x8", "--trials", "60",
-                "--seed", "1", "--isl", "2048", "--osl", "512", "--out", str(out)])
+    code = run(
+        [
+            "search",
+            "--model",
+            "deepseek-v4.1-flash",
+            "--preset",
+            "rtx-pro-6000-x8",
+            "--trials",
+            "60",
+            "--seed",
+            "1",
+            "--isl",
+            "2048",
+            "--osl",
+            "512",
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     return out
 
 
 def test_search_writes_the_run_directory(run_dir):
-    for name in ("best.yaml", "trials.csv", "pareto.csv", "summary.json", "report.md", "report.html",
-                 "plots/pareto.png", "plots/breakdown.png", "hardware.yaml", "study.db"):
+    for name in (
+        "best.yaml",
+        "trials.csv",
+        "pareto.csv",
+        "summary.json",
+        "report.md",
+        "report.html",
+        "plots/pareto.png",
+        "plots/breakdown.png",
+        "hardware.yaml",
+        "study.db",
+    ):
         assert (run_dir / name).is_file(), name
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["trials"] == 60 and summary["speedup"] > 0
@@ -53,8 +80,28 @@ def test_serve_dry_run_prints_the_plan_parallel_flags(run_dir, capsys):
 
 def test_same_seed_picks_the_same_best_plan(run_dir, tmp_path):
     again = tmp_path / "again"
-    assert run(["search", "--model", "deepseek-v4.1-flash", "--preset", "rtx-pro-6000-x8", "--trials", "60",
-                "--seed", "1", "--isl", "2048", "--osl", "512", "--out", str(again)]) == 0
+    assert (
+        run(
+            [
+                "search",
+                "--model",
+                "deepseek-v4.1-flash",
+                "--preset",
+                "rtx-pro-6000-x8",
+                "--trials",
+                "60",
+                "--seed",
+                "1",
+                "--isl",
+                "2048",
+                "--osl",
+                "512",
+                "--out",
+                str(again),
+            ]
+        )
+        == 0
+    )
     first, second = load_best(run_dir / "best.yaml"), load_best(again / "best.yaml")
     assert first.plan == second.plan
 
@@ -66,8 +113,22 @@ def test_report_rebuilds_from_the_run_directory(run_dir, capsys):
 
 
 def test_estimate_a_best_yaml(run_dir, capsys):
-    assert run(["estimate", str(run_dir / "best.yaml"), "--preset", "rtx-pro-6000-x8", "--isl", "2048", "--osl",
-                "512", "--json"]) == 0
+    assert (
+        run(
+            [
+                "estimate",
+                str(run_dir / "best.yaml"),
+                "--preset",
+                "rtx-pro-6000-x8",
+                "--isl",
+                "2048",
+                "--osl",
+                "512",
+                "--json",
+            ]
+        )
+        == 0
+    )
     prediction = json.loads(capsys.readouterr().out)
     assert prediction["feasible"] and prediction["total_tok_s"] > 0
 
@@ -115,6 +176,13 @@ def test_probe_on_a_machine_without_accelerators(capsys):
 
 
 def test_console_script_entry_point_runs():
-    done = subprocess.run([sys.executable, "-c", "import sys; from autotune.cli import main; sys.argv=['mi-tune',"
-                           "'search','--model','nope']; main()"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from autotune.cli import main; sys.argv=['mi-tune','search','--model','nope']; main()",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2 and done.stderr.startswith("mi-tune: error: unknown model 'nope'")

@@ -264,7 +264,7 @@ def deepseek_v4_model(config: dict, name: str) -> ModelSpec:
     notes = [
         *_mtp_note(cfg),
         f"the first {cfg.num('num_hash_layers', 0)} layers route by token-id hash; modelled as top-k MoE",
-        f"lightning indexer ({index_heads} heads x {index_dim}) on CSA layers: weights in params; its scoring is costed per layer",
+        f"lightning indexer ({index_heads} heads x {index_dim}) on CSA layers: weights in params, scoring costed",
         "kv_dtype fp8: the reference keeps the compressed latent in fp8 (rope dims bf16), ~3.4-3.9 KB/token",
     ]
     window_elems = len(ratios) * cfg.num("sliding_window") * head_dim

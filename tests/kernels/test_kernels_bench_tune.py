@@ -4,9 +4,9 @@ import importlib
 import json
 
 import pytest
+
 from autotune.kernels.bench import bench_row
 from autotune.kernels.tune import search_params, shape_key
-
 from autotune.specs.errors import MiTuneError
 
 torch = pytest.importorskip("torch")

@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
+
 from autotune.kernels.registry import KERNEL_MODULES, KERNEL_NAMES, get_entries, get_entry
 from autotune.kernels.runtime import GPU_EXTRA_MESSAGE, import_torch
-
 from autotune.specs.errors import MiTuneError
 
 

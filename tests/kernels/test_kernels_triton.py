@@ -60,6 +60,7 @@ def test_quant_is_bit_exact_under_the_interpreter(device):
 
 def test_launchers_assert_shapes_and_contiguity(device):
     import torch
+
     from autotune.kernels.registry import get_entry
 
     rmsnorm = get_entry("fused_add_rmsnorm")
@@ -80,6 +81,7 @@ def test_launchers_assert_shapes_and_contiguity(device):
 def test_interpreter_downcasts_round_to_nearest_even(device):
     import numpy as np
     import torch
+
     from autotune.kernels.runtime import set_triton_mode
 
     if device != "cpu":

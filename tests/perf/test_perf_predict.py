@@ -64,10 +64,14 @@ def test_decode_time_per_token_grows_with_batch_and_throughput_too():
 
 def test_disaggregated_prediction_has_both_phases_and_kv_transfer():
     hw, model = load_preset("rtx-pro-6000-x8"), load_model("deepseek-v4.1-flash")
-    plan = Plan("sglang", "disaggregated", {
-        "prefill": PhasePlan(gpus=(0, 1, 2, 3), tp=1, dp=4, ep=4, dp_attention=True),
-        "decode": PhasePlan(gpus=(4, 5, 6, 7), tp=1, dp=4, ep=4, dp_attention=True),
-    })
+    plan = Plan(
+        "sglang",
+        "disaggregated",
+        {
+            "prefill": PhasePlan(gpus=(0, 1, 2, 3), tp=1, dp=4, ep=4, dp_attention=True),
+            "decode": PhasePlan(gpus=(4, 5, 6, 7), tp=1, dp=4, ep=4, dp_attention=True),
+        },
+    )
     p = predict(plan, model, hw, Workload(isl=4096, osl=512))
     assert p.feasible, p.reason
     assert [s.phase for s in p.steps] == ["prefill", "decode"]
@@ -89,8 +93,7 @@ def test_check_plan_reasons():
     assert "need a MoE model" in check_plan(agg(tp=1, dp=8, dp_attention=True), model, hw)
     assert check_plan(agg(tp=8), model, hw) == ""
     moe = load_model("deepseek-v4.1-flash")
-    bad_ep = Plan("vllm", "aggregated", {"both": PhasePlan(gpus=tuple(range(7)), tp=1, dp=7, ep=7,
-                                                           dp_attention=True)})
+    bad_ep = Plan("vllm", "aggregated", {"both": PhasePlan(gpus=tuple(range(7)), tp=1, dp=7, ep=7, dp_attention=True)})
     assert "does not divide 384 experts" in check_plan(bad_ep, moe, hw)
     deepep = agg(tp=8, ep=8, comm=Comm(all2all="deepep"))
     assert "NVLink" in check_plan(deepep, moe, hw)

@@ -10,8 +10,17 @@ from autotune.specs import SpecError, Workload
 
 def test_default_space_loads_and_every_field_is_a_plan_field():
     space = load_space()
-    assert {"engine", "mode", "tp", "dp", "pp", "gemm_dtype", "kv_cache_dtype", "max_running",
-            "chunked_prefill_tokens"} <= {d.name for d in space.dimensions}
+    assert {
+        "engine",
+        "mode",
+        "tp",
+        "dp",
+        "pp",
+        "gemm_dtype",
+        "kv_cache_dtype",
+        "max_running",
+        "chunked_prefill_tokens",
+    } <= {d.name for d in space.dimensions}
     # the first choice of every phase dimension must build a valid PhasePlan on 8 GPUs
     values = {d.name: d.choices[0] for d in space.dimensions if d.scope == "phase"}
     assert not isinstance(build_phase(space, values, tuple(range(8))), str)
@@ -22,8 +31,10 @@ def test_space_file_errors_name_the_file(tmp_path):
     path.write_text("schema: mi-tune/space/v1\ndimensions:\n  - {name: tp, field: tp, choices: [1], colour: red}\n")
     with pytest.raises(SpecError, match=r"space.yaml: dimensions\[0\]: unknown key 'colour'"):
         load_space(path)
-    path.write_text("schema: mi-tune/space/v1\ndimensions:\n  - {name: tp, field: tp, choices: [1, 2],"
-                    " value_requires: {4: {arch: [sm_90]}}}\n")
+    path.write_text(
+        "schema: mi-tune/space/v1\ndimensions:\n  - {name: tp, field: tp, choices: [1, 2],"
+        " value_requires: {4: {arch: [sm_90]}}}\n"
+    )
     with pytest.raises(SpecError, match="4 is not one of the choices"):
         load_space(path)
     path.write_text("schema: mi-tune/plan/v1\n")

@@ -8,8 +8,16 @@ W = Workload(isl=2048, osl=512)
 
 
 def request(tmp_path, name="s", **kw):
-    defaults = dict(model=load_model("deepseek-v4.1-flash"), hardware=load_preset("rtx-pro-6000-x8"), workload=W,
-                    space=load_space(), num_gpus=8, trials=40, seed=3, storage=f"sqlite:///{tmp_path / name}.db")
+    defaults = dict(
+        model=load_model("deepseek-v4.1-flash"),
+        hardware=load_preset("rtx-pro-6000-x8"),
+        workload=W,
+        space=load_space(),
+        num_gpus=8,
+        trials=40,
+        seed=3,
+        storage=f"sqlite:///{tmp_path / name}.db",
+    )
     defaults.update(kw)
     return SearchRequest(**defaults)
 
@@ -50,5 +58,4 @@ def test_infeasible_trials_keep_their_reason(tmp_path):
 
 def test_model_that_fits_no_plan_is_a_clear_error(tmp_path):
     with pytest.raises(MiTuneError, match="no plan of 'deepseek-v3' fits 'l20-x8'"):
-        run_study(request(tmp_path, "n", model=load_model("deepseek-v3"), hardware=load_preset("l20-x8"),
-                          trials=20))
+        run_study(request(tmp_path, "n", model=load_model("deepseek-v3"), hardware=load_preset("l20-x8"), trials=20))

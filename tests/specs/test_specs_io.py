@@ -2,8 +2,18 @@ import pytest
 import yaml
 
 from autotune.specs import (
-    Accelerator, Features, HardwareProfile, HostInfo, PhasePlan, Plan, SpecError, Workload, dump_yaml, from_dict,
-    load_plan, to_dict,
+    Accelerator,
+    Features,
+    HardwareProfile,
+    HostInfo,
+    PhasePlan,
+    Plan,
+    SpecError,
+    Workload,
+    dump_yaml,
+    from_dict,
+    load_plan,
+    to_dict,
 )
 
 
@@ -14,8 +24,9 @@ def _hw(n=2, links=None, p2p=True):
         for i in range(n)
     )
     links = links or tuple(tuple("X" if i == j else "PIX" for j in range(n)) for i in range(n))
-    return HardwareProfile("t", "file", HostInfo("cpu", 1, 32, 1, 256), accs, links,
-                           tuple(tuple(p2p for _ in range(n)) for _ in range(n)))
+    return HardwareProfile(
+        "t", "file", HostInfo("cpu", 1, 32, 1, 256), accs, links, tuple(tuple(p2p for _ in range(n)) for _ in range(n))
+    )
 
 
 def test_hardware_round_trip_is_identical_and_derives_interconnect():
@@ -47,11 +58,13 @@ def test_bad_link_label_is_rejected_naming_the_file():
 
 def test_plan_validation_names_the_field():
     with pytest.raises(SpecError, match=r"plan.yaml: phases.both.tp: expected an integer"):
-        from_dict(Plan, {"engine": "vllm", "mode": "aggregated", "phases": {"both": {"gpus": [0], "tp": "x"}}},
-                  "plan.yaml")
+        from_dict(
+            Plan, {"engine": "vllm", "mode": "aggregated", "phases": {"both": {"gpus": [0], "tp": "x"}}}, "plan.yaml"
+        )
     with pytest.raises(SpecError, match=r"replicas\*tp\*dp\*pp"):
-        from_dict(Plan, {"engine": "vllm", "mode": "aggregated", "phases": {"both": {"gpus": [0, 1], "tp": 4}}},
-                  "plan.yaml")
+        from_dict(
+            Plan, {"engine": "vllm", "mode": "aggregated", "phases": {"both": {"gpus": [0, 1], "tp": 4}}}, "plan.yaml"
+        )
     with pytest.raises(SpecError, match="unknown field 'tensor_parallel'"):
         from_dict(PhasePlan, {"gpus": [0], "tensor_parallel": 2}, "plan.yaml")
 
