@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,6 +86,17 @@ def sample_plan(
         return None, str(exc)
 
 
+def layouts(space: Space, choices: dict[str, tuple[Any, ...]], num_gpus: int) -> tuple[str, ...]:
+    """Every combination of the layout dimensions (tp, dp, pp) whose product divides `num_gpus`, as labels
+    such as 'tp=2,dp=2,pp=1'; the GPUs left over become replicas."""
+    dims = [d for d in space.dimensions if d.scope == "phase" and d.field in LAYOUT_FIELDS and choices[d.name]]
+    combos = [()]
+    for dim in dims:
+        combos = [c + ((dim.name, v),) for c in combos for v in choices[dim.name]]
+    fitting = [c for c in combos if num_gpus % math.prod(v for _, v in c) == 0]
+    return tuple(",".join(f"{name}={v}" for name, v in c) for c in fitting)
+
+
 def _phase_values(
     space: Space,
     choices: dict[str, tuple[Any, ...]],
@@ -93,24 +105,18 @@ def _phase_values(
     num_gpus: int,
     deployment: dict[str, Any],
 ) -> dict[str, Any]:
-    """Sample a phase's dimensions. Layout sizes (tp, dp, pp, in declaration order) only offer values that
-    divide the GPUs still unassigned, so every sampled layout fits; the rest become replicas. A restricted
-    choice set gets its own parameter name (`prefill.dp@4`), as Optuna requires fixed choices per name."""
-    values: dict[str, Any] = {}
-    remaining = num_gpus
+    """Sample a phase's dimensions. The layout dimensions are sampled jointly as one choice among the layouts
+    that fit the phase's GPUs (`both.layout@8`): every sampled layout is valid, and one move of the
+    refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count."""
+    options = layouts(space, choices, num_gpus)
+    label = options[0] if len(options) == 1 else suggest(f"{phase}.layout@{num_gpus}", options)
+    values: dict[str, Any] = {name: int(v) for name, v in (part.split("=") for part in label.split(",") if part)}
     for dim in space.dimensions:
-        if dim.scope != "phase" or any(deployment.get(k) != v for k, v in dim.when.items()):
+        if dim.scope != "phase" or dim.field in LAYOUT_FIELDS or not dim.applies_to(phase):
             continue
-        options, name = choices[dim.name], f"{phase}.{dim.name}"
-        if not options:  # moot on this box/model: the plan keeps its default
-            continue
-        if dim.field in LAYOUT_FIELDS:
-            fitting = tuple(v for v in options if remaining % v == 0)
-            if fitting != options:
-                options, name = fitting, f"{name}@{remaining}"
-        values[dim.name] = suggest(name, options)
-        if dim.field in LAYOUT_FIELDS:
-            remaining //= values[dim.name]
+        if any(deployment.get(k) != v for k, v in dim.when.items()) or not choices[dim.name]:
+            continue  # inactive, or moot on this box/model: the plan keeps its default
+        values[dim.name] = suggest(f"{phase}.{dim.name}", choices[dim.name])
     return values
 
 

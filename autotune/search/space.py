@@ -11,6 +11,7 @@ from autotune.specs import HardwareProfile, ModelSpec, SpecError, read_document
 from autotune.specs.io import check_schema
 
 SCOPES = ("deployment", "phase")
+PHASES = ("both", "prefill", "decode")
 STATIC_FACTS = ("feature", "arch", "interconnect", "model", "checkpoint", "kv", "attention")
 
 
@@ -23,6 +24,10 @@ class Dimension:
     requires: dict[str, Any] = field(default_factory=dict)
     value_requires: dict[Any, dict[str, Any]] = field(default_factory=dict)
     when: dict[str, Any] = field(default_factory=dict)
+    phases: tuple[str, ...] = PHASES
+
+    def applies_to(self, phase: str) -> bool:
+        return phase in self.phases
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ def load_space(path: str | Path | None = None) -> Space:
 def _dimension(raw: Any, where: str) -> Dimension:
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: expected a mapping")
-    unknown = set(raw) - {"name", "scope", "field", "choices", "requires", "value_requires", "when"}
+    unknown = set(raw) - {"name", "scope", "field", "choices", "requires", "value_requires", "when", "phases"}
     if unknown:
         raise SpecError(f"{where}: unknown key '{sorted(unknown)[0]}'")
     for key in ("name", "field", "choices"):
@@ -76,7 +81,11 @@ def _dimension(raw: Any, where: str) -> Dimension:
     for value in value_requires:
         if value not in choices:
             raise SpecError(f"{where}.value_requires: {value!r} is not one of the choices {choices}")
+    phases = tuple(raw.get("phases") or PHASES)
+    if set(phases) - set(PHASES):
+        raise SpecError(f"{where}.phases: expected a subset of {', '.join(PHASES)}, got {list(phases)}")
     return Dimension(
+        phases=phases,
         name=str(raw["name"]),
         scope=scope,
         field=str(raw["field"]),

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.perf import predict
 from autotune.search.baseline import baseline_plan
+from autotune.search.refine import refine
 from autotune.search.sampler import sample_plan
 from autotune.search.space import Space, dynamic_requirements, effective_choices
 from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan, Prediction, Workload, from_dict, to_dict
@@ -104,25 +107,55 @@ def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
     return predict(plan, req.model, req.hardware, req.workload)
 
 
+TPE_SHARE = 0.75  # of the trial budget; the rest refines the incumbent (search/refine.py)
+
+
+def _sampler(req: SearchRequest):
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=req.seed, multivariate=True, group=True, n_startup_trials=max(10, req.trials // 10)
+        )
+
+
+def _studies(req: SearchRequest):
+    """(study to optimise, callbacks). A SQLite storage is mirrored: trials run against an in-memory study
+    (Optuna's RDB reads dominate otherwise) and each finished trial is written through at once, so an
+    interrupted search loses nothing. Other URLs (PostgreSQL, MySQL, journal files) are used directly so that
+    several processes or machines can share the study."""
+    import optuna
+
+    storage = req.storage or None
+    if storage is None or not storage.startswith("sqlite"):
+        study = optuna.create_study(
+            study_name=req.study_name, storage=storage, sampler=_sampler(req), direction="maximize", load_if_exists=True
+        )
+        _check_same_study(study, req)
+        return study, []
+    disk = optuna.create_study(study_name=req.study_name, storage=storage, direction="maximize", load_if_exists=True)
+    _check_same_study(disk, req)
+    memory = optuna.create_study(study_name=req.study_name, sampler=_sampler(req), direction="maximize")
+    for trial in disk.get_trials(deepcopy=False):
+        if trial.state.is_finished():
+            memory.add_trial(trial)
+    lock = threading.Lock()
+
+    def write_through(_study, trial) -> None:
+        with lock:
+            disk.add_trial(trial)
+
+    return memory, [write_through]
+
+
 def run_study(req: SearchRequest) -> SearchResult:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
     choices = study_choices(req)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(
-            seed=req.seed, multivariate=True, group=True, n_startup_trials=max(10, req.trials // 10)
-        )
-    study = optuna.create_study(
-        study_name=req.study_name,
-        storage=req.storage or None,
-        sampler=sampler,
-        direction="maximize",
-        load_if_exists=True,
-    )
-    _check_same_study(study, req)
+    study, callbacks = _studies(req)
 
     def objective(trial: optuna.Trial) -> float:
         def suggest(name: str, options: tuple[Any, ...]) -> Any:
@@ -134,14 +167,29 @@ def run_study(req: SearchRequest) -> SearchResult:
         trial.set_user_attr("reason", prediction.reason)
         return objective_value(prediction)
 
-    done = sum(t.state.is_finished() for t in study.trials)
-    remaining = max(0, req.trials - done)
-    if remaining:
+    def explore(n: int) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.optimize(
-                objective, n_trials=remaining, timeout=req.timeout_s, n_jobs=req.workers, show_progress_bar=req.progress
+                objective,
+                n_trials=n,
+                timeout=req.timeout_s,
+                n_jobs=req.workers,
+                callbacks=callbacks,
+                show_progress_bar=req.progress,
             )
+
+    done = sum(t.state.is_finished() for t in study.trials)
+    tpe_trials = math.ceil(req.trials * TPE_SHARE)
+    if done < tpe_trials:
+        explore(tpe_trials - done)
+        done = tpe_trials
+    if done < req.trials:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            done += refine(study, objective, req.trials - done, callbacks)
+    if done < req.trials:  # a local optimum was reached early: spend the rest exploring
+        explore(req.trials - done)
     return _result(req, study, choices)
 
 

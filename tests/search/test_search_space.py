@@ -1,8 +1,10 @@
+import math
+
 import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.search import SearchRequest, load_space
-from autotune.search.sampler import build_phase, sample_plan
+from autotune.search.sampler import build_phase, layouts, sample_plan
 from autotune.search.space import effective_choices
 from autotune.search.study import study_choices
 from autotune.specs import SpecError, Workload
@@ -63,6 +65,17 @@ def test_values_needing_an_unavailable_value_are_pruned():
     assert study_choices(nvl)["two_batch_overlap"] == (False, True)
 
 
+def test_layouts_are_the_fitting_combinations():
+    space = load_space()
+    req = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("h200-x8"), Workload(), space, 8)
+    options = layouts(space, study_choices(req), 8)
+    assert "tp=2,dp=2,pp=2" in options and "tp=8,dp=1,pp=1" in options
+    assert "tp=8,dp=2,pp=1" not in options  # 16 GPUs do not fit in 8
+    assert all(8 % math.prod(int(p.split("=")[1]) for p in o.split(",")) == 0 for o in options)
+    dense = SearchRequest(load_model("llama-3.1-70b"), load_preset("h200-x8"), Workload(), space, 8)
+    assert all("dp" not in o for o in layouts(space, study_choices(dense), 6))  # dp is moot for a dense model
+
+
 def test_sampling_builds_replicas_and_rejects_with_reasons():
     space = load_space()
     req = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("h200-x8"), Workload(), space, 8)
@@ -71,20 +84,18 @@ def test_sampling_builds_replicas_and_rejects_with_reasons():
     def picker(values):
         return lambda name, options: values.get(name, options[0])
 
-    plan, reason = sample_plan(space, choices, picker({"both.tp": 2}), 8)
-    assert reason == "" and plan.phases["both"].replicas == 4
-    asked = {}
-
-    def recording(name, options):
-        asked[name] = options
-        return options[-1] if name.startswith("both.") else options[0]
-
-    plan, reason = sample_plan(space, {**choices, "two_batch_overlap": (False,)}, recording, 8)
-    assert asked["both.tp"] == (1, 2, 4, 8) and asked["both.dp@1"] == (1,) and asked["both.pp@1"] == (1,)
-    assert plan.phases["both"].tp == 8 and plan.phases["both"].replicas == 1  # layouts always fit
+    plan, reason = sample_plan(space, choices, picker({"both.layout@8": "tp=2,dp=1,pp=1"}), 8)
+    assert reason == "" and plan.phases["both"].replicas == 4 and plan.phases["both"].tp == 2
     plan, reason = sample_plan(space, choices, picker({"both.two_batch_overlap": True}), 8)
     assert plan is None and reason == "both.two_batch_overlap=true needs all2all=deepep"
-    values = {"mode": "disaggregated", "prefill_share": 0.25, "prefill.tp@2": 2, "decode.tp@6": 2}
-    plan, reason = sample_plan(space, choices, picker(values), 8)
+    values = {
+        "mode": "disaggregated",
+        "prefill_share": 0.25,
+        "prefill.layout@2": "tp=2,dp=1,pp=1",
+        "decode.layout@6": "tp=2,dp=1,pp=1",
+    }
+    asked = []
+    plan, reason = sample_plan(space, choices, lambda n, o: asked.append(n) or values.get(n, o[0]), 8)
     assert plan.phases["prefill"].gpus == (0, 1) and plan.phases["decode"].gpus == (2, 3, 4, 5, 6, 7)
     assert plan.phases["decode"].replicas == 3
+    assert "decode.chunked_prefill_tokens" not in asked and "prefill.max_running" not in asked

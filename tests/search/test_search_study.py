@@ -1,3 +1,4 @@
+import optuna
 import pytest
 
 from autotune.catalog import load_model, load_preset
@@ -35,6 +36,8 @@ def test_interrupted_search_resumes_from_its_storage(tmp_path):
     assert len(first.records) == 15
     resumed = run_study(request(tmp_path, "r", trials=25))
     assert len(resumed.records) == 25
+    stored = optuna.load_study(study_name="mi-tune", storage=f"sqlite:///{tmp_path / 'r'}.db")
+    assert len(stored.trials) == 25  # every trial was written through to the run directory's storage
     assert [r.number for r in resumed.records[:15]] == [r.number for r in first.records]
 
 
