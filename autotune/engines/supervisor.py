@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from autotune.specs.errors import MiTuneError
 GRACE_S = 15.0  # SIGTERM -> SIGKILL
 POLL_S = 0.1
 START_ORDER = {"server": 0, "prefill": 0, "decode": 0, "router": 1}
+READY_TIMEOUT_S = 1800.0  # routers start once the servers listen; weights of a large MoE load for minutes
 INTERRUPTED_EXIT = 130
 # executable or `python -m` top-level package -> how to get it
 INSTALL_HINTS = {
@@ -107,7 +109,30 @@ def _wait_first_exit(procs: list[subprocess.Popen]) -> int:
         time.sleep(POLL_S)
 
 
-def run_launch(launch: Launch, *, out: TextIO | None = None, grace_s: float = GRACE_S) -> int:
+def _listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_servers_ready(specs: list[ProcessSpec], procs: list[subprocess.Popen], timeout_s: float) -> None:
+    """Block until every started server accepts connections on its port (routers need live workers), one of
+    them exits (the caller's wait sees it), or `timeout_s` passes (loading large weights takes minutes)."""
+    deadline = time.monotonic() + timeout_s
+    pending = [s for s in specs if s.port]
+    while pending and time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            return
+        pending = [s for s in pending if not _listening("127.0.0.1" if s.host == "0.0.0.0" else s.host, s.port)]
+        if pending:
+            time.sleep(POLL_S)
+
+
+def run_launch(
+    launch: Launch, *, out: TextIO | None = None, grace_s: float = GRACE_S, ready_timeout_s: float = READY_TIMEOUT_S
+) -> int:
     """Start every process, stream their prefixed output, and stop all when one exits or on Ctrl-C / SIGTERM.
 
     Returns the exit code of the first process that ended by itself (130 after an interrupt with none).
@@ -119,6 +144,11 @@ def run_launch(launch: Launch, *, out: TextIO | None = None, grace_s: float = GR
     restore = _sigterm_as_interrupt()
     try:
         for spec, argv in zip(specs, argvs, strict=True):
+            if spec.role == "router":
+                servers = [s for s in specs if START_ORDER[s.role] == 0]
+                _wait_servers_ready(servers, procs, ready_timeout_s)
+                if any(p.poll() is not None for p in procs):
+                    break
             proc = subprocess.Popen(
                 argv,
                 env=os.environ | spec.env,

@@ -1,6 +1,7 @@
 import importlib.util
 import io
 import os
+import socket
 import sys
 import time
 
@@ -41,18 +42,25 @@ def test_prefixes_every_line_and_passes_env():
     assert out.getvalue().splitlines() == ["[talker] a", "[talker] xyz"]
 
 
-def test_servers_start_before_routers(tmp_path):
+def test_routers_start_once_servers_listen(tmp_path):
     order = tmp_path / "order"
-    append = "import sys; open({path!r}, 'a').write(sys.argv[1] + chr(10))"
-    code = append.format(path=str(order))
+    port = _free_port()
+    append = f"import sys; open({str(order)!r}, 'a').write(sys.argv[1] + chr(10))"
+    listen = f"import socket, time; time.sleep(0.5); s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); "
     router = ProcessSpec(
-        name="router", role="router", argv=(PY, "-c", code + "; import time; time.sleep(0.5)", "router")
+        name="router", role="router", argv=(PY, "-c", append + "; import time; time.sleep(0.3)", "router")
     )
     server = ProcessSpec(
-        name="server-0", role="server", argv=(PY, "-c", code + "; import time; time.sleep(5)", "server")
+        name="server-0", role="server", port=port, argv=(PY, "-c", listen + append + "; time.sleep(5)", "server")
     )
     run_launch(launch(router, server), out=io.StringIO(), grace_s=2.0)
     assert order.read_text().splitlines() == ["server", "router"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_sigterm_is_escalated_to_sigkill_after_the_grace_period():
