@@ -76,9 +76,9 @@ def probe(
         )
     else:
         print(probe_mod.format_probe(result))
-    if out:
-        if result.profile is None:
-            raise MiTuneError(f"--out {out}: no accelerators found, so there is no hardware profile to write")
+    if out and result.profile is None:
+        print(f"--out {out}: no accelerators found, so no hardware profile was written", file=sys.stderr)
+    elif out:
         save(result.profile, out)
         print(f"wrote {out}", file=sys.stderr)
 
@@ -120,7 +120,11 @@ def search(
     rate: float = typer.Option(0.0, "--rate", help="Arrival rate, requests/s (instead of --concurrency)."),
     ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: mean time to first token, ms (0 = none)."),
     tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: mean time per output token, ms (0 = none)."),
-    objective: str = typer.Option("throughput", "--objective", help="throughput | goodput | pareto"),
+    objective: str = typer.Option(
+        "throughput",
+        "--objective",
+        help="throughput | goodput (throughput where the SLO holds) | pareto (same search; the report draws the front).",
+    ),
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(None, "--timeout", help="Stop the search after S seconds."),
     seed: int = typer.Option(0, "--seed", help="Sampler seed: the same seed gives the same result."),
