@@ -10,29 +10,14 @@ import yaml
 from autotune.cli import run
 from autotune.specs import load_best
 
+SEARCH = ["search", "--model", "deepseek-v4.1-flash", "--preset", "rtx-pro-6000-x8", "--trials", "60", "--seed", "1"]
+SEARCH += ["--isl", "2048", "--osl", "512"]
+
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "v41"
-    code = run(
-        [
-            "search",
-            "--model",
-            "deepseek-v4.1-flash",
-            "--preset",
-            "rtx-pro-6000-x8",
-            "--trials",
-            "60",
-            "--seed",
-            "1",
-            "--isl",
-            "2048",
-            "--osl",
-            "512",
-            "--out",
-            str(out),
-        ]
-    )
+    code = run([*SEARCH, "--out", str(out)])
     assert code == 0
     return out
 
@@ -80,28 +65,7 @@ def test_serve_dry_run_prints_the_plan_parallel_flags(run_dir, capsys):
 
 def test_same_seed_picks_the_same_best_plan(run_dir, tmp_path):
     again = tmp_path / "again"
-    assert (
-        run(
-            [
-                "search",
-                "--model",
-                "deepseek-v4.1-flash",
-                "--preset",
-                "rtx-pro-6000-x8",
-                "--trials",
-                "60",
-                "--seed",
-                "1",
-                "--isl",
-                "2048",
-                "--osl",
-                "512",
-                "--out",
-                str(again),
-            ]
-        )
-        == 0
-    )
+    assert run([*SEARCH, "--out", str(again)]) == 0
     first, second = load_best(run_dir / "best.yaml"), load_best(again / "best.yaml")
     assert first.plan == second.plan
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
-from autotune.engines.layout import Instance, gpu_env, instances, numa_node, url
+from autotune.engines.layout import Instance, attention_family, gpu_env, instances, numa_node, url
 from autotune.specs.best import Launch, ProcessSpec
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
@@ -33,6 +34,33 @@ def online_quantization(model: ModelSpec, gemm_dtype: str, label: str) -> str | 
     raise MiTuneError(
         f"{label} cannot serve the {model.dense_dtype} checkpoint of {model.name} with {gemm_dtype} GEMMs"
     )
+
+
+@dataclass(frozen=True)
+class KernelFlags:
+    """How one engine spells the plan's kernel choices: flag names and value tables."""
+
+    label: str
+    attention: Mapping  # (variant, attention family) -> backend name
+    moe_flag: str
+    moe: Mapping  # variant -> backend name
+    kv_cache: Mapping  # plan kv dtype -> engine kv dtype
+
+
+def kernel_args(model: ModelSpec, phase: PhasePlan, flags: KernelFlags) -> list[str]:
+    """--attention-backend / MoE backend / --quantization / --kv-cache-dtype for the plan's kernel choices."""
+    k, args = phase.kernels, []
+    if k.attention != AUTO:
+        key = (k.attention, attention_family(model))
+        args += ["--attention-backend", choose(flags.attention, key, f"attention {key[0]} on {key[1]}", flags.label)]
+    if k.moe != AUTO and model.is_moe:
+        args += [flags.moe_flag, choose(flags.moe, k.moe, f"moe kernel {k.moe!r}", flags.label)]
+    if quantization := online_quantization(model, k.gemm_dtype, flags.label):
+        args += ["--quantization", quantization]
+    if k.kv_cache_dtype != AUTO:
+        what = f"kv cache {k.kv_cache_dtype}"
+        args += ["--kv-cache-dtype", choose(flags.kv_cache, k.kv_cache_dtype, what, flags.label)]
+    return args
 
 
 def check_fusions(phase: PhasePlan, known: Mapping[str, object], label: str) -> None:

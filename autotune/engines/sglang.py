@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autotune.engines.common import AUTO, assemble_launch, check_fusions, choose, online_quantization
+from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
-from autotune.engines.layout import Instance, attention_family
+from autotune.engines.layout import Instance
 from autotune.specs.best import Launch
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
@@ -39,6 +39,9 @@ PD_TRANSFER_BACKEND = "nixl"
 BOOTSTRAP_PORT_OFFSET = 1  # a prefill server's bootstrap port = its HTTP port + 1 (see layout.PORT_STRIDE)
 
 
+KERNEL_FLAGS = KernelFlags(LABEL, ATTENTION_BACKEND, "--moe-runner-backend", MOE_RUNNER, KV_CACHE_DTYPE)
+
+
 @dataclass(frozen=True)
 class _Ctx:
     plan: Plan
@@ -55,17 +58,7 @@ def _parallel(ctx: _Ctx) -> list[str]:
 
 
 def _kernels(ctx: _Ctx) -> list[str]:
-    k, args = ctx.phase.kernels, []
-    if k.attention != AUTO:
-        key = (k.attention, attention_family(ctx.model))
-        args += ["--attention-backend", choose(ATTENTION_BACKEND, key, f"attention {key[0]} on {key[1]}", LABEL)]
-    if k.moe != AUTO and ctx.model.is_moe:
-        args += ["--moe-runner-backend", choose(MOE_RUNNER, k.moe, f"moe kernel {k.moe!r}", LABEL)]
-    if quantization := online_quantization(ctx.model, k.gemm_dtype, LABEL):
-        args += ["--quantization", quantization]
-    if k.kv_cache_dtype != AUTO:
-        args += ["--kv-cache-dtype", choose(KV_CACHE_DTYPE, k.kv_cache_dtype, f"kv cache {k.kv_cache_dtype}", LABEL)]
-    return args
+    return kernel_args(ctx.model, ctx.phase, KERNEL_FLAGS)
 
 
 def _fusion(ctx: _Ctx) -> list[str]:
