@@ -80,9 +80,9 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
             return Prediction(
                 feasible=False,
                 reason=(
-                    f"{name}: out of memory: weights {fit.weights_gb:.1f} GB + activations "
-                    f"{fit.activations_gb:.1f} GB + reserve {fit.reserve_gb:.1f} GB per GPU leave no KV room for "
-                    f"one {seq_tokens}-token request in {fit.capacity_gb:.1f} GB"
+                    f"{name}: out of memory: weights {fit.weights_gb:.1f} GB per GPU leave no KV room for one "
+                    f"{seq_tokens}-token request in {fit.capacity_gb:.1f} GB (after activations and a "
+                    f"{fit.reserve_gb:.0f} GB reserve)"
                 ),
                 memory=fits,
             )
