@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,6 @@ from autotune.specs import (
     Prediction,
     Provenance,
     Workload,
-    dump_yaml,
     load_best,
     load_hardware,
     load_plan,
@@ -265,8 +263,4 @@ def _space_path(best: BestConfig) -> str | None:
     return None if best.provenance.space == "default" else best.provenance.space
 
 
-def print_err(message: str) -> None:
-    print(message, file=sys.stderr)
-
-
-__all__ = ["SearchOptions", "SearchOutcome", "estimate", "rebuild_report", "resolve_hardware", "search", "dump_yaml"]
+__all__ = ["SearchOptions", "SearchOutcome", "estimate", "launch_of", "rebuild_report", "resolve_hardware", "search"]

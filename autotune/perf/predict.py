@@ -86,16 +86,12 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 ),
                 memory=fits,
             )
-    points = _points(plan, model, hw, workload, fits)
-    point, slo_met = choose(points, workload)
-    return _prediction(point, slo_met, plan, workload, fits, _kv_ms(plan, model, hw, workload))
+    kv_ms = _kv_transfer_ms(model, plan, hw, workload.isl) if plan.mode == "disaggregated" else 0.0
+    point, slo_met = choose(_points(plan, model, hw, workload, fits, kv_ms), workload)
+    return _prediction(point, slo_met, plan, workload, fits, kv_ms)
 
 
-def _kv_ms(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload) -> float:
-    return _kv_transfer_ms(model, plan, hw, w.isl) if plan.mode == "disaggregated" else 0.0
-
-
-def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits) -> list[Point]:
+def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float) -> list[Point]:
     seq_tokens = w.isl + w.osl
     if plan.mode == "aggregated":
         phase = plan.phases["both"]
@@ -117,7 +113,6 @@ def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits
         _step_fn(model, pre, plan.engine, hw, "prefill"), pre.replicas, w, pre.batching.chunked_prefill_tokens, pre.pp
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
-    kv_ms = _kv_transfer_ms(model, plan, hw, w.isl)
     decode = _step_fn(model, dec, plan.engine, hw, "decode")
     return [disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp) for n in candidate_sizes(limit)]
 
