@@ -123,7 +123,7 @@ def search(
     objective: str = typer.Option(
         "throughput",
         "--objective",
-        help="throughput | goodput (throughput where the SLO holds) | pareto (same search; the report draws the front).",
+        help="throughput | goodput (throughput where the SLO holds) | pareto (same search; report draws the front).",
     ),
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(None, "--timeout", help="Stop the search after S seconds."),
