@@ -1,0 +1,110 @@
+"""Shared pieces of the architecture adapters: config field access, FFN specs, the ModelSpec builder."""
+
+from __future__ import annotations
+
+from autotune.specs import FfnSpec, LayerSpec, ModelSpec, SpecError
+
+_MISSING = object()
+_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+_CONVENTION = "params count every projection; norms, routers, mHC and biases are left out (<0.5 %, models.md)"
+
+
+class Fields:
+    """Typed read access to one config mapping; errors name the field (the loader prefixes the file)."""
+
+    def __init__(self, data: dict, prefix: str = "") -> None:
+        self.data, self.prefix = data, prefix
+
+    def get(self, key: str, default=None):
+        value = self.data.get(key)
+        return default if value is None else value
+
+    def num(self, key: str, default=_MISSING) -> int:
+        value = self.get(key, default)
+        if value is _MISSING:
+            raise SpecError(f"missing field '{self.prefix}{key}'")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise SpecError(f"field '{self.prefix}{key}': expected an integer, got {value!r}")
+        return value
+
+    def nums(self, key: str, default=_MISSING) -> list[int]:
+        value = self.get(key, default)
+        if value is _MISSING:
+            raise SpecError(f"missing field '{self.prefix}{key}'")
+        if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise SpecError(f"field '{self.prefix}{key}': expected a list of integers, got {value!r}")
+        return value
+
+    def sub(self, key: str) -> Fields:
+        """The nested mapping `key` (multimodal configs keep the text model under text_config)."""
+        value = self.data.get(key)
+        if not isinstance(value, dict):
+            raise SpecError(f"missing field '{self.prefix}{key}'")
+        return Fields(value, f"{self.prefix}{key}.")
+
+
+# ---------------------------------------------------------------- shared pieces
+
+
+def _dtypes(root: Fields) -> tuple[str, str]:
+    """(dense, routed-expert) checkpoint dtypes from quantization_config; unquantised = the torch dtype."""
+    base = _TORCH_DTYPES.get(root.get("torch_dtype", root.get("dtype", "bfloat16")), "bf16")
+    quant = root.get("quantization_config", {})
+    method = quant.get("quant_method")
+    dense = {None: base, "fp8": "fp8", "mxfp4": base}.get(method, "")
+    if not dense:
+        raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: fp8, mxfp4)")
+    expert = quant.get("expert_dtype") or root.get("expert_dtype") or ("fp4" if method == "mxfp4" else dense)
+    return dense, expert
+
+
+def _dense_ffn(hidden: int, intermediate: int) -> FfnSpec:
+    return FfnSpec(kind="dense", params=3 * hidden * intermediate)
+
+
+def _moe_ffn(hidden: int, moe_intermediate: int, experts: int, top_k: int, shared: int) -> FfnSpec:
+    expert_params = 3 * hidden * moe_intermediate
+    return FfnSpec("moe", expert_params * shared, experts, top_k, expert_params)
+
+
+def _deepseek_ffn(cfg: Fields, index: int) -> FfnSpec:
+    """DeepSeek/GLM MoE: first_k_dense_replace (or mlp_layer_types) dense layers, then routed + shared experts."""
+    hidden, experts = cfg.num("hidden_size"), cfg.num("n_routed_experts", 0)
+    types = cfg.get("mlp_layer_types")
+    if types is not None:
+        is_moe = index < len(types) and types[index] == "sparse"
+    else:
+        first_moe = cfg.num("first_k_dense_replace", 0)
+        is_moe = bool(experts) and index >= first_moe and index % cfg.num("moe_layer_freq", 1) == 0
+    if not is_moe:
+        return _dense_ffn(hidden, cfg.num("intermediate_size"))
+    moe_inter = cfg.num("moe_intermediate_size")
+    return _moe_ffn(hidden, moe_inter, experts, cfg.num("num_experts_per_tok"), cfg.num("n_shared_experts", 0))
+
+
+def _mtp_note(cfg: Fields) -> list[str]:
+    n = cfg.num("num_nextn_predict_layers", 0)
+    return [f"{n} MTP / next-token-prediction layer(s) left out of layers"] if n else []
+
+
+def _spec(
+    name: str, root: Fields, text: Fields, layers: list[LayerSpec], notes: list[str], kv_dtype: str = "bf16", **extra
+) -> ModelSpec:
+    dense, expert = _dtypes(root)
+    hidden, vocab = text.num("hidden_size"), text.num("vocab_size")
+    tied = bool(root.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
+    return ModelSpec(
+        name=name,
+        family=root.get("model_type"),
+        hf_id=root.get("_name_or_path", ""),
+        hidden_size=hidden,
+        vocab_size=vocab,
+        max_position=text.num("max_position_embeddings"),
+        layers=tuple(layers),
+        embed_params=vocab * hidden * (1 if tied else 2),
+        dense_dtype=dense,
+        expert_dtype=expert,
+        kv_dtype=kv_dtype,
+        notes=(_CONVENTION, *notes),
+        **extra,
+    )
