@@ -150,3 +150,17 @@ def test_console_script_entry_point_runs():
         text=True,
     )
     assert done.returncode == 2 and done.stderr.startswith("mi-tune: error: unknown model 'nope'")
+
+
+def test_search_on_a_hardware_file_and_fewer_gpus(tmp_path, capsys):
+    from autotune.catalog import load_preset
+    from autotune.specs import save
+
+    hw_file = save(load_preset("h200-x8"), tmp_path / "box.yaml")
+    out = tmp_path / "run"
+    argv = ["search", "--model", "llama-3.1-70b", "--hardware", str(hw_file), "--gpus", "4", "--trials", "30"]
+    assert run([*argv, "--out", str(out)]) == 0
+    best = load_best(out / "best.yaml")
+    assert best.hardware.num_gpus == 4 and best.plan.num_gpus == 4
+    assert all(g < 4 for phase in best.phases.values() for g in phase.gpus)
+    assert "4x NVIDIA H200" in capsys.readouterr().out
