@@ -50,12 +50,22 @@ def test_tail_and_oversized_blocks_match(device, name, shape, params):
         assert result.passed, result
 
 
-def test_quant_is_bit_exact_under_the_interpreter(device):
-    from autotune.kernels.check import check
+def run_in_interpreter(code: str) -> None:
+    """Run `code` in a fresh process that has no CUDA device, so Triton starts in interpreter mode on any
+    machine (the mode is fixed at Triton's first import); the code prints 'ok' when its checks hold."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok"), done.stdout
 
-    if device != "cpu":
-        pytest.skip("on GPUs q may differ by one e4m3 code (triton-lang/triton#11753)")
-    assert all(r.max_error == 0.0 for r in check(["per_token_quant_fp8"], device="cpu"))
+
+def test_quant_is_bit_exact_under_the_interpreter():
+    run_in_interpreter(
+        "from autotune.kernels.check import check\n"
+        "results = check(['per_token_quant_fp8'], device='cpu')\n"
+        "assert results and all(r.is_interpreted and r.max_error == 0.0 for r in results), results\n"
+        "print('ok')\n"
+    )
 
 
 def test_launchers_assert_shapes_and_contiguity(device):
@@ -78,34 +88,26 @@ def test_launchers_assert_shapes_and_contiguity(device):
         quant.triton_fn(x, block_size=100)
 
 
-def test_interpreter_downcasts_round_to_nearest_even(device):
-    import numpy as np
-    import torch
+INTERPRETER_DOWNCASTS = """
+import numpy as np
+import torch
 
-    from autotune.kernels.runtime import set_triton_mode
+from autotune.kernels.runtime import set_triton_mode
 
-    if device != "cpu":
-        pytest.skip("this process runs compiled Triton")
-    set_triton_mode(interpret=True)
-    import triton.language as tl
-    from triton.runtime import interpreter
+set_triton_mode(interpret=True)
+import triton.language as tl
+from triton.runtime import interpreter
 
-    values = np.array([127.0047836, 1.9999, -7.84, 17.0], dtype=np.float32)
-    fp8_bits = interpreter._convert_float(values, tl.float32, tl.float8e4nv, None)
-    fp8 = torch.from_numpy(fp8_bits.view(np.uint8).copy()).view(torch.float8_e4m3fn)
-    assert fp8.float().tolist() == [128.0, 2.0, -8.0, 16.0]  # unpatched triton 3.9: 64.0, 1.0, -4.0, ...
-    bf16_bits = interpreter._convert_float(values, tl.float32, tl.bfloat16, None)
-    bf16 = torch.from_numpy(bf16_bits.view(np.int16).copy()).view(torch.bfloat16)
-    assert bf16.tolist() == torch.from_numpy(values).to(torch.bfloat16).tolist()
+values = np.array([127.0047836, 1.9999, -7.84, 17.0], dtype=np.float32)
+fp8_bits = interpreter._convert_float(values, tl.float32, tl.float8e4nv, None)
+fp8 = torch.from_numpy(fp8_bits.view(np.uint8).copy()).view(torch.float8_e4m3fn)
+assert fp8.float().tolist() == [128.0, 2.0, -8.0, 16.0], fp8  # unpatched triton 3.9: 64.0, 1.0, -4.0, ...
+bf16_bits = interpreter._convert_float(values, tl.float32, tl.bfloat16, None)
+bf16 = torch.from_numpy(bf16_bits.view(np.int16).copy()).view(torch.bfloat16)
+assert bf16.tolist() == torch.from_numpy(values).to(torch.bfloat16).tolist(), bf16
+print("ok")
+"""
 
 
-def test_check_on_cpu_after_compiled_triton_import_is_one_line_error():
-    code = (
-        "import triton.language\n"
-        "from autotune.kernels import check\n"
-        "from autotune.specs.errors import MiTuneError\n"
-        "try:\n    check(device='cpu')\nexcept MiTuneError as e:\n    print(e)\n"
-    )
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
-    assert done.stdout.strip().endswith("rerun in a fresh process"), done.stderr
+def test_interpreter_downcasts_round_to_nearest_even():
+    run_in_interpreter(INTERPRETER_DOWNCASTS)
