@@ -23,7 +23,7 @@ from autotune.specs import (
     Workload,
     load_best,
     load_hardware,
-    load_plan,
+    plan_from_document,
     read_document,
     save,
 )
@@ -60,6 +60,7 @@ class SearchOutcome:
     notes: tuple[str, ...]
     files: dict[str, Path]
     elapsed_s: float
+    trials: int
 
 
 # ------------------------------------------------------------------ inputs
@@ -202,7 +203,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     files = {"best": save(best, out / "best.yaml")}
     files.update(write_report(out, best, result, format_launch(best.launch), elapsed))
     top = top_plans(trials_frame(result)).to_dict("records")
-    return SearchOutcome(out, best, top, (note,) if note else (), files, elapsed)
+    return SearchOutcome(out, best, top, (note,) if note else (), files, elapsed, len(result.records))
 
 
 # ------------------------------------------------------------------ other commands
@@ -211,8 +212,8 @@ def estimate(
 ) -> tuple[Plan, Prediction]:
     from autotune.perf import predict
 
-    plan = load_plan(plan_path)
     doc = read_document(plan_path)
+    plan = plan_from_document(doc, plan_path)
     model_name = model or (doc.get("model") or {}).get("path") or (doc.get("model") or {}).get("name")
     if not model_name:
         raise MiTuneError(f"{plan_path}: a plan file names no model; pass --model")

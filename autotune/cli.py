@@ -166,7 +166,7 @@ def search(
         print(note)
     best = outcome.best
     print(f"{best.model.name} on {best.hardware.summary}")
-    print(f"searched {len(_read_trials(outcome))} trials in {outcome.elapsed_s:.1f} s; top plans:")
+    print(f"searched {outcome.trials} trials in {outcome.elapsed_s:.1f} s; top plans:")
     print(_table(outcome.top, ["plan", "total_tok_s", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency"]))
     p = best.prediction
     print(
@@ -175,12 +175,6 @@ def search(
         f"({best.baseline.label}: {best.baseline.prediction.total_tok_s:,.0f} tok/s)"
     )
     print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
-
-
-def _read_trials(outcome) -> list:
-    import pandas as pd
-
-    return list(pd.read_csv(outcome.files["trials"])["trial"])
 
 
 @app.command()

@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autotune.kernels.registry import Comparison, KernelEntry, Shape
+from autotune.kernels.registry import ROW_CHECK_PARAMS, ROW_LAUNCH_PARAMS, Comparison, KernelEntry, Shape
 from autotune.kernels.runtime import torch_dtype
 from autotune.specs.model import DTYPE_BYTES
 
@@ -117,10 +117,10 @@ ENTRY = KernelEntry(
     triton_fn=per_token_quant_fp8,
     reference_fn=per_token_quant_fp8_ref,
     make_inputs=make_inputs,
-    tunable_params={"block_size": (256, 512, 1024, 2048, 4096, 8192), "num_warps": (1, 2, 4, 8, 16)},
+    tunable_params=ROW_LAUNCH_PARAMS,
     compare=compare,
     bytes_moved=bytes_moved,
     check_shapes=((1, 128), (7, 1000), (4, 7168)),
     bench_shapes=((1, 7168), (32, 7168), (128, 7168), (512, 4096)),
-    check_params=({}, {"block_size": 256, "num_warps": 2}),
+    check_params=ROW_CHECK_PARAMS,
 )

@@ -13,6 +13,11 @@ from typing import Any
 from autotune.kernels.runtime import load_kernel_module
 from autotune.specs.errors import MiTuneError
 
+# Launch parameters every row-wise kernel here exposes to `tune`, and the configs `check` exercises: the launcher
+# defaults, and a small block that forces the loop over the hidden size and its masked tail.
+ROW_LAUNCH_PARAMS = {"block_size": (256, 512, 1024, 2048, 4096, 8192), "num_warps": (1, 2, 4, 8, 16)}
+ROW_CHECK_PARAMS = ({}, {"block_size": 256, "num_warps": 2})
+
 KERNEL_MODULES = {
     "fused_add_rmsnorm": "autotune.kernels.rmsnorm",
     "per_token_quant_fp8": "autotune.kernels.quant",

@@ -156,13 +156,14 @@ def run_study(req: SearchRequest) -> SearchResult:
     logging.getLogger("optuna").setLevel(logging.WARNING)
     choices = study_choices(req)
     study, callbacks = _studies(req)
+    predicted: dict[int, Prediction] = {}  # trial number -> prediction, so results need not predict again
 
     def objective(trial: optuna.Trial) -> float:
         def suggest(name: str, options: tuple[Any, ...]) -> Any:
             return options[0] if len(options) == 1 else trial.suggest_categorical(name, list(options))
 
         plan, reason = sample_plan(req.space, choices, suggest, req.num_gpus)
-        prediction = _evaluate(req, plan, reason)
+        prediction = predicted[trial.number] = _evaluate(req, plan, reason)
         trial.set_user_attr("plan", to_dict(plan) if plan else None)
         trial.set_user_attr("reason", prediction.reason)
         return objective_value(prediction)
@@ -190,7 +191,7 @@ def run_study(req: SearchRequest) -> SearchResult:
             done += refine(study, objective, req.trials - done, callbacks)
     if done < req.trials:  # a local optimum was reached early: spend the rest exploring
         explore(req.trials - done)
-    return _result(req, study, choices)
+    return _result(req, study, choices, predicted)
 
 
 def _check_same_study(study, req: SearchRequest) -> None:
@@ -205,14 +206,15 @@ def _check_same_study(study, req: SearchRequest) -> None:
         )
 
 
-def _result(req: SearchRequest, study, choices) -> SearchResult:
+def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]) -> SearchResult:
+    """Records of every finished trial; trials resumed from storage are predicted again from their plan."""
     records = []
     for t in study.trials:
         if not t.state.is_finished() or t.value is None:
             continue
         raw = t.user_attrs.get("plan")
         plan = from_dict(Plan, raw, "storage") if raw else None
-        prediction = _evaluate(req, plan, t.user_attrs.get("reason", ""))
+        prediction = predicted.get(t.number) or _evaluate(req, plan, t.user_attrs.get("reason", ""))
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
     feasible = [r for r in records if r.value > 0]
     if not feasible:

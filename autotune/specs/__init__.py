@@ -3,7 +3,7 @@
 from autotune.specs.best import Baseline, BestConfig, HardwareRef, Launch, ModelRef, ProcessSpec, Provenance
 from autotune.specs.errors import MiTuneError, SpecError
 from autotune.specs.hardware import Accelerator, CollectivePoint, Features, HardwareProfile, HostInfo, Measured
-from autotune.specs.io import dump_json, dump_yaml, from_dict, load, read_document, save, to_dict
+from autotune.specs.io import check_schema, dump_json, dump_yaml, from_dict, load, read_document, save, to_dict
 from autotune.specs.model import DTYPE_BYTES, AttentionSpec, FfnSpec, LayerSpec, ModelSpec
 from autotune.specs.plan import Batching, Comm, Kernels, Overlap, PhasePlan, Plan
 from autotune.specs.prediction import MemoryFit, Prediction, StepBreakdown
@@ -14,12 +14,16 @@ def load_hardware(path) -> HardwareProfile:
     return load(HardwareProfile, path, "hardware")
 
 
-def load_plan(path) -> Plan:
-    """A plan file, or a best.yaml (whose plan fields sit at its top level)."""
-    data = read_document(path)
+def plan_from_document(data: dict, where: str) -> Plan:
+    """The plan of a parsed plan file, or of a best.yaml (whose plan fields sit at its top level)."""
     if data.get("schema") == "mi-tune/best/v1":
-        return load_best(path).plan
-    return load(Plan, path, "plan")
+        return from_dict(BestConfig, data, where).plan
+    check_schema(data, "plan", where)
+    return from_dict(Plan, data, where)
+
+
+def load_plan(path) -> Plan:
+    return plan_from_document(read_document(path), str(path))
 
 
 def load_best(path) -> BestConfig:
@@ -69,6 +73,7 @@ __all__ = [
     "load_hardware",
     "load_plan",
     "load_workload",
+    "plan_from_document",
     "read_document",
     "save",
     "to_dict",
