@@ -111,3 +111,15 @@ print("ok")
 
 def test_interpreter_downcasts_round_to_nearest_even():
     run_in_interpreter(INTERPRETER_DOWNCASTS)
+
+
+def test_check_on_cpu_after_compiled_triton_import_is_one_line_error():
+    code = (
+        "import triton.language\n"
+        "from autotune.kernels import check\n"
+        "from autotune.specs.errors import MiTuneError\n"
+        "try:\n    check(device='cpu')\nexcept MiTuneError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.strip().endswith("rerun in a fresh process"), done.stderr
