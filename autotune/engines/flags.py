@@ -14,7 +14,7 @@ import yaml
 from autotune.specs.errors import MiTuneError
 
 FLAGS_DIR = Path(__file__).parent / "flags"
-ENGINE_VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "sglang-router": "0.3.2"}
+ENGINE_VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "sglang-router": "0.3.2", "vllm-router": "0.1.17"}
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _SHOWN_CHOICES = 12
 

@@ -202,6 +202,14 @@ def _router_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, {}
 
 
+def _vllm_router_parser() -> tuple[argparse.ArgumentParser, dict]:
+    from vllm_router.router_args import RouterArgs
+
+    parser = argparse.ArgumentParser()  # as vllm_router.launch_router.parse_router_args
+    RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    return parser, {}
+
+
 # engine -> (command prefix validate_argv strips, how the parser is built, builder)
 ENGINES = {
     "vllm": (["vllm", "serve"], "vllm.entrypoints.cli.serve.ServeSubcommand().subparser_init()", _vllm_parser),
@@ -214,6 +222,11 @@ ENGINES = {
         ["python3", "-m", "sglang_router.launch_router"],
         "sglang_router.router_args.RouterArgs.add_cli_args(parser, use_router_prefix=False)",
         _router_parser,
+    ),
+    "vllm-router": (
+        ["python3", "-m", "vllm_router.launch_router"],
+        "vllm_router.router_args.RouterArgs.add_cli_args(parser, use_router_prefix=False)",
+        _vllm_router_parser,
     ),
 }
 

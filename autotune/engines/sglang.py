@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance
+from autotune.engines.routers import sglang_router
 from autotune.specs.best import Launch
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
@@ -16,9 +17,7 @@ from autotune.specs.plan import PhasePlan, Plan
 ENGINE = "sglang"
 VERSION = ENGINE_VERSIONS[ENGINE]
 LABEL = f"{ENGINE} {VERSION}"
-ROUTER = "sglang-router"
 SERVER_COMMAND = ["python3", "-m", "sglang.launch_server"]
-ROUTER_COMMAND = ["python3", "-m", "sglang_router.launch_router"]
 
 # (plan kernels.attention, attention family) -> --attention-backend; both kernels also run MLA in SGLang
 ATTENTION_BACKEND = {
@@ -110,16 +109,6 @@ def bootstrap_port(inst: Instance) -> int:
     return inst.port + BOOTSTRAP_PORT_OFFSET
 
 
-def router_argv(placed: tuple[Instance, ...], host: str, port: int) -> list[str]:
-    if any(i.role == "server" for i in placed):
-        workers = ["--worker-urls", *(i.url for i in placed)]
-    else:
-        prefill = [a for i in placed if i.role == "prefill" for a in ("--prefill", i.url, str(bootstrap_port(i)))]
-        decode = [a for i in placed if i.role == "decode" for a in ("--decode", i.url)]
-        workers = ["--pd-disaggregation", *prefill, *decode]
-    return [*ROUTER_COMMAND, *workers, "--host", host, "--port", str(port)]
-
-
 def build_launch(
     plan: Plan, model: ModelSpec, hardware: HardwareProfile, *, host: str = "127.0.0.1", port: int = 8000
 ) -> Launch:
@@ -129,6 +118,6 @@ def build_launch(
         return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], {}
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):
-        return router_argv(placed, front_host, front_port), ROUTER
+        return sglang_router(placed, front_host, front_port, bootstrap_port)
 
     return assemble_launch(ENGINE, VERSION, plan, hardware, host, port, server, front)

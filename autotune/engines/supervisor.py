@@ -29,7 +29,7 @@ INSTALL_HINTS = {
     "vllm": "pip install vllm==0.34.0",
     "sglang": "pip install sglang==0.5.23",
     "sglang_router": "pip install sglang-router==0.3.2",
-    "autotune": "pip install mi-tune (into the same environment)",
+    "vllm_router": "pip install vllm-router==0.1.17",
 }
 
 

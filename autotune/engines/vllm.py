@@ -1,4 +1,4 @@
-"""Plan -> `vllm serve` processes (vLLM 0.34.0), with mi-tune's proxy in front of replicas or a P/D pair."""
+"""Plan -> `vllm serve` processes (vLLM 0.34.0), with vllm-router in front of replicas or a P/D pair."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance
-from autotune.engines.proxy import proxy_argv
+from autotune.engines.routers import vllm_router
 from autotune.specs.best import Launch
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
@@ -41,7 +41,7 @@ ALL2ALL_BACKEND = {
 # config/vllm.py asserts micro-batching (DBO) runs on one of these all-to-all backends
 DBO_ALL2ALL = {"deepep_high_throughput", "deepep_low_latency", "nixl_ep"}
 FUSION_PASS = {"allreduce_rmsnorm": "fuse_allreduce_rms"}  # plan fusion -> compilation_config.pass_config key
-# NIXL P/D recipe (docs/features/nixl_connector_usage.md): NixlConnector ignores the role, the proxy decides
+# NIXL P/D recipe (docs/features/nixl_connector_usage.md): NixlConnector ignores the role, the router decides
 NIXL_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_load_failure_policy": "fail"}
 NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM's default; an instance with dp ranks uses base .. base + dp - 1
 UCX_ENV = {"UCX_NET_DEVICES": "all"}
@@ -129,7 +129,6 @@ def build_launch(
         return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], _env(ctx)
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):
-        urls = {role: [i.url for i in placed if i.role == role] for role in ("server", "prefill", "decode")}
-        return proxy_argv(front_host, front_port, urls["server"], urls["prefill"], urls["decode"]), None
+        return vllm_router(placed, front_host, front_port)
 
     return assemble_launch(ENGINE, VERSION, plan, hardware, host, port, server, front)

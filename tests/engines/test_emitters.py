@@ -8,7 +8,7 @@ from autotune.specs import Batching, Comm, Kernels, Overlap, PhasePlan, Plan
 from autotune.specs.errors import MiTuneError
 
 ENGINES = sorted(EMITTERS)
-FRONT_TABLE = {"vllm": None, "sglang": "sglang-router"}
+FRONT_TABLE = {"vllm": "vllm-router", "sglang": "sglang-router"}
 
 
 def values(argv, *names) -> list[str]:
@@ -117,8 +117,7 @@ def test_replicas_get_disjoint_gpus_distinct_ports_and_a_router(engine, dense_mo
     assert all(w.host == "127.0.0.1" for w in workers)
     assert (router.role, router.port, router.gpus) == ("router", 8000, ())
     urls = [f"http://127.0.0.1:{p}" for p in ports]
-    flag = "--backend" if engine == "vllm" else "--worker-urls"
-    start = router.argv.index(flag) + 1
+    start = router.argv.index("--worker-urls") + 1
     assert list(router.argv[start : start + 4]) == urls
     assert launch.endpoint == "http://127.0.0.1:8000"
 
@@ -126,7 +125,7 @@ def test_replicas_get_disjoint_gpus_distinct_ports_and_a_router(engine, dense_mo
 def test_vllm_disaggregated_uses_nixl_and_distinct_side_channel_ports(moe_model, box):
     _, phases = LAYOUTS["disagg"]
     launch = build_launch(Plan(engine="vllm", mode="disaggregated", phases=phases), moe_model, box)
-    prefill, decode0, decode1, proxy = launch.processes
+    prefill, decode0, decode1, router = launch.processes
     for proc in (prefill, decode0, decode1):
         config = json.loads(value(proc.argv, "--kv-transfer-config"))
         assert config["kv_connector"] == "NixlConnector"
@@ -134,10 +133,10 @@ def test_vllm_disaggregated_uses_nixl_and_distinct_side_channel_ports(moe_model,
     side = [int(p.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for p in (prefill, decode0, decode1)]
     assert side == [5600, 5604, 5605]
     assert value(prefill.argv, "--all2all-backend") is None  # allgather_reducescatter is the default
-    assert proxy.argv[:3] == ("python3", "-m", "autotune.engines.proxy")
-    assert values(proxy.argv, "--prefill") == [f"http://127.0.0.1:{prefill.port}"]
-    start = proxy.argv.index("--decode") + 1
-    assert list(proxy.argv[start:]) == [f"http://127.0.0.1:{decode0.port}", f"http://127.0.0.1:{decode1.port}"]
+    assert router.argv[:3] == ("python3", "-m", "vllm_router.launch_router")
+    assert "--vllm-pd-disaggregation" in router.argv
+    assert values(router.argv, "--prefill") == [f"http://127.0.0.1:{prefill.port}"]
+    assert values(router.argv, "--decode") == [f"http://127.0.0.1:{decode0.port}", f"http://127.0.0.1:{decode1.port}"]
 
 
 def test_sglang_disaggregated_bootstrap_ports_reach_the_router(moe_model, box):

@@ -100,11 +100,11 @@ def test_format_launch_shows_env_and_quoted_args():
         env={"CUDA_VISIBLE_DEVICES": "0,1", "NCCL_ALGO": "Ring Tree"},
     )
     router = ProcessSpec(
-        name="router", role="router", argv=("python3", "-m", "autotune.engines.proxy", "--port", "8000")
+        name="router", role="router", argv=("python3", "-m", "vllm_router.launch_router", "--port", "8000")
     )
     text = format_launch(launch(router, spec))
     assert text.splitlines() == [
         "CUDA_VISIBLE_DEVICES=0,1 NCCL_ALGO='Ring Tree' vllm serve org/m --compilation-config "
         + '\'{"pass_config":{"fuse_allreduce_rms":true}}\'',
-        "python3 -m autotune.engines.proxy --port 8000",
+        "python3 -m vllm_router.launch_router --port 8000",
     ]
