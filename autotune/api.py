@@ -14,6 +14,7 @@ from autotune.specs import (
     BestConfig,
     HardwareProfile,
     HardwareRef,
+    Launch,
     MiTuneError,
     ModelRef,
     ModelSpec,
@@ -30,6 +31,8 @@ from autotune.specs import (
 
 DEFAULT_PRESET = "rtx-pro-6000-x8"
 RESULTS_DIR = Path("results")
+DEFAULT_HOST = "127.0.0.1"  # servers are reachable from this machine only unless --host says otherwise
+DEFAULT_PORT = 8000
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,11 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
         phases=plan.phases,
         model=model_ref,
         hardware=HardwareRef(
-            name=hw.name, fingerprint=hw.fingerprint, summary=hardware_summary(hw), num_gpus=hw.num_gpus
+            name=hw.name,
+            fingerprint=hw.fingerprint,
+            summary=hardware_summary(hw),
+            num_gpus=hw.num_gpus,
+            profile=hw,
         ),
         workload=req.workload,
         prediction=best.prediction,
@@ -222,17 +229,46 @@ def estimate(
     return plan, predict(plan, spec, hw, workload)
 
 
-def launch_of(best_path: str, host: str | None = None, port: int | None = None):
-    """The launch recorded in best.yaml, rebuilt for another host/port when asked."""
-    best = load_best(best_path)
-    if host is None and port is None:
-        return best.launch
-    from autotune.engines import build_launch
+@dataclass(frozen=True)
+class ServeLaunch:
+    launch: Launch  # rebuilt from the plan, model and hardware of best.yaml: the one to run
+    warnings: tuple[str, ...]  # e.g. the recorded launch differs from the rebuilt one
 
-    ref = best.model
-    spec, _ = resolve_model(ref.path or ref.name)
-    hw, _ = resolve_hardware(str(Path(best_path).parent / "hardware.yaml"), None)
-    return build_launch(best.plan, spec, hw, host=host or "127.0.0.1", port=port or 8000)
+
+def serve_launch(best_path: str, host: str | None = None, port: int | None = None) -> ServeLaunch:
+    """The launch of a best.yaml, rebuilt from its plan, model and hardware (never argv or env read from the file),
+    with a warning when the launch recorded in the file differs from the rebuilt one."""
+    from autotune.engines import build_launch
+    from autotune.engines.compare import first_difference
+
+    best = load_best(best_path)
+    spec, _ = resolve_model(best.model.path or best.model.name)
+    hw = recorded_hardware(best, best_path)
+    warnings = []
+    if hw.fingerprint != best.hardware.fingerprint:
+        warnings.append(
+            f"{best_path}: the hardware profile's fingerprint {hw.fingerprint} differs from the recorded "
+            f"{best.hardware.fingerprint}"
+        )
+    as_recorded = build_launch(best.plan, spec, hw, host=DEFAULT_HOST, port=DEFAULT_PORT)  # how search wrote it
+    if where := first_difference(best.launch, as_recorded):
+        warnings.append(f"{best_path}: {where} differs from the launch rebuilt from the plan; running the rebuilt one")
+    host = DEFAULT_HOST if host is None else host
+    port = DEFAULT_PORT if port is None else port
+    return ServeLaunch(build_launch(best.plan, spec, hw, host=host, port=port), tuple(warnings))
+
+
+def recorded_hardware(best: BestConfig, best_path: str | Path) -> HardwareProfile:
+    """The hardware profile a best.yaml was planned for: embedded in it, or (older files) hardware.yaml beside it."""
+    if best.hardware.profile is not None:
+        return best.hardware.profile
+    beside = Path(best_path).parent / "hardware.yaml"
+    if not beside.is_file():
+        raise MiTuneError(
+            f"{best_path}: records no hardware profile (written before mi-tune embedded it) and no hardware.yaml "
+            "sits beside it; copy the run's hardware.yaml next to it or run `mi-tune search` again"
+        )
+    return load_hardware(beside)
 
 
 def rebuild_report(run_dir: str) -> dict[str, Path]:
@@ -244,7 +280,7 @@ def rebuild_report(run_dir: str) -> dict[str, Path]:
     out = Path(run_dir)
     best = load_best(out / "best.yaml")
     model, _ = resolve_model(best.model.path or best.model.name)
-    hw = load_hardware(out / "hardware.yaml")
+    hw = recorded_hardware(best, out / "best.yaml")
     req = SearchRequest(
         model=model,
         hardware=hw,
@@ -264,4 +300,14 @@ def _space_path(best: BestConfig) -> str | None:
     return None if best.provenance.space == "default" else best.provenance.space
 
 
-__all__ = ["SearchOptions", "SearchOutcome", "estimate", "launch_of", "rebuild_report", "resolve_hardware", "search"]
+__all__ = [
+    "SearchOptions",
+    "SearchOutcome",
+    "ServeLaunch",
+    "estimate",
+    "rebuild_report",
+    "recorded_hardware",
+    "resolve_hardware",
+    "search",
+    "serve_launch",
+]

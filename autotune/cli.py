@@ -5,8 +5,10 @@ Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal failure.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -203,18 +205,50 @@ def estimate(
     print(dump_yaml(prediction))
 
 
+HOST_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+MAX_PORT = 65535
+
+
+def _check_host(host: str | None) -> None:
+    """A host name (RFC 1123 labels) or an IP literal; anything else (whitespace, shell characters) is bad input."""
+    if host is None:
+        return
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    if not (0 < len(name) <= 253 and all(HOST_LABEL.fullmatch(label) for label in name.split("."))):
+        raise MiTuneError(f"--host: expected a host name or an IP address (no brackets), got {host!r}")
+
+
+def _check_port(port: int | None) -> None:
+    if port is not None and not 1 <= port <= MAX_PORT:
+        raise MiTuneError(f"--port: expected 1..{MAX_PORT}, got {port}")
+
+
 @app.command()
 def serve(
     best: str = typer.Argument(..., help="best.yaml written by `mi-tune search`."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands without starting them."),
-    host: str = typer.Option(None, "--host", help="Address the servers bind (default 127.0.0.1)."),
-    port: int = typer.Option(None, "--port", help="Port of the client endpoint (default 8000)."),
+    host: str = typer.Option(None, "--host", help="Address every server and the router bind (default 127.0.0.1)."),
+    port: int = typer.Option(
+        None,
+        "--port",
+        help="Port of the client endpoint (default 8000); servers behind a router take the ports above it.",
+    ),
 ):
-    """Launch the engine processes of a best.yaml exactly as it says."""
+    """Rebuild the launch of a best.yaml from its plan, model and hardware, and start it (or print it)."""
     from autotune import api
     from autotune.engines import format_launch, run_launch
 
-    launch = api.launch_of(best, host, port)
+    _check_host(host)
+    _check_port(port)
+    served = api.serve_launch(best, host, port)
+    for warning in served.warnings:
+        print(f"mi-tune: warning: {warning}", file=sys.stderr)
+    launch = served.launch
     print(format_launch(launch))
     if dry_run:
         return

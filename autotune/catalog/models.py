@@ -32,7 +32,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     if path.is_dir():
         path = path / "config.json"
     if path.exists() or path.suffix == ".json" or "/" in name_or_path:
-        return model_from_config(path)  # read_document names a missing file
+        spec = model_from_config(path)  # read_document names a missing file
+        return dataclasses.replace(spec, checkpoint_dir=str(path.resolve().parent))
     known = ", ".join(CATALOG)
     raise MiTuneError(f"unknown model '{name_or_path}' (known: {known}; or a path to a config.json)")
 

@@ -13,10 +13,9 @@ from autotune.specs.plan import PhasePlan, Plan
 # bootstrap port at its port + 1: a stride of 10 keeps all of these apart for up to 24 instances.
 PORT_STRIDE = 10
 MAX_PORT = 65535
-BACKEND_HOST = "127.0.0.1"  # servers behind a router or proxy are reached only by it
 PHASE_ROLE = {"both": "server", "prefill": "prefill", "decode": "decode"}
 PHASE_ORDER = ("both", "prefill", "decode")
-WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+WILDCARD_HOSTS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}  # bound everywhere -> reach at loopback
 
 
 @dataclass(frozen=True)
@@ -37,18 +36,35 @@ class Instance:
         return url(self.host, self.port)
 
 
+def reach_host(host: str) -> str:
+    """The address a local client (router, readiness check) connects to for a server bound to `host`."""
+    return WILDCARD_HOSTS.get(host, host)
+
+
 def url(host: str, port: int) -> str:
-    host = WILDCARD_HOSTS.get(host, host)
+    host = reach_host(host)
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+def model_arg(model) -> str:
+    """What an engine server loads: the local directory the model was given as, else its Hugging Face id."""
+    arg = model.checkpoint_dir or model.hf_id
+    if not arg:
+        raise MiTuneError(
+            f"model '{model.name}' has no Hugging Face id and no local directory for the engine to load; "
+            "pass --model as a catalog name, a model directory or its config.json"
+        )
+    return arg
+
+
 def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
-    """Every engine instance; a lone instance serves on (host, port), several sit behind a front process there."""
+    """Every engine instance, all bound to `host`; a lone one serves on `port`, several sit behind a front process
+    there and listen on the ports after it (the front reaches them at `host`, or at loopback for a wildcard)."""
     slots = [(phase, r) for phase in PHASE_ORDER if phase in plan.phases for r in range(plan.phases[phase].replicas)]
     alone = len(slots) == 1
     last_port = port + PORT_STRIDE * len(slots) + 1
     if last_port > MAX_PORT:
-        raise MiTuneError(f"port {port}: {len(slots)} engine instances need ports up to {last_port} (> {MAX_PORT})")
+        raise MiTuneError(f"--port {port}: {len(slots)} engine instances need ports up to {last_port} (> {MAX_PORT})")
     return tuple(
         Instance(
             name=f"{PHASE_ROLE[phase]}-{replica}",
@@ -57,7 +73,7 @@ def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
             replica=replica,
             index=k,
             gpus=plan.phases[phase].replica_gpus(replica),
-            host=host if alone else BACKEND_HOST,
+            host=host,
             port=port if alone else port + PORT_STRIDE * (k + 1),
         )
         for k, (phase, replica) in enumerate(slots)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
-from autotune.engines.layout import Instance
+from autotune.engines.layout import Instance, model_arg
 from autotune.engines.routers import sglang_router
 from autotune.specs.best import Launch
 from autotune.specs.errors import MiTuneError
@@ -114,7 +114,7 @@ def build_launch(
 ) -> Launch:
     def server(inst: Instance, phase: PhasePlan, placed: tuple[Instance, ...]):
         ctx = _Ctx(plan, model, inst, phase)
-        argv = [*SERVER_COMMAND, "--model-path", model.hf_id, "--host", inst.host, "--port", str(inst.port)]
+        argv = [*SERVER_COMMAND, "--model-path", model_arg(model), "--host", inst.host, "--port", str(inst.port)]
         return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], {}
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):

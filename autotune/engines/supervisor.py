@@ -12,10 +12,12 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from autotune.engines.layout import reach_host
 from autotune.specs.best import Launch, ProcessSpec
 from autotune.specs.errors import MiTuneError
 
@@ -24,6 +26,7 @@ POLL_S = 0.1
 START_ORDER = {"server": 0, "prefill": 0, "decode": 0, "router": 1}
 READY_TIMEOUT_S = 1800.0  # routers start once the servers listen; weights of a large MoE load for minutes
 INTERRUPTED_EXIT = 130
+TAIL_LINES = 20  # output lines kept per process to say why it exited
 # executable or `python -m` top-level package -> how to get it
 INSTALL_HINTS = {
     "vllm": "pip install vllm==0.34.0",
@@ -70,9 +73,10 @@ def _hint(name: str) -> str:
     return f"install it with: {INSTALL_HINTS[name]}" if name in INSTALL_HINTS else "install it first"
 
 
-def _pump(name: str, stream: TextIO, out: TextIO, lock: threading.Lock) -> None:
+def _pump(name: str, stream: TextIO, out: TextIO, lock: threading.Lock, tail: deque) -> None:
     for line in stream:
         text = line if line.endswith("\n") else line + "\n"
+        tail.append(text.rstrip("\n"))
         with lock:
             out.write(f"[{name}] {text}")
             out.flush()
@@ -102,11 +106,27 @@ def _exit_code(returncode: int) -> int:
 
 
 def _wait_first_exit(procs: list[subprocess.Popen]) -> int:
+    """The index of the first process found ended."""
     while True:
-        for proc in procs:
-            if (code := proc.poll()) is not None:
-                return _exit_code(code)
+        for k, proc in enumerate(procs):
+            if proc.poll() is not None:
+                return k
         time.sleep(POLL_S)
+
+
+def exit_reason(name: str, returncode: int, tail: list[str]) -> str:
+    """'mi-tune: NAME exited with code N' or '... was killed by signal N (SIGX)', then its last output lines."""
+    how = f"exited with code {returncode}" if returncode >= 0 else f"was killed by signal {_signal_name(-returncode)}"
+    if not tail:
+        return f"mi-tune: {name} {how}; it printed nothing"
+    return "\n".join([f"mi-tune: {name} {how}; its last {len(tail)} lines:", *(f"  {line}" for line in tail)])
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{number} ({signal.Signals(number).name})"
+    except ValueError:
+        return str(number)
 
 
 def _listening(host: str, port: int) -> bool:
@@ -125,22 +145,29 @@ def _wait_servers_ready(specs: list[ProcessSpec], procs: list[subprocess.Popen],
     while pending and time.monotonic() < deadline:
         if any(p.poll() is not None for p in procs):
             return
-        pending = [s for s in pending if not _listening("127.0.0.1" if s.host == "0.0.0.0" else s.host, s.port)]
+        pending = [s for s in pending if not _listening(reach_host(s.host), s.port)]
         if pending:
             time.sleep(POLL_S)
 
 
 def run_launch(
-    launch: Launch, *, out: TextIO | None = None, grace_s: float = GRACE_S, ready_timeout_s: float = READY_TIMEOUT_S
+    launch: Launch,
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    grace_s: float = GRACE_S,
+    ready_timeout_s: float = READY_TIMEOUT_S,
 ) -> int:
     """Start every process, stream their prefixed output, and stop all when one exits or on Ctrl-C / SIGTERM.
 
-    Returns the exit code of the first process that ended by itself (130 after an interrupt with none).
+    Says on `err` (stderr) which process ended first and why, with its last output lines. Returns that process's
+    exit code (128 + N when killed by signal N; 130 after an interrupt with none ended).
     """
-    out = out or sys.stdout
+    out, err = out or sys.stdout, err or sys.stderr
     specs = _in_start_order(launch)
     argvs = [resolve_argv(spec.argv) for spec in specs]  # fail before anything starts
-    lock, procs, pumps = threading.Lock(), [], []
+    lock, procs, pumps, tails = threading.Lock(), [], [], []
+    first = None
     restore = _sigterm_as_interrupt()
     try:
         for spec, argv in zip(specs, argvs, strict=True):
@@ -160,16 +187,24 @@ def run_launch(
                 start_new_session=True,
             )
             procs.append(proc)
-            pumps.append(threading.Thread(target=_pump, args=(spec.name, proc.stdout, out, lock), daemon=True))
+            tails.append(deque(maxlen=TAIL_LINES))
+            pumps.append(
+                threading.Thread(target=_pump, args=(spec.name, proc.stdout, out, lock, tails[-1]), daemon=True)
+            )
             pumps[-1].start()
-        code = _wait_first_exit(procs)
+        first = _wait_first_exit(procs)
+        code = _exit_code(procs[first].returncode)
     except KeyboardInterrupt:
-        code = next((_exit_code(p.returncode) for p in procs if p.poll() not in (None, 0)), INTERRUPTED_EXIT)
+        first = next((k for k, p in enumerate(procs) if p.poll() not in (None, 0)), None)
+        code = INTERRUPTED_EXIT if first is None else _exit_code(procs[first].returncode)
     finally:
         stop_all(procs, grace_s)
         for pump in pumps:
             pump.join(timeout=1.0)
         restore()
+    if first is not None:
+        with lock:
+            print(exit_reason(specs[first].name, procs[first].returncode, list(tails[first])), file=err, flush=True)
     return code
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autotune.specs.hardware import HardwareProfile
 from autotune.specs.plan import PhasePlan, Plan
 from autotune.specs.prediction import Prediction
 from autotune.specs.workload import Workload
@@ -16,7 +17,7 @@ class ModelRef:
     name: str
     hf_id: str
     revision: str = "main"
-    path: str = ""  # local config.json when the model was given as a path
+    path: str = ""  # local config.json (or its directory) when the model was given as a path
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class HardwareRef:
     fingerprint: str
     summary: str
     num_gpus: int
+    # Contract (best/v1, since serve rebuilds launches): best.yaml embeds the full profile it was planned for, so
+    # the file alone is enough to serve; files written before carry none and need hardware.yaml beside them.
+    profile: HardwareProfile | None = None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class ModelSpec:
     window_kv_elems_per_seq: float = 0.0  # bounded sliding-window KV per sequence (all layers)
     host_table_bytes: float = 0.0  # tables served from host memory (Engram n-gram memory)
     notes: tuple[str, ...] = ()
+    checkpoint_dir: str = ""  # local directory the model was loaded from (engines load it there); "" = hf_id
     schema: str = "mi-tune/model/v1"
     total_params: int = field(init=False)
     active_params_decode: int = field(init=False)

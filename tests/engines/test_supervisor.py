@@ -8,7 +8,7 @@ import time
 import pytest
 
 from autotune.engines import format_launch, run_launch
-from autotune.engines.supervisor import resolve_argv
+from autotune.engines.supervisor import TAIL_LINES, resolve_argv
 from autotune.specs.best import Launch, ProcessSpec
 from autotune.specs.errors import MiTuneError
 
@@ -108,3 +108,20 @@ def test_format_launch_shows_env_and_quoted_args():
         + '\'{"pass_config":{"fuse_allreduce_rms":true}}\'',
         "python3 -m vllm_router.launch_router --port 8000",
     ]
+
+
+def test_says_which_process_exited_first_with_its_code_and_last_lines():
+    failer = proc("failer", "import sys; [print('line', i) for i in range(30)]; sys.exit(3)")
+    sleeper = proc("sleeper", "import time; time.sleep(60)")
+    err = io.StringIO()
+    assert run_launch(launch(sleeper, failer), out=io.StringIO(), err=err, grace_s=2.0) == 3
+    lines = err.getvalue().splitlines()
+    assert lines[0] == f"mi-tune: failer exited with code 3; its last {TAIL_LINES} lines:"
+    assert lines[1:] == [f"  line {i}" for i in range(30 - TAIL_LINES, 30)]
+
+
+def test_says_which_signal_killed_a_process():
+    victim = proc("victim", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    err = io.StringIO()
+    assert run_launch(launch(victim), out=io.StringIO(), err=err) == 137
+    assert err.getvalue() == "mi-tune: victim was killed by signal 9 (SIGKILL); it printed nothing\n"
