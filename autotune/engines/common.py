@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from autotune import capability
 from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
 from autotune.engines.layout import Instance, attention_family, gpu_env, instances, numa_node, url
 from autotune.specs.best import Launch, ProcessSpec
@@ -45,6 +46,8 @@ class KernelFlags:
     moe_flag: str
     moe: Mapping  # variant -> backend name
     kv_cache: Mapping  # plan kv dtype -> engine kv dtype
+    linear_flag: str  # dense GEMM kernel flag
+    linear: Mapping  # plan kernels.linear -> backend name
 
 
 def kernel_args(model: ModelSpec, phase: PhasePlan, flags: KernelFlags) -> list[str]:
@@ -55,6 +58,8 @@ def kernel_args(model: ModelSpec, phase: PhasePlan, flags: KernelFlags) -> list[
         args += ["--attention-backend", choose(flags.attention, key, f"attention {key[0]} on {key[1]}", flags.label)]
     if k.moe != AUTO and model.is_moe:
         args += [flags.moe_flag, choose(flags.moe, k.moe, f"moe kernel {k.moe!r}", flags.label)]
+    if k.linear != AUTO:
+        args += [flags.linear_flag, choose(flags.linear, k.linear, f"linear kernel {k.linear!r}", flags.label)]
     if quantization := online_quantization(model, k.gemm_dtype, flags.label):
         args += ["--quantization", quantization]
     if k.kv_cache_dtype != AUTO:
@@ -78,15 +83,21 @@ def assemble_launch(
     engine: str,
     version: str,
     plan: Plan,
+    model: ModelSpec,
     hardware: HardwareProfile,
     host: str,
     port: int,
     server: ServerFn,
     front: FrontFn,
 ) -> Launch:
-    """Engine servers (validated against the pinned flag table), then a router/proxy when there are several."""
+    """Engine servers (validated against the pinned flag table), then a router/proxy when there are several.
+    A plan that breaks one of the engine version's capability rules is refused before anything is built."""
     if plan.engine != engine:
         raise MiTuneError(f"plan is for {plan.engine}, not {engine}")
+    rules = capability.table(engine)
+    if rules.version != version:
+        raise MiTuneError(f"{engine} {version}: capability rules are for {rules.version}; pin one version")
+    capability.require_plan(plan, model, hardware)
     placed = instances(plan, host, port)
     processes = []
     for inst in placed:

@@ -100,11 +100,4 @@ def numa_node(hardware: HardwareProfile, gpus: tuple[int, ...]) -> int:
 
 
 def attention_family(model) -> str:
-    """'mha' (GQA/MHA/MQA/sliding window), 'mla', or the model's kinds joined, for kinds no generic backend runs."""
-    kinds = {layer.attention.kind for layer in model.layers}
-    sparse = any(layer.attention.attended_cap for layer in model.layers)
-    if not sparse and kinds <= {"gqa", "mha", "mqa", "dense-mha", "swa"}:
-        return "mha"
-    if not sparse and kinds == {"mla"}:
-        return "mla"
-    return "+".join(sorted(kinds)) + ("+sparse" if sparse else "")
+    return model.attention_family

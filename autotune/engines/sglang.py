@@ -9,7 +9,6 @@ from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance, model_arg
 from autotune.engines.routers import sglang_router
 from autotune.specs.best import Launch
-from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
 from autotune.specs.model import ModelSpec
 from autotune.specs.plan import PhasePlan, Plan
@@ -26,9 +25,21 @@ ATTENTION_BACKEND = {
     ("triton", "mla"): "triton",
     ("flashinfer", "mla"): "flashinfer",
 }
-MOE_RUNNER = {"triton": "triton", "cutlass": "cutlass", "marlin": "marlin", "deep_gemm": "deep_gemm"}
+MOE_RUNNER = {
+    "triton": "triton",
+    "cutlass": "cutlass",
+    "marlin": "marlin",
+    "deep_gemm": "deep_gemm",
+    "flashinfer_cutlass": "flashinfer_cutlass",
+    "flashinfer_mxfp4": "flashinfer_mxfp4",
+}
+FP8_GEMM_BACKEND = {"cutlass": "cutlass", "triton": "triton"}  # --fp8-gemm-backend
 KV_CACHE_DTYPE = {"fp8": "fp8_e4m3"}
-CUSTOM_ALLREDUCE_ARGS = {"nccl": ["--disable-custom-all-reduce"], "custom": []}
+CUSTOM_ALLREDUCE_ARGS = {"nccl": ["--disable-custom-all-reduce"], "custom": [], "pcie_ipc": []}
+# sglang/srt/environ.py: FlashInfer PCIe-IPC all-reduce for the TP group (pcie_ipc_ar.py)
+PCIE_IPC_ENV = {"SGLANG_ENABLE_PCIE_IPC_ALLREDUCE": "1"}
+# --speculative-algorithm per plan speculative.method (NEXTN = the checkpoint's MTP layers)
+SPECULATIVE_ALGORITHM = {"mtp": "NEXTN", "dspark": "DSPARK"}
 A2A_BACKEND = {"allgather_reducescatter": None, "deepep": "deepep"}  # None = engine default (none)
 # DeepEP kernels per phase: normal (throughput) for prefill, low_latency for decode, SGLang's per-batch auto for both
 DEEPEP_MODE = {"both": "auto", "prefill": "normal", "decode": "low_latency"}
@@ -38,7 +49,9 @@ PD_TRANSFER_BACKEND = "nixl"
 BOOTSTRAP_PORT_OFFSET = 1  # a prefill server's bootstrap port = its HTTP port + 1 (see layout.PORT_STRIDE)
 
 
-KERNEL_FLAGS = KernelFlags(LABEL, ATTENTION_BACKEND, "--moe-runner-backend", MOE_RUNNER, KV_CACHE_DTYPE)
+KERNEL_FLAGS = KernelFlags(
+    LABEL, ATTENTION_BACKEND, "--moe-runner-backend", MOE_RUNNER, KV_CACHE_DTYPE, "--fp8-gemm-backend", FP8_GEMM_BACKEND
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +66,29 @@ def _parallel(ctx: _Ctx) -> list[str]:
     p = ctx.phase
     args = ["--tp-size", str(p.tp * p.dp), "--pp-size", str(p.pp)]
     args += ["--attn-dp-size", str(p.dp)] if p.dp > 1 else []
-    return args + (["--ep-size", str(p.ep)] if p.ep > 1 else [])
+    args += ["--ep-size", str(p.ep)] if p.ep > 1 else []
+    args += ["--dcp-size", str(p.dcp)] if p.dcp > 1 else []
+    args += ["--moe-dense-tp-size", "1"] if p.dense_dp else []
+    args += ["--enable-dp-lm-head"] if p.dp_lm_head else []
+    return args + (["--enable-eplb"] if p.eplb else [])
+
+
+def _speculative(ctx: _Ctx) -> list[str]:
+    spec = ctx.phase.speculative
+    if spec.method == "none":
+        return []
+    algorithm = choose(SPECULATIVE_ALGORITHM, spec.method, f"speculative method {spec.method!r}", LABEL)
+    # a chain of drafts (top-k 1): num_steps drafts, num_steps + 1 tokens verified per step
+    return [
+        "--speculative-algorithm",
+        algorithm,
+        "--speculative-num-steps",
+        str(spec.draft_tokens),
+        "--speculative-eagle-topk",
+        "1",
+        "--speculative-num-draft-tokens",
+        str(spec.draft_tokens + 1),
+    ]
 
 
 def _kernels(ctx: _Ctx) -> list[str]:
@@ -65,27 +100,16 @@ def _fusion(ctx: _Ctx) -> list[str]:
     return [arg for name, on in ctx.phase.fusion.items() for arg in FUSION_ARGS[name][on]]
 
 
-def _a2a_backend(ctx: _Ctx) -> str | None:
-    c = ctx.phase.comm
-    backend = choose(A2A_BACKEND, c.all2all, f"all2all {c.all2all!r}", LABEL)
-    if backend and ctx.phase.ep == 1:
-        raise MiTuneError(f"{LABEL}: all2all {c.all2all!r} needs expert parallelism (ep > 1), the plan has ep=1")
-    return backend
-
-
 def _comm(ctx: _Ctx) -> list[str]:
-    args = list(choose(CUSTOM_ALLREDUCE_ARGS, ctx.phase.comm.allreduce, f"allreduce {ctx.phase.comm.allreduce}", LABEL))
-    backend = _a2a_backend(ctx)
+    c = ctx.phase.comm
+    args = list(choose(CUSTOM_ALLREDUCE_ARGS, c.allreduce, f"allreduce {c.allreduce}", LABEL))
+    backend = choose(A2A_BACKEND, c.all2all, f"all2all {c.all2all!r}", LABEL)
     return args + (["--moe-a2a-backend", backend, "--deepep-mode", DEEPEP_MODE[ctx.inst.phase]] if backend else [])
 
 
 def _overlap(ctx: _Ctx) -> list[str]:
-    if not ctx.phase.overlap.two_batch:
-        return []
-    # server_args.check_two_batch_overlap: without an EP all-to-all backend TBO needs DP attention
-    if _a2a_backend(ctx) is None and ctx.phase.dp == 1:
-        raise MiTuneError(f"{LABEL}: two-batch overlap needs the deepep all2all or dp > 1 (DP attention)")
-    return ["--enable-two-batch-overlap"]
+    # what TBO needs (an a2a backend, or DP attention on V4 prefill; never V4.1) is a capability rule
+    return ["--enable-two-batch-overlap"] if ctx.phase.overlap.two_batch else []
 
 
 def _batching(ctx: _Ctx) -> list[str]:
@@ -102,7 +126,7 @@ def _disaggregation(ctx: _Ctx) -> list[str]:
     )
 
 
-ARG_BUILDERS = (_parallel, _kernels, _fusion, _comm, _overlap, _batching, _disaggregation)
+ARG_BUILDERS = (_parallel, _kernels, _fusion, _comm, _overlap, _speculative, _batching, _disaggregation)
 
 
 def bootstrap_port(inst: Instance) -> int:
@@ -115,9 +139,10 @@ def build_launch(
     def server(inst: Instance, phase: PhasePlan, placed: tuple[Instance, ...]):
         ctx = _Ctx(plan, model, inst, phase)
         argv = [*SERVER_COMMAND, "--model-path", model_arg(model), "--host", inst.host, "--port", str(inst.port)]
-        return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], {}
+        env = dict(PCIE_IPC_ENV) if phase.comm.allreduce == "pcie_ipc" else {}
+        return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], env
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):
         return sglang_router(placed, front_host, front_port, bootstrap_port)
 
-    return assemble_launch(ENGINE, VERSION, plan, hardware, host, port, server, front)
+    return assemble_launch(ENGINE, VERSION, plan, model, hardware, host, port, server, front)

@@ -10,7 +10,6 @@ from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance, model_arg
 from autotune.engines.routers import vllm_router
 from autotune.specs.best import Launch
-from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
 from autotune.specs.model import ModelSpec
 from autotune.specs.plan import PhasePlan, Plan
@@ -26,9 +25,21 @@ ATTENTION_BACKEND = {
     ("triton", "mla"): "TRITON_MLA",
     ("flashinfer", "mla"): "FLASHINFER_MLA",
 }
-MOE_BACKEND = {"triton": "triton", "cutlass": "cutlass", "marlin": "marlin", "deep_gemm": "deep_gemm"}
+MOE_BACKEND = {
+    "triton": "triton",
+    "cutlass": "cutlass",
+    "marlin": "marlin",
+    "deep_gemm": "deep_gemm",
+    "flashinfer_cutlass": "flashinfer_cutlass",
+    "b12x": "b12x",
+}
+LINEAR_BACKEND = {"cutlass": "cutlass", "triton": "triton"}  # --linear-backend
 KV_CACHE_DTYPE = {"fp8": "fp8"}
-CUSTOM_ALLREDUCE_ARGS = {"nccl": ["--disable-custom-all-reduce"], "custom": []}
+CUSTOM_ALLREDUCE_ARGS = {"nccl": ["--disable-custom-all-reduce"], "custom": [], "pcie_ipc": []}
+# vllm/envs.py: FlashInfer PCIe-IPC all-reduce, dispatched before the custom kernel (cuda_communicator.py:389-460)
+PCIE_IPC_ENV = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1"}
+# --speculative-config method per plan speculative.method (vllm/config/speculative.py)
+SPECULATIVE_METHOD = {"mtp": "mtp", "dspark": "dspark"}
 # (plan comm.all2all, phase) -> --all2all-backend; None = the engine default (allgather_reducescatter)
 ALL2ALL_BACKEND = {
     ("allgather_reducescatter", "both"): None,
@@ -38,8 +49,6 @@ ALL2ALL_BACKEND = {
     ("deepep", "prefill"): "deepep_high_throughput",
     ("deepep", "decode"): "deepep_low_latency",
 }
-# config/vllm.py asserts micro-batching (DBO) runs on one of these all-to-all backends
-DBO_ALL2ALL = {"deepep_high_throughput", "deepep_low_latency", "nixl_ep"}
 FUSION_PASS = {"allreduce_rmsnorm": "fuse_allreduce_rms"}  # plan fusion -> compilation_config.pass_config key
 # NIXL P/D recipe (docs/features/nixl_connector_usage.md): NixlConnector ignores the role, the router decides
 NIXL_KV_TRANSFER = {"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_load_failure_policy": "fail"}
@@ -47,7 +56,9 @@ NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM's default; an instance with dp ranks 
 UCX_ENV = {"UCX_NET_DEVICES": "all"}
 
 
-KERNEL_FLAGS = KernelFlags(LABEL, ATTENTION_BACKEND, "--moe-backend", MOE_BACKEND, KV_CACHE_DTYPE)
+KERNEL_FLAGS = KernelFlags(
+    LABEL, ATTENTION_BACKEND, "--moe-backend", MOE_BACKEND, KV_CACHE_DTYPE, "--linear-backend", LINEAR_BACKEND
+)
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,18 @@ class _Ctx:
 
 def _parallel(ctx: _Ctx) -> list[str]:
     p = ctx.phase
-    return ["-tp", str(p.tp), "-dp", str(p.dp), "-pp", str(p.pp)] + (["--enable-expert-parallel"] if p.ep > 1 else [])
+    args = ["-tp", str(p.tp), "-dp", str(p.dp), "-pp", str(p.pp)] + (["--enable-expert-parallel"] if p.ep > 1 else [])
+    args += ["--decode-context-parallel-size", str(p.dcp)] if p.dcp > 1 else []
+    return args + (["--enable-eplb"] if p.eplb else [])
+
+
+def _speculative(ctx: _Ctx) -> list[str]:
+    spec = ctx.phase.speculative
+    if spec.method == "none":
+        return []
+    method = choose(SPECULATIVE_METHOD, spec.method, f"speculative method {spec.method!r}", LABEL)
+    config = {"method": method, "num_speculative_tokens": spec.draft_tokens}
+    return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
 
 
 def _kernels(ctx: _Ctx) -> list[str]:
@@ -76,10 +98,7 @@ def _fusion(ctx: _Ctx) -> list[str]:
 
 def _all2all_backend(ctx: _Ctx) -> str | None:
     c = ctx.phase.comm
-    backend = choose(ALL2ALL_BACKEND, (c.all2all, ctx.inst.phase), f"all2all {c.all2all!r}", LABEL)
-    if backend and ctx.phase.ep == 1:
-        raise MiTuneError(f"{LABEL}: all2all {c.all2all!r} needs expert parallelism (ep > 1), the plan has ep=1")
-    return backend
+    return choose(ALL2ALL_BACKEND, (c.all2all, ctx.inst.phase), f"all2all {c.all2all!r}", LABEL)
 
 
 def _comm(ctx: _Ctx) -> list[str]:
@@ -89,14 +108,8 @@ def _comm(ctx: _Ctx) -> list[str]:
 
 
 def _overlap(ctx: _Ctx) -> list[str]:
-    if not ctx.phase.overlap.two_batch:
-        return []
-    if _all2all_backend(ctx) not in DBO_ALL2ALL:
-        raise MiTuneError(
-            f"{LABEL}: two-batch overlap (--enable-dbo) needs a DeepEP all2all backend; "
-            f"the {ctx.inst.phase} phase uses {ctx.phase.comm.all2all!r}"
-        )
-    return ["--enable-dbo"]
+    # what DBO needs (a DeepEP all2all backend, not V4.1) is a capability rule, checked before emitting
+    return ["--enable-dbo"] if ctx.phase.overlap.two_batch else []
 
 
 def _batching(ctx: _Ctx) -> list[str]:
@@ -110,14 +123,15 @@ def _disaggregation(ctx: _Ctx) -> list[str]:
     return ["--kv-transfer-config", json.dumps(NIXL_KV_TRANSFER, separators=(",", ":"))]
 
 
-ARG_BUILDERS = (_parallel, _kernels, _fusion, _comm, _overlap, _batching, _disaggregation)
+ARG_BUILDERS = (_parallel, _kernels, _fusion, _comm, _overlap, _speculative, _batching, _disaggregation)
 
 
 def _env(ctx: _Ctx) -> dict[str, str]:
+    env = dict(PCIE_IPC_ENV) if ctx.phase.comm.allreduce == "pcie_ipc" else {}
     if ctx.plan.mode != "disaggregated":
-        return {}
+        return env
     ranks_before = sum(ctx.plan.phases[other.phase].dp for other in ctx.placed[: ctx.inst.index])
-    return {"VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_BASE_PORT + ranks_before), **UCX_ENV}
+    return {**env, "VLLM_NIXL_SIDE_CHANNEL_PORT": str(NIXL_SIDE_CHANNEL_BASE_PORT + ranks_before), **UCX_ENV}
 
 
 def build_launch(
@@ -131,4 +145,4 @@ def build_launch(
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):
         return vllm_router(placed, front_host, front_port)
 
-    return assemble_launch(ENGINE, VERSION, plan, hardware, host, port, server, front)
+    return assemble_launch(ENGINE, VERSION, plan, model, hardware, host, port, server, front)

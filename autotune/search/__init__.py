@@ -2,6 +2,15 @@
 
 from autotune.search.baseline import baseline_plan
 from autotune.search.space import Space, load_space
-from autotune.search.study import SearchRequest, SearchResult, TrialRecord, run_study
+from autotune.search.study import SearchRequest, SearchResult, TrialRecord, evaluate, run_study
 
-__all__ = ["SearchRequest", "SearchResult", "Space", "TrialRecord", "baseline_plan", "load_space", "run_study"]
+__all__ = [
+    "SearchRequest",
+    "SearchResult",
+    "Space",
+    "TrialRecord",
+    "baseline_plan",
+    "evaluate",
+    "load_space",
+    "run_study",
+]

@@ -6,12 +6,14 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from autotune.search.admit import Admission, default_facts, fact_values, parse_speculative
 from autotune.search.space import Space, dynamic_requirements
 from autotune.specs import PhasePlan, Plan, SpecError, from_dict
 
 # Fields whose sampled value is a choice that the plan stores differently.
 FIELD_TRANSFORMS: dict[str, Callable[[Any, dict], Any]] = {
     "ep": lambda on, phase: phase.get("tp", 1) * phase.get("dp", 1) if on else 1,
+    "speculative": lambda choice, phase: parse_speculative(choice),
 }
 DEPLOYMENT_ONLY_FIELDS = ("prefill_share",)
 LAYOUT_FIELDS = ("tp", "dp", "pp")  # their product must divide the phase's GPUs
@@ -51,9 +53,15 @@ def _fmt(value: Any) -> str:
 
 
 def sample_plan(
-    space: Space, choices: dict[str, tuple[Any, ...]], suggest: Suggest, num_gpus: int
+    space: Space,
+    choices: dict[str, tuple[Any, ...]],
+    suggest: Suggest,
+    num_gpus: int,
+    admission: Admission | None = None,
 ) -> tuple[Plan | None, str]:
-    """Ask `suggest(param_name, choices)` for each active dimension; returns (plan, '') or (None, reason)."""
+    """Ask `suggest(param_name, choices)` for each active dimension; returns (plan, '') or (None, reason).
+    With `admission`, each phase dimension is offered only the values the sampled engine accepts given the
+    values sampled before it (capability rules)."""
     deployment: dict[str, Any] = {}
     for dim in space.dimensions:
         active = dim.scope == "deployment" and all(deployment.get(k) == v for k, v in dim.when.items())
@@ -64,7 +72,9 @@ def sample_plan(
         return None, split
     phases = {}
     for phase_name, gpus in split.items():
-        values = _phase_values(space, choices, suggest, phase_name, len(gpus), deployment)
+        values = _phase_values(space, choices, suggest, phase_name, len(gpus), deployment, admission)
+        if isinstance(values, str):
+            return None, f"{phase_name}: {values}"
         reason = _unmet(space, values, f"{phase_name}.")
         if reason:
             return None, reason
@@ -104,19 +114,40 @@ def _phase_values(
     phase: str,
     num_gpus: int,
     deployment: dict[str, Any],
-) -> dict[str, Any]:
+    admission: Admission | None = None,
+) -> dict[str, Any] | str:
     """Sample a phase's dimensions. The layout dimensions are sampled jointly as one choice among the layouts
     that fit the phase's GPUs (`both.layout@8`): every sampled layout is valid, and one move of the
-    refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count."""
+    refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count; for
+    the same reason a dimension whose admitted values are narrowed by an engine rule is asked under a name
+    that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted."""
     options = layouts(space, choices, num_gpus)
     label = options[0] if len(options) == 1 else suggest(f"{phase}.layout@{num_gpus}", options)
     values: dict[str, Any] = {name: int(v) for name, v in (part.split("=") for part in label.split(",") if part)}
-    for dim in space.dimensions:
-        if dim.scope != "phase" or dim.field in LAYOUT_FIELDS or not dim.applies_to(phase):
-            continue
-        if any(deployment.get(k) != v for k, v in dim.when.items()) or not choices[dim.name]:
-            continue  # inactive, or moot on this box/model: the plan keeps its default
-        values[dim.name] = suggest(f"{phase}.{dim.name}", choices[dim.name])
+    active = [
+        dim
+        for dim in space.dimensions
+        if dim.scope == "phase"
+        and dim.field not in LAYOUT_FIELDS
+        and dim.applies_to(phase)
+        and all(deployment.get(k) == v for k, v in dim.when.items())
+        and choices[dim.name]  # else inactive, or moot on this box/model: the plan keeps its default
+    ]
+    known = {**default_facts({d.field for d in active}), **{"tp": 1, "dp": 1, "pp": 1}, **values}
+    known.update(mode=deployment.get("mode"), phase=phase)
+    for dim in active:
+        offered = choices[dim.name]
+        name = f"{phase}.{dim.name}"
+        if admission is not None:
+            engine = deployment["engine"]
+            admitted = admission.admitted((engine,), dim.field, offered, known)
+            if not admitted:
+                return admission.refusal(engine, dim.field, offered[0], known)
+            if admitted != offered:
+                name += "[" + "|".join(_fmt(v) for v in admitted) + "]"
+            offered = admitted
+        values[dim.name] = suggest(name, offered)
+        known.update(fact_values(dim.field, values[dim.name], known))
     return values
 
 
@@ -125,7 +156,7 @@ def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> 
     raw: dict[str, Any] = {}
     for name, value in values.items():
         field_name = space.dimension(name).field
-        if field_name not in FIELD_TRANSFORMS:
+        if field_name not in FIELD_TRANSFORMS and value is not None:  # None: leave the engine default
             _set(raw, field_name, value)
     for name, value in values.items():
         field_name = space.dimension(name).field

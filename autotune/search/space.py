@@ -7,8 +7,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from autotune.capability import box_facts
+from autotune.search.admit import Admission
 from autotune.specs import HardwareProfile, ModelSpec, SpecError, read_document
 from autotune.specs.io import check_schema
+from autotune.specs.plan import ENGINES
 
 SCOPES = ("deployment", "phase")
 PHASES = ("both", "prefill", "decode")
@@ -120,10 +123,15 @@ def dynamic_requirements(requires: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in requires.items() if k not in STATIC_FACTS}
 
 
-def effective_choices(dim: Dimension, model: ModelSpec, hw: HardwareProfile) -> tuple[Any, ...]:
+def effective_choices(
+    dim: Dimension, model: ModelSpec, hw: HardwareProfile, engines: tuple[str, ...] = ENGINES
+) -> tuple[Any, ...]:
     """The values worth sampling on this box and model; () when the dimension is moot here, so the plan
-    keeps its default and the emitter leaves the engine's own default in place."""
+    keeps its default and the emitter leaves the engine's own default in place. A value no engine of
+    `engines` accepts on this box and checkpoint (capability rules) is dropped before the study starts."""
     if not static_ok(dim.requires, model, hw):
         return ()
     kept = tuple(v for v in dim.choices if static_ok(dim.value_requires.get(v, {}), model, hw))
+    if dim.field != "engine":
+        kept = Admission(box_facts(hw, model)).admitted(engines, dim.field, kept, {})
     return kept or dim.choices[:1]

@@ -9,7 +9,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from autotune import capability
 from autotune.perf import predict
+from autotune.search.admit import Admission
 from autotune.search.baseline import baseline_plan
 from autotune.search.refine import refine
 from autotune.search.sampler import sample_plan
@@ -71,13 +73,28 @@ def objective_value(prediction: Prediction) -> float:
 
 
 def study_choices(req: SearchRequest) -> dict[str, tuple[Any, ...]]:
-    choices = {d.name: effective_choices(d, req.model, req.hardware) for d in req.space.dimensions}
-    for name, pin in (("engine", req.engine), ("mode", req.mode)):
-        if pin != "auto":
-            if pin not in req.space.dimension(name).choices:
-                raise MiTuneError(f"--{name}: '{pin}' is not a choice of the search space ({req.space.source})")
-            choices[name] = (pin,)
+    engines = _engines(req)
+    choices = {d.name: effective_choices(d, req.model, req.hardware, engines) for d in req.space.dimensions}
+    choices["engine"] = engines
+    if req.mode != "auto":
+        if req.mode not in req.space.dimension("mode").choices:
+            raise MiTuneError(f"--mode: '{req.mode}' is not a choice of the search space ({req.space.source})")
+        choices["mode"] = (req.mode,)
     return _prune_unreachable(req.space, choices)
+
+
+def _engines(req: SearchRequest) -> tuple[str, ...]:
+    """The engines to search: the space's (or --engine), less those whose rules refuse this model on this box."""
+    offered = req.space.dimension("engine").choices
+    if req.engine != "auto":
+        if req.engine not in offered:
+            raise MiTuneError(f"--engine: '{req.engine}' is not a choice of the search space ({req.space.source})")
+        offered = (req.engine,)
+    able = capability.serving_engines(tuple(offered), req.model, req.hardware)
+    if not able:
+        why = "; ".join(capability.refusal(e, req.model, req.hardware) for e in offered)
+        raise MiTuneError(f"no engine can serve {req.model.name} on {req.hardware.gpu.name}: {why}")
+    return able
 
 
 def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dict[str, tuple[Any, ...]]:
@@ -101,10 +118,18 @@ def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dic
     return choices
 
 
+def evaluate(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workload) -> Prediction:
+    """The engine's capability rules first (a plan the engine refuses is worth nothing), then the model."""
+    refused = capability.check_plan(plan, model, hw)
+    if refused:
+        return Prediction(feasible=False, reason=f"engine rule: {refused}")
+    return predict(plan, model, hw, workload)
+
+
 def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
     if plan is None:
         return Prediction(feasible=False, reason=reason)
-    return predict(plan, req.model, req.hardware, req.workload)
+    return evaluate(plan, req.model, req.hardware, req.workload)
 
 
 TPE_SHARE = 0.75  # of the trial budget; the rest refines the incumbent (search/refine.py)
@@ -155,6 +180,7 @@ def run_study(req: SearchRequest) -> SearchResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
     choices = study_choices(req)
+    admission = Admission(capability.box_facts(req.hardware, req.model))
     study, callbacks = _studies(req)
     predicted: dict[int, Prediction] = {}  # trial number -> prediction, so results need not predict again
 
@@ -162,7 +188,7 @@ def run_study(req: SearchRequest) -> SearchResult:
         def suggest(name: str, options: tuple[Any, ...]) -> Any:
             return options[0] if len(options) == 1 else trial.suggest_categorical(name, list(options))
 
-        plan, reason = sample_plan(req.space, choices, suggest, req.num_gpus)
+        plan, reason = sample_plan(req.space, choices, suggest, req.num_gpus, admission)
         prediction = predicted[trial.number] = _evaluate(req, plan, reason)
         trial.set_user_attr("plan", to_dict(plan) if plan else None)
         trial.set_user_attr("reason", prediction.reason)
@@ -226,5 +252,5 @@ def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]
     best = max(feasible, key=lambda r: (r.value, -r.number))
     engine = best.plan.engine
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
-    baseline = predict(base_plan, req.model, req.hardware, req.workload)
+    baseline = evaluate(base_plan, req.model, req.hardware, req.workload)
     return SearchResult(req, tuple(records), best, base_plan, baseline, choices)

@@ -5,7 +5,7 @@ from autotune.specs.errors import MiTuneError, SpecError
 from autotune.specs.hardware import Accelerator, CollectivePoint, Features, HardwareProfile, HostInfo, Measured
 from autotune.specs.io import check_schema, dump_json, dump_yaml, from_dict, load, read_document, save, to_dict
 from autotune.specs.model import DTYPE_BYTES, AttentionSpec, FfnSpec, LayerSpec, ModelSpec
-from autotune.specs.plan import Batching, Comm, Kernels, Overlap, PhasePlan, Plan
+from autotune.specs.plan import Batching, Comm, Kernels, Overlap, PhasePlan, Plan, Speculative
 from autotune.specs.prediction import MemoryFit, Prediction, StepBreakdown
 from autotune.specs.workload import Workload
 
@@ -49,6 +49,7 @@ __all__ = [
     "HardwareRef",
     "HostInfo",
     "Kernels",
+    "Speculative",
     "LayerSpec",
     "Launch",
     "Measured",

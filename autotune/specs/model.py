@@ -59,6 +59,11 @@ class ModelSpec:
     dense_dtype: str  # checkpoint dtype of attention / dense / shared weights
     expert_dtype: str  # checkpoint dtype of routed experts
     kv_dtype: str  # native KV-cache dtype the model is served with by default
+    # checkpoint quantisation format: bf16 | fp16 | fp8_tensor | fp8_block | mxfp4 | nvfp4 | int4_awq | int4_gptq
+    # ("" = the plain storage dtype); engines accept kernels by format, not only by dtype
+    dense_format: str = ""
+    expert_format: str = ""
+    draft_heads: tuple[str, ...] = ()  # speculative heads the checkpoint ships: mtp, dspark
     kv_bytes_per_token_native: float = 0.0  # official KV bytes/token in the native KV format (0 = derive)
     window_kv_elems_per_seq: float = 0.0  # bounded sliding-window KV per sequence (all layers)
     host_table_bytes: float = 0.0  # tables served from host memory (Engram n-gram memory)
@@ -79,6 +84,9 @@ class ModelSpec:
             layer.attention.params + layer.ffn.params + layer.ffn.num_experts * layer.ffn.expert_params
             for layer in self.layers
         )
+        for name, dtype in (("dense_format", self.dense_dtype), ("expert_format", self.expert_dtype)):
+            if not getattr(self, name):
+                object.__setattr__(self, name, dtype)
         object.__setattr__(self, "total_params", total)
         object.__setattr__(self, "active_params_decode", self._active(decode=True))
         object.__setattr__(self, "active_params_prefill", self._active(decode=False))
@@ -108,6 +116,18 @@ class ModelSpec:
     @property
     def num_heads(self) -> int:
         return self.layers[0].attention.num_heads
+
+    @property
+    def attention_family(self) -> str:
+        """'mha' (GQA/MHA/MQA/sliding window), 'mla', or the kinds joined (+sparse) for kinds no generic
+        attention backend runs (DeepSeek-V4.x compressed attention, DSA sparse MLA)."""
+        kinds = {layer.attention.kind for layer in self.layers}
+        sparse = any(layer.attention.attended_cap for layer in self.layers)
+        if not sparse and kinds <= {"gqa", "mha", "mqa", "dense-mha", "swa"}:
+            return "mha"
+        if not sparse and kinds == {"mla"}:
+            return "mla"
+        return "+".join(sorted(kinds)) + ("+sparse" if sparse else "")
 
     @property
     def kv_elems_per_token(self) -> float:

@@ -20,11 +20,14 @@ class Kernels:
     moe: str = "auto"
     gemm_dtype: str = "auto"  # auto = the checkpoint's dtype; fp8 quantises a bf16 checkpoint online
     kv_cache_dtype: str = "auto"
+    linear: str = "auto"  # dense GEMM kernel: vLLM --linear-backend, SGLang --fp8-gemm-backend
 
 
 @dataclass(frozen=True)
 class Comm:
-    allreduce: str = "custom"  # custom = engine default (its P2P kernel where it applies) | nccl (forced)
+    # custom = engine default (its P2P kernel where it applies, else NCCL) | nccl (forced) |
+    # pcie_ipc = the engines' FlashInfer PCIe-IPC all-reduce (env switch), NCCL above its size limit
+    allreduce: str = "custom"
     all2all: str = "allgather_reducescatter"
     nccl: dict[str, str] = field(default_factory=dict)  # NCCL_* environment for every worker
 
@@ -32,6 +35,19 @@ class Comm:
 @dataclass(frozen=True)
 class Overlap:
     two_batch: bool = False
+
+
+@dataclass(frozen=True)
+class Speculative:
+    """Speculative decoding: `method` none | mtp (DeepSeek-V3/GLM-5 MTP heads) | dspark (V4.1) | eagle;
+    `draft_tokens` proposed per step (0 with none)."""
+
+    method: str = "none"
+    draft_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.method == "none") != (self.draft_tokens == 0) or self.draft_tokens < 0:
+            raise ValueError(f"speculative: method {self.method!r} with draft_tokens={self.draft_tokens}")
 
 
 @dataclass(frozen=True)
@@ -54,9 +70,14 @@ class PhasePlan:
     comm: Comm = field(default_factory=Comm)
     overlap: Overlap = field(default_factory=Overlap)
     batching: Batching = field(default_factory=Batching)
+    speculative: Speculative = field(default_factory=Speculative)
+    dcp: int = 1  # decode context parallel: KV of a sequence sharded over dcp of the tp ranks (MLA)
+    eplb: bool = False  # expert-parallel load balancer (redundant experts, rebalanced placement)
+    dense_dp: bool = False  # SGLang --moe-dense-tp-size 1: dense MLP layers data-parallel over DP-attention ranks
+    dp_lm_head: bool = False  # SGLang --enable-dp-lm-head: vocab-parallel LM head over the DP-attention group
 
     def __post_init__(self) -> None:
-        for name in ("replicas", "tp", "ep", "pp", "dp"):
+        for name in ("replicas", "tp", "ep", "pp", "dp", "dcp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
         if len(set(self.gpus)) != len(self.gpus):
@@ -70,6 +91,8 @@ class PhasePlan:
             raise ValueError(f"ep: expected 1 or tp*dp = {self.tp * self.dp}, got {self.ep}")
         if self.dp_attention != (self.dp > 1):
             raise ValueError("dp_attention: must be true exactly when dp > 1")
+        if self.tp % self.dcp:
+            raise ValueError(f"dcp: expected a divisor of tp={self.tp}, got {self.dcp}")
 
     @property
     def gpus_per_replica(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autotune.specs import (
@@ -53,6 +55,17 @@ def box() -> HardwareProfile:
         links=tuple(tuple(_link(i, j) for j in range(NUM_GPUS)) for i in range(NUM_GPUS)),
         p2p=tuple(tuple(i != j for j in range(NUM_GPUS)) for i in range(NUM_GPUS)),
     )
+
+
+@pytest.fixture(scope="session")
+def nvlink_box(box) -> HardwareProfile:
+    """The same 8 GPUs as Hopper (sm_90) with NVLink between every pair: where DeepEP, DBO and the
+    FlashInfer all-reduce fusion are admitted by the engines' rules."""
+    gpus = tuple(
+        dataclasses.replace(g, name="NVIDIA H100 80GB HBM3", arch="sm_90", nvlink_gbs=450.0) for g in box.accelerators
+    )
+    links = tuple(tuple("X" if i == j else "NV18" for j in range(NUM_GPUS)) for i in range(NUM_GPUS))
+    return dataclasses.replace(box, name="test-8xh100", accelerators=gpus, links=links)
 
 
 def _model(name: str, hf_id: str, attention: AttentionSpec, ffn: FfnSpec, dense_dtype: str = "bf16") -> ModelSpec:

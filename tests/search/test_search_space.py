@@ -57,12 +57,14 @@ def test_choices_follow_the_box_and_model():
     assert True in effective_choices(space.dimension("allreduce_rmsnorm_fusion"), llama, nvl)
 
 
-def test_values_needing_an_unavailable_value_are_pruned():
+def test_values_no_engine_accepts_are_pruned():
     space = load_space()
-    req = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8"), Workload(), space, 8)
-    assert study_choices(req)["two_batch_overlap"] == (False,)
-    nvl = SearchRequest(load_model("deepseek-v4.1-flash"), load_preset("h200-x8"), Workload(), space, 8)
-    assert study_choices(nvl)["two_batch_overlap"] == (False, True)
+    v3, v41 = load_model("deepseek-v3"), load_model("deepseek-v4.1-flash")
+    pcie, nvl = load_preset("rtx-pro-6000-x8"), load_preset("h200-x8")
+    assert study_choices(SearchRequest(v3, pcie, Workload(), space, 8))["all2all"] == ("allgather_reducescatter",)
+    assert study_choices(SearchRequest(v3, nvl, Workload(), space, 8))["two_batch_overlap"] == (False, True)
+    # both engines refuse two-batch overlap for DeepSeek-V4.1 (vllm config/vllm.py, sglang deepseek_v4_hook.py)
+    assert study_choices(SearchRequest(v41, nvl, Workload(), space, 8))["two_batch_overlap"] == (False,)
 
 
 def test_layouts_are_the_fitting_combinations():
@@ -86,8 +88,8 @@ def test_sampling_builds_replicas_and_rejects_with_reasons():
 
     plan, reason = sample_plan(space, choices, picker({"both.layout@8": "tp=2,dp=1,pp=1"}), 8)
     assert reason == "" and plan.phases["both"].replicas == 4 and plan.phases["both"].tp == 2
-    plan, reason = sample_plan(space, choices, picker({"both.two_batch_overlap": True}), 8)
-    assert plan is None and reason == "both.two_batch_overlap=true needs all2all=deepep"
+    plan, reason = sample_plan(space, choices, picker({"both.all2all": "deepep"}), 8)
+    assert plan is None and reason == "both.all2all=deepep needs expert_parallel=true"
     values = {
         "mode": "disaggregated",
         "prefill_share": 0.25,

@@ -46,16 +46,42 @@ class Fields:
 # ---------------------------------------------------------------- shared pieces
 
 
-def _dtypes(root: Fields) -> tuple[str, str]:
-    """(dense, routed-expert) checkpoint dtypes from quantization_config; unquantised = the torch dtype."""
+# Checkpoint quantisation formats (ModelSpec.dense_format / expert_format): what decides which kernels an
+# engine accepts (engine-knobs.md section 1), beyond the storage dtype.
+_INT4_METHODS = {"awq": "int4_awq", "gptq": "int4_gptq"}
+
+
+def _formats(root: Fields) -> tuple[str, str, str, str]:
+    """(dense dtype, expert dtype, dense format, expert format) from quantization_config; unquantised = the
+    torch dtype. fp8 with weight_block_size is block-scaled (DeepSeek style), else per-tensor; fp4 experts
+    with ue8m0 / MX scales are MXFP4, ModelOpt NVFP4 is NVFP4; AWQ/GPTQ 4-bit are weight-only INT4."""
     base = _TORCH_DTYPES.get(root.get("torch_dtype", root.get("dtype", "bfloat16")), "bf16")
     quant = root.get("quantization_config", {})
     method = quant.get("quant_method")
-    dense = {None: base, "fp8": "fp8", "mxfp4": base}.get(method, "")
-    if not dense:
-        raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: fp8, mxfp4)")
-    expert = quant.get("expert_dtype") or root.get("expert_dtype") or ("fp4" if method == "mxfp4" else dense)
-    return dense, expert
+    if method is None:
+        return base, base, base, base
+    if method == "fp8":
+        block = quant.get("weight_block_size") or []
+        # 32-wide blocks with power-of-two (ue8m0) scales are MXFP8 (DeepSeek-V4.1 dense layers)
+        fmt = "mxfp8" if block and max(block) == 32 else "fp8_block" if block else "fp8_tensor"
+        expert = quant.get("expert_dtype") or root.get("expert_dtype") or "fp8"
+        return "fp8", expert, fmt, "mxfp4" if expert == "fp4" else fmt
+    if method == "mxfp4":
+        return base, "fp4", base, "mxfp4"
+    if method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4":
+        return "fp4", "fp4", "nvfp4", "nvfp4"
+    if method in _INT4_METHODS and quant.get("bits", 4) == 4:
+        return "int4", "int4", _INT4_METHODS[method], _INT4_METHODS[method]
+    supported = "fp8, mxfp4, modelopt (NVFP4), awq / gptq (4-bit)"
+    raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: {supported})")
+
+
+def _draft_heads(*configs: Fields) -> tuple[str, ...]:
+    """Speculative heads the checkpoint ships: MTP (num_nextn_predict_layers) and DSpark (dspark_* fields)."""
+    has = lambda key: any(cfg.get(key) for cfg in configs)  # noqa: E731
+    return (("mtp",) if has("num_nextn_predict_layers") else ()) + (
+        ("dspark",) if has("dspark_target_layer_ids") else ()
+    )
 
 
 def _dense_ffn(hidden: int, intermediate: int) -> FfnSpec:
@@ -90,7 +116,7 @@ def _mtp_note(cfg: Fields) -> list[str]:
 def _spec(
     name: str, root: Fields, text: Fields, layers: list[LayerSpec], notes: list[str], kv_dtype: str = "bf16", **extra
 ) -> ModelSpec:
-    dense, expert = _dtypes(root)
+    dense, expert, dense_format, expert_format = _formats(root)
     hidden, vocab = text.num("hidden_size"), text.num("vocab_size")
     tied = bool(root.get("tie_word_embeddings", text.get("tie_word_embeddings", False)))
     return ModelSpec(
@@ -104,6 +130,9 @@ def _spec(
         embed_params=vocab * hidden * (1 if tied else 2),
         dense_dtype=dense,
         expert_dtype=expert,
+        dense_format=dense_format,
+        expert_format=expert_format,
+        draft_heads=_draft_heads(root, text),
         kv_dtype=kv_dtype,
         notes=(_CONVENTION, *notes),
         **extra,

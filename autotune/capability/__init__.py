@@ -1,0 +1,81 @@
+"""Engine capability rules, one table per engine version: what a plan may ask of an engine on a box, model
+and checkpoint. Search filters values with them, emitters refuse a plan that breaks one, estimate explains.
+
+Layer: imports specs only; search, engines, api and report read it (DESIGN.md "Engine capability rules").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.capability import sglang_0_5_23, vllm_0_34_0
+from autotune.capability.facts import box_facts, compute_capability, derived_facts, phase_facts
+from autotune.capability.rules import Rule, RuleTable, Violation, admits, violations_of
+from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan
+
+TABLES: dict[str, RuleTable] = {t.engine: t for t in (vllm_0_34_0.RULES, sglang_0_5_23.RULES)}
+
+
+def table(engine: str) -> RuleTable:
+    if engine not in TABLES:
+        raise MiTuneError(f"engine {engine!r}: no capability rules (have {', '.join(TABLES)})")
+    return TABLES[engine]
+
+
+def plan_violations(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> list[Violation]:
+    """Every rule of the plan's engine that the plan breaks on this box and checkpoint."""
+    rules, box = table(plan.engine), box_facts(hw, model)
+    found = []
+    for name, phase in plan.phases.items():
+        facts = phase_facts(plan.engine, plan, name, phase, box)
+        found += violations_of(rules, {**facts, "engine": plan.engine}, name if len(plan.phases) > 1 else "")
+    return found
+
+
+def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
+    """Why the engine would refuse (or silently not run) the plan, or '' when every rule holds."""
+    found = plan_violations(plan, model, hw)
+    return str(found[0]) if found else ""
+
+
+def require_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> None:
+    """MiTuneError naming the first broken rule."""
+    reason = check_plan(plan, model, hw)
+    if reason:
+        raise MiTuneError(f"plan breaks an engine rule: {reason}")
+
+
+def serving_engines(engines: tuple[str, ...], model: ModelSpec, hw: HardwareProfile) -> tuple[str, ...]:
+    """The engines whose rules let them serve `model` on `hw` at all."""
+    box = box_facts(hw, model)
+    return tuple(e for e in engines if admits(table(e), "engine", e, {**box, "engine": e}) is None)
+
+
+def refusal(engine: str, model: ModelSpec, hw: HardwareProfile) -> str:
+    """Why `engine` cannot serve `model` on `hw` ('' when it can)."""
+    found = admits(table(engine), "engine", engine, {**box_facts(hw, model), "engine": engine})
+    return str(found) if found else ""
+
+
+def value_admitted(engine: str, field: str, value: Any, facts: dict[str, Any]) -> Violation | None:
+    """The first rule that refuses `field=value` for `engine` given the facts known so far."""
+    return admits(table(engine), field, value, facts)
+
+
+__all__ = [
+    "TABLES",
+    "Rule",
+    "RuleTable",
+    "Violation",
+    "box_facts",
+    "check_plan",
+    "compute_capability",
+    "derived_facts",
+    "phase_facts",
+    "plan_violations",
+    "refusal",
+    "require_plan",
+    "serving_engines",
+    "table",
+    "value_admitted",
+]

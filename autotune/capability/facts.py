@@ -1,0 +1,86 @@
+"""Facts the capability rules read: of the box and checkpoint (static), and of one phase of a plan."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan
+
+# Plan fields the rules may name, read from a PhasePlan (dotted path -> getter).
+PHASE_FIELDS = {
+    "tp": lambda p: p.tp,
+    "dp": lambda p: p.dp,
+    "pp": lambda p: p.pp,
+    "ep": lambda p: p.ep,
+    "dcp": lambda p: p.dcp,
+    "eplb": lambda p: p.eplb,
+    "dense_dp": lambda p: p.dense_dp,
+    "dp_lm_head": lambda p: p.dp_lm_head,
+    "kernels.attention": lambda p: p.kernels.attention,
+    "kernels.moe": lambda p: p.kernels.moe,
+    "kernels.linear": lambda p: p.kernels.linear,
+    "kernels.gemm_dtype": lambda p: p.kernels.gemm_dtype,
+    "kernels.kv_cache_dtype": lambda p: p.kernels.kv_cache_dtype,
+    "comm.allreduce": lambda p: p.comm.allreduce,
+    "comm.all2all": lambda p: p.comm.all2all,
+    "overlap.two_batch": lambda p: p.overlap.two_batch,
+    "speculative.method": lambda p: p.speculative.method,
+    "speculative.draft_tokens": lambda p: p.speculative.draft_tokens,
+}
+ONLINE_FP8 = "fp8_online"  # weights a bf16/fp16 checkpoint is quantised to at load time (per-tensor FP8)
+
+
+def compute_capability(arch: str) -> float:
+    """sm_120 -> 12.0, sm_90 -> 9.0, sm_89 -> 8.9, sm_100 -> 10.0; 0.0 for non-NVIDIA architectures."""
+    match = re.fullmatch(r"sm_(\d+)(\d)a?", arch)
+    return int(match.group(1)) + int(match.group(2)) / 10 if match else 0.0
+
+
+def box_facts(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
+    n = hw.num_gpus
+    return {
+        "cc": compute_capability(hw.gpu.arch),
+        "vendor": hw.gpu.vendor,
+        "nvlink": hw.interconnect == "nvlink",
+        "p2p": all(hw.p2p[i][j] for i in range(n) for j in range(n) if i != j),
+        "family": model.family,
+        "attention": model.attention_family,
+        "moe": model.is_moe,
+        "dense_format": model.dense_format,
+        "expert_format": model.expert_format,
+        "draft_heads": model.draft_heads,
+        "activation_dtype": "fp16" if model.dense_dtype == "fp16" else "bf16",
+    }
+
+
+def served_format(checkpoint_format: str, gemm_dtype: str) -> str:
+    """The weight format the kernels see: the checkpoint's, or online FP8 of a bf16/fp16 checkpoint."""
+    return ONLINE_FP8 if gemm_dtype == "fp8" and checkpoint_format in ("bf16", "fp16") else checkpoint_format
+
+
+def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> dict[str, Any]:
+    """Facts that follow from plan fields: served weight formats and the all-reduce group size."""
+    out: dict[str, Any] = {}
+    if "kernels.gemm_dtype" in values:
+        out["dense_weights"] = served_format(box["dense_format"], values["kernels.gemm_dtype"])
+        out["expert_weights"] = served_format(box["expert_format"], values["kernels.gemm_dtype"])
+    if "tp" in values and "dp" in values:
+        # SGLang's TP group spans the DP-attention ranks (--tp-size = tp*dp); vLLM's is tp (dp are engines)
+        out["allreduce_world"] = values["tp"] * values["dp"] if engine == "sglang" else values["tp"]
+    if "tp" in values and "dcp" in values:
+        out["dcp_divides_tp"] = values["tp"] % values["dcp"] == 0
+    return out
+
+
+def phase_facts(engine: str, plan: Plan, phase_name: str, phase: PhasePlan, box: dict[str, Any]) -> dict[str, Any]:
+    values = {name: get(phase) for name, get in PHASE_FIELDS.items()}
+    values.update({f"fusion.{k}": v for k, v in phase.fusion.items()})
+    return {
+        **box,
+        **values,
+        **derived_facts(engine, values, box),
+        "engine": engine,
+        "mode": plan.mode,
+        "phase": phase_name,
+    }

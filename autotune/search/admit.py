@@ -1,0 +1,56 @@
+"""The engines' capability rules applied while a plan is sampled: which values of a dimension the engine
+accepts given the box, the checkpoint and the values sampled so far (autotune/capability)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune import capability
+from autotune.capability.facts import PHASE_FIELDS
+from autotune.capability.rules import violations_of
+from autotune.specs import PhasePlan
+
+_DEFAULT_PHASE = PhasePlan(gpus=(0,))
+
+
+def parse_speculative(value: str) -> dict[str, Any]:
+    """'none' or 'METHOD/K' (a space choice) -> Speculative fields."""
+    method, _, tokens = str(value).partition("/")
+    return {"method": method, "draft_tokens": int(tokens or 0)}
+
+
+def fact_values(field: str, value: Any, known: dict[str, Any]) -> dict[str, Any]:
+    """The plan facts a dimension value sets (transformed fields become what the plan will hold)."""
+    if field == "ep":  # expert_parallel: true -> experts over every tp*dp rank
+        return {"ep": known.get("tp", 1) * known.get("dp", 1) if value else 1}
+    if field == "speculative":
+        spec = parse_speculative(value)
+        return {"speculative.method": spec["method"], "speculative.draft_tokens": spec["draft_tokens"]}
+    return {field: value}
+
+
+def default_facts(fields: set[str]) -> dict[str, Any]:
+    """Plan defaults of the phase fields no sampled dimension sets (the engine default stays)."""
+    return {name: get(_DEFAULT_PHASE) for name, get in PHASE_FIELDS.items() if name not in fields}
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Box and checkpoint facts of one search; answers which values each engine accepts."""
+
+    box: dict[str, Any]
+
+    def facts(self, engine: str, known: dict[str, Any]) -> dict[str, Any]:
+        base = {**self.box, **known, "engine": engine}
+        return {**base, **capability.derived_facts(engine, base, self.box)}
+
+    def refusal(self, engine: str, field: str, value: Any, known: dict[str, Any]) -> str:
+        """Why `engine` refuses `field=value` with what is known so far ('' when no rule refuses it yet)."""
+        facts = self.facts(engine, {**known, **fact_values(field, value, known)})
+        found = violations_of(capability.table(engine), facts)
+        return str(found[0]) if found else ""
+
+    def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
+        """The values at least one of `engines` accepts."""
+        return tuple(v for v in values if any(not self.refusal(e, field, v, known) for e in engines))
