@@ -1,9 +1,19 @@
-"""Collectives costed on the box's topology: latency + the most loaded link.
+"""Collectives costed on the box's topology: latency + the most loaded link, per algorithm and NCCL setting.
 
 A collective is turned into a traffic matrix (bytes from GPU i to GPU j); every byte loads the links on
 its path: the sending GPU's link, the PCIe switch uplinks it crosses, the socket interconnect, or NVLink.
 Time = latency + max over links of (bytes / usable bandwidth). This is what makes 8 PCIe GPUs behind two
 switches on two sockets cost differently from 8 NVLink GPUs with the same per-GPU bandwidth.
+
+The plan's `Comm` selects the algorithm and the NCCL environment:
+- nccl: a ring (NCCL's tuner picks LL or Simple per size unless NCCL_PROTO restricts it); NCCL_P2P_LEVEL
+  decides per GPU pair whether NCCL uses P2P or host shared memory (SHM); NCCL_MIN_NCHANNELS lifts the
+  channel-bound rate of rings that cross the socket link. Constants and sources: perf/comm_rates.py.
+- custom: the engines' P2P all-reduce kernel, only on 2 P2P GPUs or a full-NVLink group and below 8 MiB.
+- pcie_ipc: FlashInfer's PCIe-IPC all-reduce for world 2/4/8 with P2P between all ranks, up to the
+  engine's workspace limit (decode-width reductions); NCCL above it.
+Measured curves (`hw.measured.collectives`) were taken at NCCL defaults: they answer for that setting, and
+other settings scale the curve by the model's ratio to it, so a setting the model ranks faster stays faster.
 """
 
 from __future__ import annotations
@@ -14,10 +24,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autotune.perf import comm_rates as cr
 from autotune.perf import efficiency as eff
 from autotune.specs import HardwareProfile
 
 GB = 1e9
+_SYS = cr.NCCL_PATH_RANK["SYS"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,68 @@ class Topology:
     socket_gbs: float
     labels: tuple[tuple[str, ...], ...]
     p2p: tuple[tuple[bool, ...], ...]
+    path_rank: tuple[tuple[int, ...], ...]  # NCCL path type of each pair (comm_rates.NCCL_PATH_RANK)
+    amd_host: bool  # NCCL's default P2P level depends on the CPU vendor
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    """The NCCL_* settings the model reads; None / 0 / () = NCCL's own choice."""
+
+    p2p_level: int | None = None  # NCCL path rank up to which P2P is used (NCCL_P2P_LEVEL, NCCL_P2P_DISABLE)
+    min_channels: int = 0  # NCCL_MIN_NCHANNELS
+    protos: tuple[str, ...] = ()  # NCCL_PROTO: enabled protocols
+
+
+NCCL_DEFAULTS = NcclEnv()
+# The setting measured curves were taken under: the rtx-pro-6000-x8 preset's curves come from p2pmark's NCCL
+# all-reduce with no NCCL_* variables set (voipmonitor/rtx6kpro asus-esc8000a-e13p-broadcom-switches.md), and
+# `probe --bench` runs NCCL with the box's environment unset.
+MEASURED_CURVE_ENV = NCCL_DEFAULTS
+
+
+def _level(value: str) -> int | None:
+    value = value.strip().upper()
+    if value.isdigit():
+        return cr.NCCL_PATH_RANK[cr.NCCL_LEGACY_LEVELS[min(int(value), len(cr.NCCL_LEGACY_LEVELS) - 1)]]
+    return cr.NCCL_PATH_RANK.get(value)
+
+
+def _protos(value: str) -> tuple[str, ...]:
+    """NCCL_PROTO: a comma list ("LL,Simple") or an exclusion ("^LL128"); names are case-insensitive."""
+    names = {p.lower(): p for p in cr.NCCL_PROTO_BANDWIDTH}
+    value = value.strip()
+    exclude = value.startswith("^")
+    listed = {names[p.strip().lower()] for p in value.lstrip("^").split(",") if p.strip().lower() in names}
+    if exclude:
+        return tuple(p for p in cr.NCCL_PROTO_BANDWIDTH if p not in listed)
+    return tuple(p for p in cr.NCCL_PROTO_BANDWIDTH if p in listed)
+
+
+@lru_cache(maxsize=256)
+def _parse_env(items: tuple[tuple[str, str], ...]) -> NcclEnv:
+    env = dict(items)
+    level = _level(env["NCCL_P2P_LEVEL"]) if "NCCL_P2P_LEVEL" in env else None
+    if env.get("NCCL_P2P_DISABLE", "0").strip() not in ("", "0"):
+        level = cr.NCCL_PATH_RANK["LOC"]
+    channels = env.get("NCCL_MIN_NCHANNELS", "").strip()
+    return NcclEnv(
+        p2p_level=level,
+        min_channels=int(channels) if channels.isdigit() else 0,
+        protos=_protos(env["NCCL_PROTO"]) if "NCCL_PROTO" in env else (),
+    )
+
+
+def nccl_env(setting=None) -> NcclEnv:
+    """NcclEnv of a plan's `Comm`, of an NCCL_* dict, or of None (defaults)."""
+    if setting is None:
+        return NCCL_DEFAULTS
+    if isinstance(setting, NcclEnv):
+        return setting
+    env = setting if isinstance(setting, dict) else getattr(setting, "nccl", None)
+    if not env:
+        return NCCL_DEFAULTS
+    return _parse_env(tuple(sorted(env.items())))
 
 
 def _groups(n: int, same) -> tuple[int, ...]:
@@ -40,6 +114,14 @@ def _groups(n: int, same) -> tuple[int, ...]:
                 group[i] = group[j]
                 break
     return tuple(group)
+
+
+def _path_rank(label: str) -> int:
+    if label.startswith("NV"):
+        return cr.NCCL_PATH_RANK["NVL"]
+    if label == "X":
+        return cr.NCCL_PATH_RANK["LOC"]
+    return cr.NCCL_PATH_RANK[cr.NCCL_LABEL_PATH.get(label, "SYS")]
 
 
 @lru_cache(maxsize=64)
@@ -59,6 +141,8 @@ def _topology(fingerprint: str, hw_holder: _Holder) -> Topology:
         socket_gbs=socket,
         labels=links,
         p2p=hw.p2p,
+        path_rank=tuple(tuple(_path_rank(label) for label in row) for row in links),
+        amd_host="AMD" in hw.host.cpu_model.upper(),
     )
 
 
@@ -80,26 +164,46 @@ def topology(hw: HardwareProfile) -> Topology:
 
 
 def transport(topo: Topology, group: tuple[int, ...]) -> str:
+    """What the hardware allows between all ranks: nvlink, p2p, or shm (some pair without peer access)."""
     pairs = [(i, j) for i in group for j in group if i != j]
     if pairs and all(topo.labels[i][j].startswith("NV") for i, j in pairs):
         return "nvlink"
     return "shm" if any(not topo.p2p[i][j] for i, j in pairs) else "p2p"
 
 
-def transfer_s(topo: Topology, traffic: dict[tuple[int, int], float]) -> float:
-    """Seconds for a traffic matrix, bound by its most loaded link (loads weighted by path efficiency)."""
+def p2p_level(topo: Topology, group: tuple[int, ...], env: NcclEnv) -> int:
+    """NCCL path rank up to which NCCL uses P2P in this communicator (paths.cc default rule unless set)."""
+    if env.p2p_level is not None:
+        return env.p2p_level
+    if topo.amd_host and len(group) <= 2:
+        return cr.NCCL_PATH_RANK[cr.NCCL_AMD_PAIR_P2P_LEVEL]
+    return cr.NCCL_PATH_RANK[cr.NCCL_DEFAULT_P2P_LEVEL]
+
+
+def transfer_s(
+    topo: Topology,
+    traffic: dict[tuple[int, int], float],
+    level: int = _SYS,
+    p2p_eff: float = eff.PCIE_COLLECTIVE_EFFICIENCY,
+) -> float:
+    """Seconds for a traffic matrix, bound by its most loaded link (loads weighted by path efficiency).
+    A PCIe pair moves data P2P when the hardware allows it and its NCCL path rank is within `level`, else
+    through host shared memory (slower where NCCL chose it, slowest where the hardware has no P2P)."""
     load: dict[tuple, float] = defaultdict(float)
     capacity: dict[tuple, float] = {}
+    shm_eff = p2p_eff * cr.NCCL_SHM_VS_P2P
     for (i, j), nbytes in traffic.items():
         if i == j or nbytes <= 0:
             continue
-        if topo.labels[i][j].startswith("NV"):
+        if topo.labels[i][j].startswith("NV") and level >= cr.NCCL_PATH_RANK["NVL"]:
             eff_bytes = nbytes / eff.NVLINK_COLLECTIVE_EFFICIENCY
             for key, bw in ((("nv-out", i), topo.nvlink_gbs[i]), (("nv-in", j), topo.nvlink_gbs[j])):
                 load[key] += eff_bytes
                 capacity[key] = bw
             continue
-        path_eff = eff.PCIE_COLLECTIVE_EFFICIENCY if topo.p2p[i][j] else eff.SHM_EFFICIENCY
+        path_eff = p2p_eff if topo.path_rank[i][j] <= level else shm_eff
+        if not topo.p2p[i][j]:
+            path_eff = eff.SHM_EFFICIENCY
         eff_bytes = nbytes / path_eff
         hops = [(("out", i), topo.gpu_link_gbs[i]), (("in", j), topo.gpu_link_gbs[j])]
         if topo.switch_of[i] != topo.switch_of[j]:
@@ -124,9 +228,50 @@ def _ring_traffic(topo: Topology, group: tuple[int, ...], bytes_per_edge: float)
     return {(ring[k], ring[(k + 1) % len(ring)]): bytes_per_edge for k in range(len(ring))}
 
 
-def _latency_s(topo: Topology, group: tuple[int, ...], steps: int) -> float:
-    base_us, step_us = eff.COLLECTIVE_LATENCY_US[transport(topo, group)]
-    return (base_us + steps * step_us) * 1e-6
+def _ring_edges(topo: Topology, group: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    ring = ring_order(topo, group)
+    return tuple((ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring)))
+
+
+# --- NCCL ---------------------------------------------------------------------------------------------------
+
+
+def _nccl_shape(topo: Topology, group: tuple[int, ...], env: NcclEnv) -> tuple[int, str, float, tuple[str, ...]]:
+    """(P2P level, latency class, channel-bound fraction of the link rate, enabled protocols) of a ring."""
+    level = p2p_level(topo, group, env)
+    edges = _ring_edges(topo, group)
+    nvlink = all(topo.labels[i][j].startswith("NV") for i, j in edges) and level >= cr.NCCL_PATH_RANK["NVL"]
+    if nvlink:
+        kind = "nvlink"
+    elif any(not topo.p2p[i][j] for i, j in edges):
+        kind = "no-p2p"
+    elif any(topo.path_rank[i][j] > level for i, j in edges):
+        kind = "shm"
+    else:
+        kind = "pcie"
+    fraction = 1.0
+    if not nvlink and len({topo.socket_of[g] for g in group}) > 1:
+        fraction = max(cr.NCCL_CROSS_SOCKET_DEFAULT_FRACTION, min(1.0, env.min_channels / cr.NCCL_SATURATING_CHANNELS))
+    protos = env.protos or (cr.NCCL_DEFAULT_PROTOS_NVLINK if nvlink else cr.NCCL_DEFAULT_PROTOS_PCIE)
+    return level, kind, fraction, protos
+
+
+def _step_latency_us(kind: str, proto: str) -> float:
+    if kind == "nvlink":
+        return cr.NCCL_STEP_LATENCY_US["nvlink"][proto]
+    extra = {"pcie": 0.0, "shm": cr.NCCL_SHM_STEP_EXTRA_US, "no-p2p": cr.NO_P2P_STEP_EXTRA_US}[kind]
+    return cr.NCCL_STEP_LATENCY_US["pcie"][proto] + extra
+
+
+def _nccl_s(topo: Topology, group: tuple[int, ...], env: NcclEnv, steps: int, traffic: dict) -> float:
+    """NCCL time of a collective with `steps` ring steps moving `traffic`: the tuner's pick among the
+    enabled protocols (latency + link-bound transfer / protocol bandwidth / channel fraction)."""
+    level, kind, fraction, protos = _nccl_shape(topo, group, env)
+    wire = transfer_s(topo, traffic, level) / fraction
+    return min(
+        (cr.NCCL_BASE_LATENCY_US[p] + steps * _step_latency_us(kind, p)) * 1e-6 + wire / cr.NCCL_PROTO_BANDWIDTH[p]
+        for p in protos
+    )
 
 
 def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> float:
@@ -148,53 +293,148 @@ def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> fl
     return math.exp(math.log(lo.latency_us) + frac * math.log(hi.latency_us / lo.latency_us)) * 1e-6
 
 
-def all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: float, algorithm: str = "nccl") -> float:
-    """All-reduce of `nbytes` per rank. algorithm: nccl (ring) or custom (one-shot P2P kernel)."""
+def _nccl_all_reduce_s(hw: HardwareProfile, topo: Topology, group: tuple[int, ...], nbytes: float, env) -> float:
     p = len(group)
-    if p <= 1 or nbytes <= 0:
-        return 0.0
-    topo = topology(hw)
-    if algorithm == "custom" and custom_allreduce_applies(topo, group):
-        # one-shot: every rank reads every peer's buffer once
-        traffic = {(j, i): nbytes for i in group for j in group if i != j}
-        return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + transfer_s(topo, traffic)
+    model = _nccl_s(topo, group, env, 2 * (p - 1), _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes))
     if tuple(group) == tuple(range(p)):  # curves are measured on the first p GPUs
         measured = measured_time_s(hw, "all_reduce", p, nbytes)
         if measured:
-            return measured
-    latency = _latency_s(topo, group, 2 * (p - 1))
-    return latency + transfer_s(topo, _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes))
+            if env == MEASURED_CURVE_ENV:
+                return measured
+            steps, traffic = 2 * (p - 1), _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes)
+            return measured * model / _nccl_s(topo, group, MEASURED_CURVE_ENV, steps, traffic)
+    return model
+
+
+# --- engine all-reduce kernels --------------------------------------------------------------------------------
 
 
 def custom_allreduce_applies(topo: Topology, group: tuple[int, ...]) -> bool:
     """vLLM/SGLang custom all-reduce runs on 2 P2P GPUs or a fully NVLinked group; engines disable it otherwise
-    (vllm custom_all_reduce.py: "not supported on more than two PCIe-only GPUs")."""
+    (vllm custom_all_reduce.py:268-273: "not supported on more than two PCIe-only GPUs")."""
     kind = transport(topo, group)
     return kind == "nvlink" or (len(group) == 2 and kind == "p2p")
 
 
-def all_gather_s(hw: HardwareProfile, group: tuple[int, ...], out_bytes: float) -> float:
-    """All-gather producing `out_bytes` on every rank (reduce-scatter of the same size costs the same)."""
+def pcie_ipc_applies(topo: Topology, group: tuple[int, ...]) -> bool:
+    """FlashInfer PCIe-IPC all-reduce: world 2/4/8 with peer access between all ranks."""
+    return len(group) in cr.PCIE_IPC_WORLD_SIZES and transport(topo, group) != "shm"
+
+
+def pcie_ipc_max_bytes(phase, row_bytes: float) -> float:
+    """Largest all-reduce the engines hand to PCIe-IPC for a phase plan: decode width (CUDA-graph max batch =
+    max_running, x draft tokens per request when speculating) x one row. SGLang's rule; vLLM's capture sizes
+    reach up to 2x that, rows a decode step never issues."""
+    draft = getattr(getattr(phase, "speculative", None), "draft_tokens", 0)
+    return float(max(1, phase.batching.max_running) * max(1, draft) * row_bytes)
+
+
+def _one_shot(group: tuple[int, ...], nbytes: float) -> dict:
+    return {(j, i): nbytes for i in group for j in group if i != j}  # every rank reads every peer's buffer
+
+
+def _two_shot(topo: Topology, group: tuple[int, ...], nbytes: float) -> dict:
+    """Reduce-scatter + all-gather over P2P. Split evenly over two sockets it runs as islands (FlashInfer's 4+4
+    decomposition): reduce inside each socket, swap 1/k of the message with the same-index peer across, gather
+    inside again, so the socket link carries the message once per direction."""
+    p = len(group)
+    sockets = sorted({topo.socket_of[g] for g in group})
+    islands = [tuple(g for g in group if topo.socket_of[g] == s) for s in sockets]
+    if len(islands) == 2 and len(islands[0]) == len(islands[1]) and p > 2:
+        k = p // 2
+        traffic = {(i, j): 2 * nbytes / k for isl in islands for i in isl for j in isl if i != j}
+        for a, b in zip(*islands, strict=True):
+            traffic[(a, b)] = traffic[(b, a)] = nbytes / k
+        return traffic
+    return {(i, j): 2 * nbytes / p for i in group for j in group if i != j}
+
+
+def _custom_s(topo: Topology, group: tuple[int, ...], nbytes: float) -> float:
+    one_stage = nbytes < cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(len(group), 0.0)
+    traffic = _one_shot(group, nbytes) if one_stage else _two_shot(topo, group, nbytes)
+    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + transfer_s(topo, traffic)
+
+
+def _pcie_ipc_s(topo: Topology, group: tuple[int, ...], nbytes: float) -> float:
+    wire = transfer_s(topo, _two_shot(topo, group, nbytes), p2p_eff=cr.PCIE_IPC_EFFICIENCY)
+    return cr.PCIE_IPC_LATENCY_US * 1e-6 + wire
+
+
+@lru_cache(maxsize=65536)
+def _all_reduce(
+    holder: _Holder, group: tuple[int, ...], nbytes: float, algorithm: str, env: NcclEnv, ipc_max: float
+) -> tuple[str, float]:
+    hw = holder.hw
+    topo = topology(hw)
+    if algorithm == "custom" and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES and custom_allreduce_applies(topo, group):
+        return "custom", _custom_s(topo, group, nbytes)
+    if algorithm == "pcie_ipc" and nbytes <= ipc_max and pcie_ipc_applies(topo, group):
+        return "pcie_ipc", _pcie_ipc_s(topo, group, nbytes)
+    return "nccl", _nccl_all_reduce_s(hw, topo, group, nbytes, env)
+
+
+def all_reduce(
+    hw: HardwareProfile, group: tuple[int, ...], nbytes: float, comm=None, ipc_max_bytes: float | None = None
+) -> tuple[str, float]:
+    """(algorithm that ran, seconds) for an all-reduce of `nbytes` per rank. `comm` is the phase's `Comm`
+    (its allreduce choice and NCCL env), an algorithm name, or None (engine default). `ipc_max_bytes` is the
+    PCIe-IPC workspace limit (pcie_ipc_max_bytes); without it, SGLang's fallback width of 64 rows x 8192."""
+    p = len(group)
+    if p <= 1 or nbytes <= 0:
+        return "none", 0.0
+    algorithm = comm if isinstance(comm, str) else getattr(comm, "allreduce", "custom")
+    env = NCCL_DEFAULTS if isinstance(comm, str) else nccl_env(comm)
+    if ipc_max_bytes is None:
+        ipc_max_bytes = cr.PCIE_IPC_FALLBACK_ROWS * 8192 * 2.0
+    return _all_reduce(_Holder(hw), tuple(group), float(nbytes), algorithm, env, float(ipc_max_bytes))
+
+
+def all_reduce_s(
+    hw: HardwareProfile, group: tuple[int, ...], nbytes: float, comm=None, ipc_max_bytes: float | None = None
+) -> float:
+    """Seconds of an all-reduce (see `all_reduce`)."""
+    return all_reduce(hw, group, nbytes, comm, ipc_max_bytes)[1]
+
+
+# --- other collectives (NCCL) ---------------------------------------------------------------------------------
+
+
+def all_gather_s(hw: HardwareProfile, group: tuple[int, ...], out_bytes: float, comm=None) -> float:
+    """All-gather producing `out_bytes` on every rank (a reduce-scatter of the same size costs the same)."""
     p = len(group)
     if p <= 1 or out_bytes <= 0:
         return 0.0
     topo = topology(hw)
-    return _latency_s(topo, group, p - 1) + transfer_s(topo, _ring_traffic(topo, group, (p - 1) / p * out_bytes))
+    return _nccl_s(topo, group, nccl_env(comm), p - 1, _ring_traffic(topo, group, (p - 1) / p * out_bytes))
 
 
-def all_to_all_s(hw: HardwareProfile, group: tuple[int, ...], send_bytes: float) -> float:
+reduce_scatter_s = all_gather_s
+
+
+def all_to_all_s(hw: HardwareProfile, group: tuple[int, ...], send_bytes: float, comm=None) -> float:
     """All-to-all where each rank sends `send_bytes` in total, spread evenly over all ranks (itself included)."""
     p = len(group)
     if p <= 1 or send_bytes <= 0:
         return 0.0
     topo = topology(hw)
     traffic = {(i, j): send_bytes / p for i in group for j in group if i != j}
-    return _latency_s(topo, group, p - 1) + transfer_s(topo, traffic)
+    return _nccl_s(topo, group, nccl_env(comm), p - 1, traffic)
 
 
-def send_s(hw: HardwareProfile, src: int, dst: int, nbytes: float) -> float:
-    """Point-to-point copy (pipeline stage hand-off, KV transfer between prefill and decode)."""
+def send_s(hw: HardwareProfile, src: int, dst: int, nbytes: float, comm=None) -> float:
+    """Point-to-point copy (pipeline stage hand-off) over NCCL send/recv."""
     if src == dst or nbytes <= 0:
         return 0.0
+    return _nccl_s(topology(hw), (src, dst), nccl_env(comm), 1, {(src, dst): nbytes})
+
+
+def kv_transfer_s(hw: HardwareProfile, src: tuple[int, ...], dst: tuple[int, ...], nbytes: float, comm=None) -> float:
+    """Move `nbytes` of KV from prefill GPUs `src` to decode GPUs `dst`; shards travel in parallel, lane k from
+    src[k] to dst[k]. Pairs go P2P or through host memory as the NCCL environment of `comm` allows."""
+    lanes = min(len(src), len(dst))
+    if lanes == 0 or nbytes <= 0:
+        return 0.0
     topo = topology(hw)
-    return _latency_s(topo, (src, dst), 1) + transfer_s(topo, {(src, dst): nbytes})
+    traffic = {(src[k], dst[k]): nbytes / lanes for k in range(lanes)}
+    group = tuple(sorted({*src[:lanes], *dst[:lanes]}))
+    return transfer_s(topo, traffic, p2p_level(topo, group, nccl_env(comm)))

@@ -34,15 +34,13 @@ MOE_VARIANT_SPEED = {"auto": 1.0, "cutlass": 1.0, "deep_gemm": 1.1, "triton": 0.
 PCIE_COLLECTIVE_EFFICIENCY = 0.62
 # Point-to-point DMA: hardware.md 5.1, Gen4 24-26 / 31.5, Gen5 50-55 / 63 GB/s -> 0.82.
 PCIE_COPY_EFFICIENCY = 0.82
-# P2P disabled (GeForce): NCCL goes through host shared memory. tinygrad open-gpu-kernel-modules#44:
+# P2P impossible in hardware (GeForce): NCCL goes through host shared memory. tinygrad open-gpu-kernel-modules#44:
 # 4090 P2P-disabled copy 6.3 GB/s against 31.5 raw -> 0.2.
 SHM_EFFICIENCY = 0.20
 # NVLink: NCCL all_reduce busbw ~360 of 450 GB/s per direction on H100/H200 SXM class.
 NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 
-# Collective latency: base + per ring step, microseconds. pcie-rtx6kpro: 8-GPU NCCL small-message
-# all_reduce 24-25 us (= 8 + 14 x 1.2); NVIDIA/nccl#1530: 42-43 us on 8x4090 without P2P (= 14 + 14 x 2).
-COLLECTIVE_LATENCY_US = {"p2p": (8.0, 1.2), "shm": (14.0, 2.0), "nvlink": (5.0, 0.5)}
+# NCCL latency (per protocol and ring step), protocols, P2P level, channels, PCIe-IPC: perf/comm_rates.py.
 # pcie-rtx6kpro: custom one-shot PCIe all-reduce 7.5 us at 256 B - 1 KB.
 CUSTOM_ALLREDUCE_LATENCY_US = 7.5
 

@@ -176,20 +176,26 @@ def _layer_comm(
     tp, dp = phase.tp, phase.dp
     tp_group = stage[:tp]
     row_bytes = hidden * precision.ACTIVATION_BYTES
-    algo = phase.comm.allreduce
-    cost.add_comm("allreduce", comm.all_reduce_s(hw, tp_group, tokens / dp * row_bytes, algo))
+    pc = phase.comm
+    ipc_max = comm.pcie_ipc_max_bytes(phase, hidden * precision.ACTIVATION_BYTES)
+
+    def all_reduce(group: tuple[int, ...], nbytes: float) -> None:
+        algo, seconds = comm.all_reduce(hw, group, nbytes, pc, ipc_max)
+        cost.add_comm(f"allreduce:{algo}", seconds)
+
+    all_reduce(tp_group, tokens / dp * row_bytes)
     if ffn.kind != "moe" or len(stage) == 1:
-        cost.add_comm("allreduce", comm.all_reduce_s(hw, tp_group, tokens / dp * row_bytes, algo))
+        all_reduce(tp_group, tokens / dp * row_bytes)
         return
     if phase.comm.all2all == "deepep" and phase.ep > 1:
         per_rank = tokens / len(stage) * ffn.experts_per_token * hidden
-        cost.add_comm("all2all", comm.all_to_all_s(hw, stage, per_rank * DTYPE_BYTES["fp8"]))  # fp8 dispatch
-        cost.add_comm("all2all", comm.all_to_all_s(hw, stage, per_rank * precision.ACTIVATION_BYTES))  # combine
+        cost.add_comm("all2all", comm.all_to_all_s(hw, stage, per_rank * DTYPE_BYTES["fp8"], pc))  # fp8 dispatch
+        cost.add_comm("all2all", comm.all_to_all_s(hw, stage, per_rank * precision.ACTIVATION_BYTES, pc))  # combine
     elif dp > 1:  # gather every token to every rank of the MoE group, reduce-scatter the outputs back
-        cost.add_comm("allgather", comm.all_gather_s(hw, stage, tokens * row_bytes))
-        cost.add_comm("reducescatter", comm.all_gather_s(hw, stage, tokens * row_bytes))
+        cost.add_comm("allgather", comm.all_gather_s(hw, stage, tokens * row_bytes, pc))
+        cost.add_comm("reducescatter", comm.reduce_scatter_s(hw, stage, tokens * row_bytes, pc))
     else:
-        cost.add_comm("allreduce", comm.all_reduce_s(hw, stage, tokens * row_bytes, algo))
+        all_reduce(stage, tokens * row_bytes)
 
 
 def _layer_cost(
@@ -244,7 +250,7 @@ def step_cost(
     launch_s = (launch_us * 1e-6 * model.num_layers + eff.STEP_OVERHEAD_MS[engine] * 1e-3) / phase.pp
     if phase.pp > 1:
         hand_off = (x.decode_seqs + x.prefill_tokens) / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES
-        total.add_comm("pp_send", comm.send_s(hw, gpus[ranks - 1], gpus[ranks], hand_off))
+        total.add_comm("pp_send", comm.send_s(hw, gpus[ranks - 1], gpus[ranks], hand_off, phase.comm))
     stages = phase.pp
     return StepBreakdown(
         phase=label,

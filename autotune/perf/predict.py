@@ -63,10 +63,8 @@ def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int)
     """Move one prompt's KV from a prefill instance to a decode instance; shards travel in parallel."""
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
     src, dst = pre.replica_gpus(0), dec.replica_gpus(0)
-    lanes = min(len(src), len(dst))
-    nbytes = isl * precision.kv_bytes_per_token(model, pre) / lanes
-    traffic = {(src[k], dst[k]): nbytes for k in range(lanes)}
-    return comm.transfer_s(comm.topology(hw), traffic) * 1e3
+    nbytes = isl * precision.kv_bytes_per_token(model, pre)
+    return comm.kv_transfer_s(hw, src, dst, nbytes, pre.comm) * 1e3
 
 
 def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workload) -> Prediction:

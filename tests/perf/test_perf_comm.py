@@ -1,13 +1,23 @@
-"""Collectives on recorded topologies, checked against public measurements (shared/reference/calibration.yaml)."""
+"""Collectives on recorded topologies, checked against public measurements (shared/reference/calibration.yaml and
+autotune/catalog/calibration.yaml). Properties, not fitted numbers."""
 
 import dataclasses
 
 import pytest
 
-from autotune.catalog import load_preset
+from autotune.catalog import load_model, load_preset
 from autotune.perf import comm
+from autotune.perf.ops import StepInput, step_cost
+from autotune.specs import Batching, Comm, PhasePlan
 
+KIB = 1 << 10
 MB = 1 << 20
+EIGHT = tuple(range(8))
+SIZES = [2**k for k in range(8, 31, 2)]  # 256 B .. 1 GiB
+
+SYS = {"NCCL_P2P_LEVEL": "SYS"}
+TUNED = {"NCCL_MIN_NCHANNELS": "8"}
+NO_P2P = {"NCCL_P2P_DISABLE": "1"}
 
 
 def modelled(hw):
@@ -19,52 +29,103 @@ def busbw_gbs(seconds, nbytes, p):
     return nbytes * 2 * (p - 1) / p / seconds / 1e9
 
 
-def test_pcie_allreduce_busbw_matches_rtx6kpro_measurements():
-    # pcie-rtx6kpro-nccl-allreduce-8gpu: 37.6-41.1 GB/s busbw at 8 MB - 2 GB with tuned channels
-    hw = modelled(load_preset("rtx-pro-6000-x8"))
+def nccl(**env):
+    return Comm(allreduce="nccl", nccl=env)
+
+
+@pytest.fixture(scope="module")
+def pro():
+    return load_preset("rtx-pro-6000-x8")
+
+
+def test_pcie_allreduce_busbw_matches_rtx6kpro_measurements(pro):
+    # pcie-rtx6kpro-nccl-allreduce-8gpu: 37.6-41.1 GB/s busbw at 8 MB - 2 GB with NCCL_MIN_NCHANNELS=8
+    hw = modelled(pro)
     nbytes = 512 * MB
-    bw = busbw_gbs(comm.all_reduce_s(hw, tuple(range(8)), nbytes), nbytes, 8)
+    bw = busbw_gbs(comm.all_reduce_s(hw, EIGHT, nbytes, nccl(**TUNED)), nbytes, 8)
     assert 25 <= bw <= 45
 
 
-def test_small_message_latency_is_tens_of_microseconds_on_pcie():
-    hw = modelled(load_preset("rtx-pro-6000-x8"))
-    t_us = comm.all_reduce_s(hw, tuple(range(8)), 256) * 1e6
-    assert 15 <= t_us <= 35  # calibration: 24-25 us (NCCL, 8 GPUs behind switches)
+def test_min_nchannels_8_lifts_large_message_busbw_toward_public_figures(pro):
+    # pcie-rtx6kpro-nccl-allreduce-8gpu: 22.2 GB/s at NCCL defaults (dual socket) vs 37.6-41.1 with 8 channels
+    for hw in (pro, modelled(pro)):
+        default = busbw_gbs(comm.all_reduce_s(hw, EIGHT, 64 * MB, nccl()), 64 * MB, 8)
+        tuned = busbw_gbs(comm.all_reduce_s(hw, EIGHT, 64 * MB, nccl(**TUNED)), 64 * MB, 8)
+        assert 16 <= default <= 26
+        assert 28 <= tuned <= 45
+        assert tuned > 1.4 * default
 
 
-def test_measured_curve_is_used_and_interpolated():
-    hw = load_preset("rtx-pro-6000-x8")
-    assert hw.measured and "all_reduce/8" in hw.measured.collectives
-    at_point = comm.all_reduce_s(hw, tuple(range(8)), 262144)
+def test_p2p_level_sys_lifts_4gpu_busbw_as_recorded(pro):
+    # rtx6kpro-asus-nccl-p2p-level: 4 GPUs, 32 MB: 30.3 GB/s at defaults (SHM on NODE pairs) vs 39.3 with SYS
+    hw = modelled(pro)
+    group = (0, 1, 2, 3)
+    default = busbw_gbs(comm.all_reduce_s(hw, group, 32 * MB, nccl()), 32 * MB, 4)
+    forced = busbw_gbs(comm.all_reduce_s(hw, group, 32 * MB, nccl(**SYS)), 32 * MB, 4)
+    assert forced / default == pytest.approx(39.3 / 30.3, rel=0.1)
+
+
+def test_default_p2p_level_follows_nccl_paths_cc(pro):
+    topo = comm.topology(pro)
+    pxb, sys_ = comm.cr.NCCL_PATH_RANK["PXB"], comm.cr.NCCL_PATH_RANK["SYS"]
+    assert comm.p2p_level(topo, EIGHT, comm.nccl_env(None)) == pxb  # > 2 GPUs: no P2P across host bridges
+    assert comm.p2p_level(topo, (0, 4), comm.nccl_env(None)) == sys_  # AMD host, 2 GPUs
+    assert comm.p2p_level(comm.topology(load_preset("l20-x8")), (0, 4), comm.nccl_env(None)) == pxb  # Intel
+    assert comm.nccl_env({"NCCL_P2P_LEVEL": "4"}).p2p_level == sys_  # legacy integer levels
+    assert comm.nccl_env(NO_P2P).p2p_level == 0
+
+
+def test_small_message_latency_is_tens_of_microseconds_on_pcie(pro):
+    t_us = comm.all_reduce_s(modelled(pro), EIGHT, 256, nccl(**SYS)) * 1e6
+    assert 15 <= t_us <= 35  # calibration: 24-25 us (NCCL, 8 GPUs behind switches, P2P)
+
+
+def test_measured_curve_is_used_and_interpolated(pro):
+    assert pro.measured and "all_reduce/8" in pro.measured.collectives
+    at_point = comm.all_reduce_s(pro, EIGHT, 262144, nccl())
     assert at_point == pytest.approx(86.2e-6)
-    between = comm.all_reduce_s(hw, tuple(range(8)), 1 * MB)
+    between = comm.all_reduce_s(pro, EIGHT, 1 * MB, nccl())
     assert 86.2e-6 < between < 2976e-6
     # a group the curves do not cover falls back to the model
-    assert comm.all_reduce_s(hw, (2, 3), MB) == comm.all_reduce_s(modelled(hw), (2, 3), MB)
+    assert comm.all_reduce_s(pro, (2, 3), MB, nccl()) == comm.all_reduce_s(modelled(pro), (2, 3), MB, nccl())
 
 
-def test_nvlink_is_much_faster_than_pcie_for_large_messages():
-    pcie = modelled(load_preset("rtx-pro-6000-x8"))
-    nvl = modelled(load_preset("h200-x8"))
-    group = tuple(range(8))
-    assert comm.all_reduce_s(nvl, group, 256 * MB) * 5 < comm.all_reduce_s(pcie, group, 256 * MB)
+def test_measured_curve_answers_only_for_the_setting_it_was_measured_with(pro):
+    assert comm.nccl_env(None) == comm.MEASURED_CURVE_ENV
+    measured = comm.all_reduce_s(pro, EIGHT, 262144, nccl())
+    assert comm.all_reduce_s(pro, EIGHT, 262144, nccl(**SYS)) != pytest.approx(measured)
 
 
-def test_crossing_sockets_costs_more_than_staying_on_one():
-    hw = modelled(load_preset("rtx-pro-6000-x8"))
-    slow = dataclasses.replace(hw, host=dataclasses.replace(hw.host, inter_socket_gbs=8.0))
-    same_socket, cross = (0, 1, 2, 3), (0, 1, 4, 5)
-    assert comm.all_reduce_s(slow, cross, 64 * MB) > 1.5 * comm.all_reduce_s(slow, same_socket, 64 * MB)
+def test_pcie_ipc_beats_nccl_on_small_messages_and_is_nccl_above_its_limit(pro):
+    # sglang pcie_ipc_ar.py docstring, 8x sm_120: 12 KiB 5.3 us vs NCCL 205 us; 384 KiB 34.6 vs 1169 us
+    limit = 256 * 8192 * 2.0
+    for hw in (pro, modelled(pro)):
+        for size in (12 * KIB, 96 * KIB, 384 * KIB):
+            algo, t_ipc = comm.all_reduce(hw, EIGHT, size, Comm("pcie_ipc"), limit)
+            assert algo == "pcie_ipc"
+            assert t_ipc * (3 if size < 64 * KIB else 1) < comm.all_reduce_s(hw, EIGHT, size, nccl())
+        big = limit * 2
+        fallback = comm.all_reduce(hw, EIGHT, big, Comm("pcie_ipc"), limit)
+        assert fallback == comm.all_reduce(hw, EIGHT, big, nccl(), limit)
+    assert comm.all_reduce_s(pro, EIGHT, 12 * KIB, Comm("pcie_ipc"), limit) < 10e-6
 
 
-def test_disabled_p2p_goes_through_host_memory_and_is_slower():
-    no_p2p = modelled(load_preset("rtx-4090-x8"))
-    assert not no_p2p.p2p[0][1]
-    enabled = dataclasses.replace(no_p2p, p2p=tuple(tuple(True for _ in r) for r in no_p2p.p2p))
-    group = tuple(range(8))
-    assert comm.all_reduce_s(no_p2p, group, 64 * MB) > 2 * comm.all_reduce_s(enabled, group, 64 * MB)
-    assert comm.transport(comm.topology(no_p2p), group) == "shm"
+def test_pcie_ipc_reproduces_the_sglang_docstring_on_its_host(pro):
+    # the docstring's host: 8 GPUs, one root port each, GPUs 0-3 / 4-7 on two NUMA nodes, no switches
+    n = 8
+    links = tuple(tuple("X" if i == j else ("NODE" if i // 4 == j // 4 else "SYS") for j in range(n)) for i in range(n))
+    host = dataclasses.replace(modelled(pro), links=links, pcie_switch_uplink_gbs=0.0)
+    for size, measured_us in ((12 * KIB, 5.3), (96 * KIB, 15.3), (384 * KIB, 34.6), (100 * MB, 8500.0)):
+        t_us = comm.all_reduce_s(host, EIGHT, size, Comm("pcie_ipc"), 1e12) * 1e6
+        assert t_us == pytest.approx(measured_us, rel=0.25)
+
+
+def test_pcie_ipc_needs_p2p_and_a_supported_world_size():
+    no_p2p = load_preset("rtx-4090-x8")
+    assert comm.all_reduce(no_p2p, EIGHT, 12 * KIB, Comm("pcie_ipc"))[0] == "nccl"
+    pro = load_preset("rtx-pro-6000-x8")
+    assert comm.all_reduce(pro, (0, 1, 2, 3, 4, 5), 12 * KIB, Comm("pcie_ipc"))[0] == "nccl"
+    assert comm.all_reduce(pro, (0, 1, 2, 3), 12 * KIB, Comm("pcie_ipc"))[0] == "pcie_ipc"
 
 
 def test_custom_allreduce_only_where_engines_enable_it():
@@ -75,15 +136,98 @@ def test_custom_allreduce_only_where_engines_enable_it():
     assert not comm.custom_allreduce_applies(comm.topology(load_preset("rtx-4090-x8")), (0, 1))
 
 
+def test_custom_equals_nccl_above_its_size_limit_and_on_more_than_two_pcie_gpus(pro):
+    hw = modelled(pro)
+    pair = (0, 1)
+    assert comm.all_reduce(hw, pair, 64 * KIB, Comm("custom"))[0] == "custom"
+    assert comm.all_reduce_s(hw, pair, 64 * KIB, Comm("custom")) < comm.all_reduce_s(hw, pair, 64 * KIB, nccl())
+    above = 16 * MB
+    assert comm.all_reduce(hw, pair, above, Comm("custom")) == comm.all_reduce(hw, pair, above, nccl())
+    for size in (KIB, 64 * KIB, MB):
+        assert comm.all_reduce(hw, EIGHT, size, Comm("custom")) == comm.all_reduce(hw, EIGHT, size, nccl())
+    nvl = load_preset("h200-x8")
+    assert comm.all_reduce(nvl, EIGHT, 4 * MB, Comm("custom"))[0] == "custom"  # two-stage on NVLink
+    assert comm.all_reduce(nvl, EIGHT, 16 * MB, Comm("custom"))[0] == "nccl"
+
+
+def test_ll_wins_small_messages_and_simple_wins_large_ones(pro):
+    for hw in (pro, modelled(pro)):
+        ll, simple = nccl(NCCL_PROTO="LL"), nccl(NCCL_PROTO="Simple")
+        assert comm.all_reduce_s(hw, EIGHT, KIB, ll) < comm.all_reduce_s(hw, EIGHT, KIB, simple)
+        assert comm.all_reduce_s(hw, EIGHT, 64 * MB, ll) > comm.all_reduce_s(hw, EIGHT, 64 * MB, simple)
+        default = comm.all_reduce_s(hw, EIGHT, 64 * MB, nccl())
+        assert default == pytest.approx(comm.all_reduce_s(hw, EIGHT, 64 * MB, simple))  # the tuner's pick
+    assert comm.nccl_env({"NCCL_PROTO": "^LL128"}).protos == ("LL", "Simple")
+
+
+@pytest.mark.parametrize("preset", ["rtx-pro-6000-x8", "rtx-4090-x8", "l20-x8", "h200-x8"])
+def test_p2p_on_is_never_slower_than_p2p_off(preset):
+    hw = load_preset(preset)
+    hw_p2p = dataclasses.replace(modelled(hw), p2p=tuple(tuple(True for _ in r) for r in hw.p2p))
+    hw_off = dataclasses.replace(modelled(hw), p2p=tuple(tuple(False for _ in r) for r in hw.p2p))
+    for size in SIZES:
+        for box in (hw, modelled(hw)):
+            on, default, off = (comm.all_reduce_s(box, EIGHT, size, nccl(**e)) for e in (SYS, {}, NO_P2P))
+            assert on <= default * (1 + 1e-9) and default <= off * (1 + 1e-9)
+        assert comm.all_reduce_s(hw_p2p, EIGHT, size, nccl(**SYS)) <= comm.all_reduce_s(hw_off, EIGHT, size, nccl())
+        assert comm.send_s(hw_p2p, 0, 7, size, nccl(**SYS)) <= comm.send_s(hw_off, 0, 7, size)
+
+
+@pytest.mark.parametrize(
+    "setting", [nccl(), nccl(**TUNED), nccl(**SYS), nccl(NCCL_PROTO="LL"), Comm("custom"), Comm("pcie_ipc")]
+)
+@pytest.mark.parametrize("group", [(0, 1), (0, 1, 2, 3), EIGHT])
+def test_time_is_monotonic_in_bytes(pro, setting, group):
+    hw = modelled(pro)
+    times = [comm.all_reduce_s(hw, group, size, setting) for size in SIZES]
+    assert all(a <= b for a, b in zip(times, times[1:], strict=False))
+    gathers = [comm.all_gather_s(hw, group, size, setting) for size in SIZES]
+    assert all(a <= b for a, b in zip(gathers, gathers[1:], strict=False))
+
+
+def test_nvlink_is_much_faster_than_pcie_for_large_messages():
+    pcie = modelled(load_preset("rtx-pro-6000-x8"))
+    nvl = modelled(load_preset("h200-x8"))
+    assert comm.all_reduce_s(nvl, EIGHT, 256 * MB) * 5 < comm.all_reduce_s(pcie, EIGHT, 256 * MB)
+
+
+def test_crossing_sockets_costs_more_than_staying_on_one(pro):
+    hw = modelled(pro)
+    slow = dataclasses.replace(hw, host=dataclasses.replace(hw.host, inter_socket_gbs=8.0))
+    same_socket, cross = (0, 1, 2, 3), (0, 1, 4, 5)
+    for env in ({}, SYS, TUNED):
+        t_cross = comm.all_reduce_s(slow, cross, 64 * MB, nccl(**env))
+        assert t_cross > 1.5 * comm.all_reduce_s(slow, same_socket, 64 * MB, nccl(**env))
+
+
+def test_disabled_p2p_goes_through_host_memory_and_is_slower():
+    no_p2p = modelled(load_preset("rtx-4090-x8"))
+    assert not no_p2p.p2p[0][1]
+    enabled = dataclasses.replace(no_p2p, p2p=tuple(tuple(True for _ in r) for r in no_p2p.p2p))
+    assert comm.all_reduce_s(no_p2p, EIGHT, 64 * MB) > 2 * comm.all_reduce_s(enabled, EIGHT, 64 * MB, nccl(**SYS))
+    assert comm.transport(comm.topology(no_p2p), EIGHT) == "shm"
+
+
 def test_all_to_all_is_bound_by_shared_switch_uplinks():
     hw = modelled(load_preset("l20-x8"))
     per_rank = 64 * MB
-    wide = comm.all_to_all_s(hw, tuple(range(8)), per_rank)
-    narrow = comm.all_to_all_s(hw, (0, 1), per_rank)
-    assert wide > narrow
+    assert comm.all_to_all_s(hw, EIGHT, per_rank) > comm.all_to_all_s(hw, (0, 1), per_rank)
 
 
 def test_ring_order_keeps_switch_neighbours_together():
     topo = comm.topology(load_preset("rtx-pro-6000-x8"))
-    ring = comm.ring_order(topo, (4, 0, 5, 1))
-    assert ring == (0, 1, 4, 5)
+    assert comm.ring_order(topo, (4, 0, 5, 1)) == (0, 1, 4, 5)
+
+
+def test_breakdown_names_the_allreduce_algorithm_that_ran(pro):
+    model = load_model("llama-3.1-70b")
+    phase = PhasePlan(gpus=EIGHT, tp=8, comm=Comm("pcie_ipc"), batching=Batching(max_running=64))
+    decode = step_cost(model, phase, "sglang", pro, EIGHT, StepInput(decode_seqs=32, decode_ctx=2000), "decode")
+    assert set(decode.comm_ms) == {"allreduce:pcie_ipc"}
+    mixed = StepInput(decode_seqs=32, decode_ctx=2000, prefill_tokens=8192, prefill_ctx=4096)
+    prefill = step_cost(model, phase, "sglang", pro, EIGHT, mixed, "mixed")
+    assert set(prefill.comm_ms) == {"allreduce:nccl"}  # a prefill chunk exceeds the decode-sized workspace
+    forced = dataclasses.replace(phase, comm=Comm("nccl"))
+    slower = step_cost(model, forced, "sglang", pro, EIGHT, StepInput(decode_seqs=32, decode_ctx=2000), "decode")
+    assert set(slower.comm_ms) == {"allreduce:nccl"}
+    assert slower.step_ms > decode.step_ms

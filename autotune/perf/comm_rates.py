@@ -1,0 +1,92 @@
+"""Constants of the collective model (perf/comm.py), each with its public source.
+
+Calibration ids refer to shared/reference/calibration.yaml (pcie-rtx6kpro-nccl-allreduce-8gpu) or to this
+project's autotune/catalog/calibration.yaml (the other ids). NCCL lines are NVIDIA/nccl v2.30.7-1
+(commit 5067397c); vLLM lines are the vllm 0.34.0 wheel, SGLang lines the sglang 0.5.23 wheel.
+"""
+
+from __future__ import annotations
+
+MIB = 1 << 20
+
+# --- NCCL's own tuner model (src/graph/tuning.cc, ncclTunerConstantsDefaults) ---------------------------------
+# Ring latency = baseLatencies[RING][proto] + 2(p-1) steps x hwLatencies[hw][RING][proto], microseconds
+# (tuning.cc:151 baseLatencies Ring {LL 6.6, LL128 14.0, Simple 8.4}; :159 NVLINK Ring {0.6, 1.9, 3.4};
+# :165 PCI Ring {1.0, 2.5, 5.7}). 8 ranks, LL: 6.6 + 14 x 1.0 = 20.6 us, against the public 24-25 us for
+# 8 GPUs behind switches (pcie-rtx6kpro-nccl-allreduce-8gpu) and 28.6 us recorded on the rtx-pro-6000-x8 box.
+NCCL_BASE_LATENCY_US = {"LL": 6.6, "LL128": 14.0, "Simple": 8.4}
+NCCL_STEP_LATENCY_US = {
+    "pcie": {"LL": 1.0, "LL128": 2.5, "Simple": 5.7},
+    "nvlink": {"LL": 0.6, "LL128": 1.9, "Simple": 3.4},
+}
+# Bandwidth of a protocol relative to Simple: tuning.cc:327 `busBw = min(llMaxBw, busBw * .5)` for ring LL;
+# :329 `busBw * 0.92` (120/128) for ring LL128.
+NCCL_PROTO_BANDWIDTH = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
+# LL128 is on by default only when the ring's intra-node path is NVLink (tuning.cc:530
+# `pEnable &= (graphs[a]->typeIntra <= PATH_NVB)`): on PCIe the tuner chooses between LL and Simple.
+NCCL_DEFAULT_PROTOS_PCIE = ("LL", "Simple")
+NCCL_DEFAULT_PROTOS_NVLINK = ("LL", "LL128", "Simple")
+
+# --- NCCL_P2P_LEVEL (src/graph/paths.cc) ---------------------------------------------------------------------
+# Path types, nearest first (src/include/graph.h PATH_*). `nvidia-smi topo -m` NODE (between host bridges of
+# one socket) is NCCL's PHB: the rtx6kpro ASUS page's NCCL log shows `1[1] -> 2[2] via SHM/direct/direct`
+# for a NODE pair at default settings (calibration id rtx6kpro-asus-nccl-p2p-level).
+NCCL_PATH_RANK = {"LOC": 0, "NVL": 1, "NVB": 2, "C2C": 3, "PIX": 4, "PXB": 5, "PXN": 6, "P2C": 7, "PHB": 8, "SYS": 9}
+NCCL_LABEL_PATH = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+# Legacy integer levels (paths.cc:243 levelsOldToNew = {LOC, PIX, PXB, PHB, SYS, SYS}).
+NCCL_LEGACY_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")
+# Default level: paths.cc:356 `int p2pLevel = PATH_PXB` ("don't use P2P across CPU Host Bridges"), raised to
+# PATH_SYS only on AMD x86 hosts with at most 2 GPUs (paths.cc:358-362). Default since v2.23.4-1
+# (paths.cc:277 there); v2.21.5-1 and older defaulted to PATH_SYS (paths.cc:279). The engines' wheels ship
+# NCCL >= 2.27, so an 8-GPU box without switches runs every cross-bridge pair over host shared memory (SHM).
+NCCL_DEFAULT_P2P_LEVEL = "PXB"
+NCCL_AMD_PAIR_P2P_LEVEL = "SYS"
+
+# SHM chosen by NCCL where hardware P2P works: 4 GPUs on one socket of the rtx-pro-6000-x8 box, 32 MB
+# all-reduce busbw 30.3 GB/s at defaults (SHM on the NODE pairs) vs 39.3 GB/s with NCCL_P2P_LEVEL=SYS
+# (rtx6kpro-asus-nccl-p2p-level) -> an SHM edge moves 30.3/39.3 of a P2P edge.
+NCCL_SHM_VS_P2P = 30.3 / 39.3
+# Extra latency per ring step over such an SHM edge: 8-GPU 256 B all-reduce 28.6 us at defaults on the same
+# box (rtx-pro-6000-x8 preset curve) = 6.6 + 14 x (1.0 + 0.57) with NCCL's LL constants above.
+NCCL_SHM_STEP_EXTRA_US = 0.57
+# SHM because the hardware has no P2P (GeForce): NVIDIA/nccl#1530, 8x4090 8 B all-reduce 42-43 us
+# = 6.6 + 14 x (1.0 + 1.56).
+NO_P2P_STEP_EXTRA_US = 1.56
+
+# --- NCCL channels (NCCL_MIN_NCHANNELS) ----------------------------------------------------------------------
+# pcie-rtx6kpro-nccl-allreduce-8gpu: a ring crossing the socket link reaches 22.2 GB/s busbw at NCCL's default
+# channel count (Festr, dual Turin, 32 MB) and 37.6 GB/s with NCCL_MIN_NCHANNELS=8 on the same box -> 0.59 of
+# the link-bound rate. Rings inside one socket are not channel bound at defaults (Grimulkan, 4 switches on one
+# CPU: 40.1 GB/s default vs 39.4 GB/s with NCCL_MIN_NCHANNELS=8).
+NCCL_CROSS_SOCKET_DEFAULT_FRACTION = 22.2 / 37.6
+# 8 channels reach the link bound on all three public boxes (37.6 / 39.4 / 41.1 GB/s). Below 8 the rate is
+# taken as proportional to the channel count (an assumption: no public sweep over channel counts).
+NCCL_SATURATING_CHANNELS = 8
+
+# --- Engines' custom all-reduce (vLLM/SGLang P2P kernel) ------------------------------------------------------
+# Largest message: vllm custom_all_reduce.py:138 `max_size=8192 * 1024`, :514 `inp_size < self.max_size`;
+# sglang custom_all_reduce.py:42 `_MAX_CAR_SIZE = 8192 * 1024`, :273 `inp_size <= self.max_size`. NCCL above.
+# (vLLM with torch symmetric memory on sm_90/sm_100 lowers it per world size, all_reduce_utils.py:31: not modelled.)
+CUSTOM_ALLREDUCE_MAX_BYTES = 8 * MIB
+# One-stage (every rank reads every peer) vs two-stage (reduce-scatter + all-gather): vllm
+# csrc/custom_all_reduce.cuh allreduce(): world 2 -> 1-stage; full NVLink -> 1-stage when
+# (world <= 4 and bytes < 512 KiB) or (world <= 8 and bytes < 256 KiB), else 2-stage.
+CUSTOM_ONE_STAGE_MAX_BYTES = {2: float("inf"), 4: 512 * 1024, 8: 256 * 1024}
+
+# --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE / VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC) -
+# World sizes: sglang pcie_ipc_ar.py:77, vllm flashinfer_pcie_ipc_all_reduce.py:29 `_SUPPORTED_WORLD_SIZES = (2,4,8)`.
+PCIE_IPC_WORLD_SIZES = (2, 4, 8)
+# Size limit: SGLang sizes the workspace for the widest decode reduction, max_numel = decode width x hidden
+# (pcie_ipc_ar.py:258-276), decode width = CUDA-graph decode max_bs x draft tokens (:159-163), fallback width 64
+# rows (:81); SGLANG_PCIE_IPC_MAX_NUMEL overrides, default 0 = derive (environ.py:1540). vLLM: the largest
+# CUDA-graph capture size x hidden (flashinfer_pcie_ipc_all_reduce.py:126), capture size defaulting to
+# min(2 x max_num_seqs x query_len, 512) (config/vllm.py:2398-2405). Larger reductions (prefill chunks) go to NCCL.
+PCIE_IPC_FALLBACK_ROWS = 64
+# Latency and bandwidth: sglang pcie_ipc_ar.py:16-25, 8x sm_120 host, GPUs 0-3 / 4-7 on two NUMA nodes, no
+# switches, hidden 6144 bf16: 12 KiB 5.3 us, 96 KiB 15.3 us, 384 KiB 34.6 us, 100 MiB 8.5 ms (calibration id
+# sglang-pcie-ipc-allreduce-8x-sm120). Costed as two-shot traffic (each rank moves 2(p-1)/p of the message,
+# 4+4 islands across the sockets) on the link matrix: on that host (one root port per GPU, 63 GB/s Gen5 x16)
+# 7/4 x 100 MiB / (63 GB/s x e) = 8.5 ms - L gives e = 0.343; 12 KiB then leaves L = 5.3 - 1.0 = 4.3 us.
+# Check: 384 KiB -> 36.1 us (measured 34.6), 96 KiB -> 12.3 us (15.3).
+PCIE_IPC_LATENCY_US = 4.3
+PCIE_IPC_EFFICIENCY = 0.343
