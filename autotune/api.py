@@ -217,7 +217,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
 def estimate(
     plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None
 ) -> tuple[Plan, Prediction]:
-    from autotune.perf import predict
+    from autotune.search import evaluate
 
     doc = read_document(plan_path)
     plan = plan_from_document(doc, plan_path)
@@ -226,7 +226,7 @@ def estimate(
         raise MiTuneError(f"{plan_path}: a plan file names no model; pass --model")
     spec, _ = resolve_model(model_name)
     hw, _ = resolve_hardware(hardware, preset)
-    return plan, predict(plan, spec, hw, workload)
+    return plan, evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,11 @@ def estimate(
     plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
     if as_json:
         print(dump_json(prediction))
+        if not prediction.feasible:
+            raise typer.Exit(2)
         return
+    if not prediction.feasible:  # an engine rule it breaks, or memory: say why on one line
+        raise MiTuneError(f"{plan}: cannot run: {prediction.reason}")
     print(plan_obj.describe())
     print(dump_yaml(prediction))
 

@@ -25,6 +25,8 @@ PHASE_FIELDS = {
     "comm.allreduce": lambda p: p.comm.allreduce,
     "comm.all2all": lambda p: p.comm.all2all,
     "overlap.two_batch": lambda p: p.overlap.two_batch,
+    "batching.max_running": lambda p: p.batching.max_running,
+    "batching.chunked_prefill_tokens": lambda p: p.batching.chunked_prefill_tokens,
     "speculative.method": lambda p: p.speculative.method,
     "speculative.draft_tokens": lambda p: p.speculative.draft_tokens,
 }
@@ -68,6 +70,8 @@ def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> d
     if "tp" in values and "dp" in values:
         # SGLang's TP group spans the DP-attention ranks (--tp-size = tp*dp); vLLM's is tp (dp are engines)
         out["allreduce_world"] = values["tp"] * values["dp"] if engine == "sglang" else values["tp"]
+    if "batching.max_running" in values and "batching.chunked_prefill_tokens" in values:
+        out["chunk_covers_running"] = values["batching.chunked_prefill_tokens"] >= values["batching.max_running"]
     if "tp" in values and "dcp" in values:
         out["dcp_divides_tp"] = values["tp"] % values["dcp"] == 0
     return out

@@ -1,11 +1,15 @@
 """SGLang 0.5.23: what `python -m sglang.launch_server` accepts, read from the wheel's source (paths relative
-to site-packages). Re-check against the installed wheel before changing a rule (`pip download --no-deps
-sglang==0.5.23`, unzip, grep the file named in `source`); shared/reference/engine-knobs.md summarises them.
+to site-packages; `arg_groups/` = sglang/srt/server_args_config/arg_groups/). Re-check against the installed
+wheel before changing a rule (`pip download --no-deps sglang==0.5.23`, unzip, grep the file named in `source`);
+shared/reference/engine-knobs.md summarises them.
 """
 
 from autotune.capability.rules import Rule, RuleTable
 
 FP4_FORMATS = ["mxfp4", "nvfp4"]
+SPARSE_ATTENTION_FAMILIES = ["deepseek_v4", "deepseek_v41", "glm_moe_dsa"]
+# batch_overlap/operations_strategy.py:33-78: decoder layers with a two-batch-overlap operation strategy
+TBO_FAMILIES = ["deepseek_v3", "glm_moe_dsa", "qwen3_moe", "deepseek_v4"]
 
 RULES = RuleTable(
     engine="sglang",
@@ -13,57 +17,75 @@ RULES = RuleTable(
     rules=(
         # ---- the model on the box
         Rule(
+            field="engine",
+            values=("sglang",),
+            when={"family": SPARSE_ATTENTION_FAMILIES},
+            needs={"cc": {"min": 9.0}},
+            source="arg_groups/deepseek_v4_hook.py:45-60 (dsv4 -> FlashMLA, sm90/sm100/sm120 kernels); "
+            "server_args_config/overrides.py:601-746 (GLM-5 DSA sub-backends: flashmla / trtllm / fa3, cc >= 9)",
+            why="no sparse-MLA / compressed-attention kernel below compute capability 9.0 (fails when the first "
+            "batch runs)",
+        ),
+        Rule(
             field="pp",
             values=(2, 4, 8),
             when={"family": ["deepseek_v41"]},
             needs={"pp": 1},
-            source="sglang/srt/models/deepseek_v4_hook.py:270-351",
-            why="the DeepSeek-V4.1 model hook raises on pipeline parallelism",
+            source="arg_groups/deepseek_v4_hook.py:346-352",
+            why="DeepSeek-V4.1 does not support pipeline parallelism (ValueError)",
         ),
-        # ---- attention backend: V4.x runs dsv4, GLM-5 DSA runs its own sparse backend
+        # ---- attention backend: V4.x always runs dsv4 (an explicit one is silently replaced), GLM-5 runs dsa
         Rule(
             field="kernels.attention",
             values=("flashinfer", "triton"),
             needs={"attention": ["mha", "mla"]},
-            source="sglang/srt/server_args_config/arg_groups/model_override_base.py:277-351",
+            source="arg_groups/model_overrides/deepseek_v4.py:18-64; arg_groups/model_overrides/deepseek_v2.py:98-104",
             why="this model's sparse attention runs only its own backend (dsv4 / dsa)",
+            effect="ignored",
         ),
         # ---- MoE runner (--moe-runner-backend)
         Rule(
             field="kernels.moe",
             values=("cutlass",),
             needs={"expert_weights": ["fp8_block"], "cc": [9.0, 10.0, 12.0, 12.1], "ep": 1},
-            source="sglang/srt/layers/quantization/fp8.py:1508-1517; "
-            "sglang/srt/server_args_config/arg_groups/moe_hook.py:155-163",
-            why="the CUTLASS MoE runner needs block-FP8 experts on SM90/100/120 and ep_size == 1",
+            source="srt/layers/quantization/fp8.py:1508-1517; arg_groups/moe_hook.py:155-163",
+            why="the CUTLASS MoE runner asserts block-FP8 experts on SM90/100/120 and ep_size == 1",
         ),
         Rule(
             field="kernels.moe",
             values=("marlin",),
             needs={"expert_weights": FP4_FORMATS},
-            source="sglang/srt/layers/moe/moe_runner/marlin.py (FP4-expert checkpoints only)",
-            why="the Marlin MoE runner exists only for FP4-expert checkpoints",
+            source="srt/layers/quantization/fp8.py:445-450; srt/layers/quantization/unquant.py:1169-1194",
+            why="the Marlin MoE runner exists only for FP4-expert checkpoints (bf16 silently runs Triton)",
+            effect="ignored",
         ),
         Rule(
             field="kernels.moe",
             values=("flashinfer_mxfp4",),
-            needs={"expert_weights": ["mxfp4"]},
-            source="sglang/srt/layers/quantization/mxfp4.py",
-            why="flashinfer_mxfp4 runs MXFP4 experts only",
+            needs={"expert_weights": ["mxfp4"], "cc": [9.0, 10.0, 12.0, 12.1]},
+            source="srt/layers/quantization/fp8.py:459-470; arg_groups/model_overrides/deepseek_v4.py:66-91",
+            why="flashinfer_mxfp4 runs MXFP4 experts on SM90/100/120",
         ),
         Rule(
             field="kernels.moe",
             values=("deep_gemm",),
             needs={"expert_weights": ["fp8_block"], "cc": [9.0, 10.0, 12.0, 12.1]},
-            source="sglang/srt/layers/moe/moe_runner/deep_gemm.py",
-            why="the DeepGEMM MoE runner needs block-FP8 experts (SM90/100, SM120 build)",
+            source="srt/layers/deep_gemm_wrapper/configurer.py:32-52; srt/layers/quantization/fp8.py:1528-1529",
+            why="the DeepGEMM MoE runner needs block-FP8 experts and sm >= 90 (SM120 build)",
         ),
         Rule(
             field="kernels.moe",
             values=("triton",),
             needs={"expert_weights": ["bf16", "fp16", "fp8_block", "fp8_tensor", "fp8_online"]},
-            source="sglang/srt/layers/moe/fused_moe_triton/layer.py",
+            source="srt/layers/quantization/unquant.py:1169-1194; srt/layers/quantization/fp8.py:2960-2983",
             why="the Triton MoE runner serves bf16 and FP8 experts",
+        ),
+        Rule(
+            field="kernels.moe",
+            values=("flashinfer_cutlass",),
+            needs={"expert_weights": ["bf16", "fp16", "nvfp4"], "cc": {"min": 9.0}},
+            source="arg_groups/moe_hook.py:80-93",
+            why="flashinfer_cutlass asserts an unquantised or ModelOpt checkpoint (FP8 experts silently run Triton)",
         ),
         Rule(
             field="kernels.moe",
@@ -72,19 +94,12 @@ RULES = RuleTable(
             source="autotune/engines/flags/sglang-0.5.23.yaml (--moe-runner-backend has no b12x)",
             why="SGLang has no b12x MoE runner",
         ),
-        Rule(
-            field="kernels.moe",
-            values=("flashinfer_cutlass",),
-            needs={"cc": {"min": 9.0}},
-            source="sglang/srt/layers/moe/moe_runner/flashinfer_cutlass.py",
-            why="the FlashInfer CUTLASS MoE runner needs compute capability >= 9.0",
-        ),
         # ---- dense FP8 GEMM kernel (--fp8-gemm-backend): applies to FP8 linear layers only
         Rule(
             field="kernels.linear",
             values=("cutlass", "triton"),
             needs={"dense_weights": ["fp8_block", "fp8_tensor", "fp8_online", "mxfp8"]},
-            source="sglang/srt/layers/quantization/fp8_utils.py (--fp8-gemm-backend dispatch)",
+            source="arg_groups/choices.py:168-178 (--fp8-gemm-backend picks the FP8 linear kernel)",
             why="--fp8-gemm-backend only picks the kernel of FP8 linear layers",
             effect="ignored",
         ),
@@ -92,46 +107,57 @@ RULES = RuleTable(
             field="kernels.linear",
             values=("cutlass",),
             needs={"cc": {"min": 8.9}},
-            source="sglang/srt/layers/quantization/fp8_utils.py",
+            source="srt/layers/quantization/fp8.py:1508-1517 (cutlass_fp8_supported: SM89 / SM90+)",
             why="CUTLASS FP8 GEMM needs compute capability >= 8.9",
         ),
         # ---- communication
         Rule(
             field="comm.allreduce",
             values=("pcie_ipc",),
-            needs={"allreduce_world": [2, 4, 8], "p2p": True, "nvlink": False, "activation_dtype": "bf16"},
-            source="sglang/srt/distributed/device_communicators/pcie_ipc_ar.py",
-            why="SGLANG_ENABLE_PCIE_IPC_ALLREDUCE needs a 2/4/8-GPU P2P PCIe TP group and bf16",
+            needs={"allreduce_world": [4, 8], "p2p": True, "nvlink": False, "activation_dtype": "bf16"},
+            source="srt/distributed/device_communicators/pcie_ipc_ar.py:75,209-215,389-405; "
+            "srt/distributed/parallel_state.py:951-990",
+            why="SGLANG_ENABLE_PCIE_IPC_ALLREDUCE needs a 4/8-GPU P2P PCIe TP group (at 2 the custom all-reduce "
+            "runs first) and bf16",
             effect="ignored",
         ),
         Rule(
             field="comm.all2all",
             values=("deepep",),
             needs={"nvlink": True, "ep": {"min": 2}},
-            source="sglang/srt/server_args_config/overrides.py:1596-1622",
-            why="DeepEP needs NVLink between the EP ranks and forces ep = tp",
+            source="arg_groups/overrides.py:1578-1620",
+            why="DeepEP forces ep = tp and needs NVLink between the EP ranks",
         ),
         Rule(
             field="overlap.two_batch",
             values=(True,),
-            needs={"family": {"not": ["deepseek_v41"]}},
-            source="sglang/srt/models/deepseek_v4_hook.py:270-351",
-            why="two-batch overlap is forbidden for DeepSeek-V4.1",
+            needs={"family": TBO_FAMILIES},
+            source="srt/batch_overlap/operations_strategy.py:33-78; arg_groups/deepseek_v4_hook.py:345-352",
+            why="two-batch overlap has an operation strategy only for DeepSeek-V3/V4, GLM-5 and Qwen3-MoE layers "
+            "(and V4.1 refuses it)",
+        ),
+        Rule(
+            field="overlap.two_batch",
+            values=(True,),
+            when={"family": ["deepseek_v4"]},
+            needs={"phase": ["prefill"]},
+            source="srt/batch_overlap/operations_strategy.py:170-183",
+            why="DeepSeek-V4 two-batch overlap runs prefill (EXTEND) batches only",
         ),
         Rule(
             field="overlap.two_batch",
             values=(True,),
             when={"comm.all2all": "allgather_reducescatter"},
-            needs={"dp": {"min": 2}, "family": ["deepseek_v4"], "phase": ["prefill"]},
-            source="sglang/srt/batch_overlap/operations_strategy.py:186-233",
-            why="without an all-to-all backend the overlap needs DP attention and exists for V4 prefill only",
+            needs={"dp": {"min": 2}},
+            source="arg_groups/validation_hook.py:755-771",
+            why="without an all-to-all backend two-batch overlap needs DP attention",
         ),
         # ---- fusion: FlashInfer all-reduce + RMSNorm is on by default on SM90/SM10x only
         Rule(
             field="fusion.allreduce_rmsnorm",
             values=(True,),
             needs={"cc": [9.0, 10.0, 10.3], "tp": {"min": 2}, "dp": 1, "comm.all2all": "allgather_reducescatter"},
-            source="sglang/srt/server_args_config/overrides.py:955-1003",
+            source="arg_groups/overrides.py:955-1003",
             why="FlashInfer all-reduce fusion runs on SM90/SM10x with TP > 1, no attention DP and no a2a",
             effect="ignored",
         ),
@@ -140,51 +166,53 @@ RULES = RuleTable(
             field="speculative.method",
             values=("mtp",),
             needs={"draft_heads": {"has": "mtp"}, "family": {"not": ["deepseek_v41"]}},
-            source="sglang/srt/models/deepseek_v4_hook.py:270-351 (V4.1: DSPARK only); "
-            "sglang/srt/speculative/spec_info.py (NEXTN)",
+            source="arg_groups/speculative_hook.py:1120-1146 (NEXTN: the checkpoint's MTP); "
+            "arg_groups/deepseek_v4_hook.py:148-158,335-338",
             why="NEXTN (MTP) needs the checkpoint's MTP layers; DeepSeek-V4.1 speculates with DSPARK only",
         ),
         Rule(
             field="speculative.method",
             values=("dspark",),
-            needs={"draft_heads": {"has": "dspark"}},
-            source="sglang/srt/speculative/spec_info.py (DSPARK)",
-            why="DSPARK needs the checkpoint's DSpark head",
+            needs={"draft_heads": {"has": "dspark"}, "pp": 1},
+            source="arg_groups/speculative_hook.py:713-718,757-850",
+            why="DSPARK needs the checkpoint's DSpark head and no pipeline parallelism",
+        ),
+        Rule(
+            field="speculative.method",
+            values=("dspark",),
+            when={"dp": {"min": 2}},
+            needs={"dp_lm_head": True},
+            source="arg_groups/speculative_hook.py:676",
+            why="DSPARK under DP attention requires --enable-dp-lm-head",
         ),
         Rule(
             field="dcp",
             values=(2, 4, 8),
-            needs={"dcp_divides_tp": True},
-            source="sglang/srt/server_args.py (--dcp-size divides the attention TP size)",
-            why="the decode context parallel size must divide the tensor parallel size",
-        ),
-        Rule(
-            field="dcp",
-            values=(2, 4, 8),
-            needs={"attention": ["mla"]},
-            source="sglang/srt/server_args.py (--dcp-size)",
-            why="decode context parallelism shards MLA latent KV",
+            needs={"dcp_divides_tp": True, "attention": ["mla"]},
+            source="arg_groups/fields/parallel.py (--dcp-size); no CUDA check found beyond DSA/trtllm_mla (evidence)",
+            why="decode context parallelism shards MLA latent KV over a divisor of the TP size",
         ),
         # ---- DP-attention side flags
         Rule(
             field="dense_dp",
             values=(True,),
             needs={"dp": {"min": 2}},
-            source="sglang/srt/server_args.py (--moe-dense-tp-size 1 with --attn-dp-size)",
-            why="a data-parallel dense MLP needs DP attention",
+            source="arg_groups/validation_hook.py:207-211; arg_groups/fields/parallel.py:289-294",
+            why="a data-parallel dense MLP (--moe-dense-tp-size 1) only differs from TP under DP attention",
+            effect="ignored",
         ),
         Rule(
             field="dp_lm_head",
             values=(True,),
             needs={"dp": {"min": 2}},
-            source="sglang/srt/server_args.py (--enable-dp-lm-head needs DP attention)",
-            why="the DP LM head needs DP attention",
+            source="arg_groups/overrides.py:1421-1426",
+            why="--enable-dp-lm-head asserts DP attention",
         ),
         Rule(
             field="eplb",
             values=(True,),
             needs={"ep": {"min": 2}},
-            source="sglang/srt/server_args.py (--enable-eplb with expert parallelism)",
+            source="srt/server_args.py (--enable-eplb asserts ep_size > 1)",
             why="EPLB needs expert parallelism",
         ),
     ),

@@ -6,10 +6,13 @@ grep the file named in `source`. shared/reference/engine-knobs.md summarises the
 
 from autotune.capability.rules import Rule, RuleTable
 
-FP8_FORMATS = ["fp8_block", "fp8_tensor", "fp8_online", "mxfp8"]
+FP8_CHECKPOINT = ["fp8_block", "fp8_tensor", "mxfp8"]
+FP8_FORMATS = FP8_CHECKPOINT + ["fp8_online"]
 FP4_FORMATS = ["mxfp4", "nvfp4"]
 INT4_FORMATS = ["int4_awq", "int4_gptq"]
 SPARSE_ATTENTION_FAMILIES = ["deepseek_v4", "deepseek_v41", "glm_moe_dsa"]
+# run with torch.compile off by default (DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES), so no pass_config applies
+UNCOMPILED_FAMILIES = ["glm_moe_dsa", "deepseek_v32", "deepseek_v4", "deepseek_v41"]
 
 RULES = RuleTable(
     engine="vllm",
@@ -21,76 +24,86 @@ RULES = RuleTable(
             values=("vllm",),
             when={"family": SPARSE_ATTENTION_FAMILIES},
             needs={"cc": {"min": 9.0}},
-            source="vllm/model_executor/models/deepseek_v41/nvidia/model.py:210-260",
-            why="no sparse-MLA / compressed-attention backend below compute capability 9.0",
+            source="vllm/platforms/cuda.py:512-516 (GLM-5: no valid sparse backend below cc 9); "
+            "vllm/v1/attention/ops/flashmla.py:65-77 (V4.x FlashMLA sparse: Hopper/Blackwell only)",
+            why="no sparse-MLA / compressed-attention kernel below compute capability 9.0 "
+            "(GLM-5 raises at start-up, V4.x fails when the first batch runs)",
         ),
-        # ---- attention backend (--attention-backend); an explicit invalid backend raises
+        # ---- attention backend (--attention-backend); an explicit backend that fails validation raises
         Rule(
             field="kernels.attention",
             values=("flashinfer", "triton"),
             needs={"attention": ["mha", "mla"]},
-            source="vllm/model_executor/models/deepseek_v41/nvidia/model.py:210-260",
-            why="this model picks its own sparse attention kernel; no generic backend runs it",
+            source="vllm/v1/attention/backend.py:324-328 (GLM-5 non-sparse backend raises); "
+            "vllm/models/deepseek_v41/nvidia/model.py:203-266 (V4.x chooses its own)",
+            why="this model runs only its own sparse attention backend",
         ),
         Rule(
             field="kernels.attention",
             values=("flashinfer",),
             when={"attention": ["mla"]},
             needs={"cc": {"min": 10.0, "max": 10.9}},
-            source="vllm/v1/attention/backends/mla/flashinfer_mla.py:221; vllm/platforms/cuda.py:470-490",
+            source="vllm/v1/attention/backends/mla/flashinfer_mla.py:220-221; vllm/platforms/cuda.py:470-490",
             why="FLASHINFER_MLA needs compute capability 10.x",
         ),
-        # ---- MoE expert kernel (--moe-backend); an explicit backend that cannot serve the format raises
+        # ---- MoE expert kernel (--moe-backend); an explicit backend the kernel class refuses raises
+        # (fused_moe/oracle/base.py:215-236)
         Rule(
             field="kernels.moe",
             values=("cutlass",),
-            needs={"expert_weights": ["fp8_online"], "cc": {"min": 9.0, "max": 10.9}},
-            source="vllm/model_executor/layers/quantization/fp8.py:522-527; vllm/_custom_ops.py:828-830",
-            why="CUTLASS MoE is refused for FP8-serialized, bf16 and FP4 experts and needs 9.0 <= cc < 11",
+            needs={"expert_weights": ["fp8_channel_online"]},
+            source="vllm/model_executor/layers/quantization/fp8.py:522-527; quantization/online/fp8.py:531-574,826-848",
+            why="vLLM's CUTLASS MoE serves only online per-channel FP8 (--quantization fp8_per_channel, which "
+            "mi-tune does not emit): checkpoint FP8, per-tensor FP8, bf16 and FP4 experts raise",
         ),
         Rule(
             field="kernels.moe",
             values=("marlin",),
             needs={"expert_weights": FP8_FORMATS + FP4_FORMATS + INT4_FORMATS},
             source="vllm/model_executor/layers/fused_moe/oracle/unquantized.py:180-195",
-            why="Marlin is a quantised-weight kernel; bf16 experts accept triton / flashinfer only",
+            why="Marlin is a quantised-weight kernel; for bf16 experts it silently falls back to auto",
+            effect="ignored",
         ),
         Rule(
             field="kernels.moe",
             values=("deep_gemm",),
-            needs={"expert_weights": ["fp8_block", "mxfp4"]},
-            source="vllm/model_executor/layers/fused_moe/oracle/unquantized.py:180-195; oracle/mxfp4.py:371-415",
-            why="DeepGEMM MoE needs block-FP8 or MXFP4 experts",
-        ),
-        Rule(
-            field="kernels.moe",
-            values=("deep_gemm",),
-            when={"expert_weights": ["fp8_block"]},
-            needs={"cc": [9.0, 10.0]},
-            source="vllm/model_executor/layers/fused_moe/oracle/fp8.py (DeepGEMM FP8: SM90/SM100)",
-            why="DeepGEMM FP8 MoE needs SM90 or SM100",
+            needs={"expert_weights": ["fp8_block", "mxfp4"], "cc": [9.0, 10.0, 10.3, 12.0, 12.1]},
+            source="vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:176-185,474-481; "
+            "vllm/platforms/cuda.py:732-738; vllm/utils/deep_gemm.py:151-175",
+            why="DeepGEMM MoE needs block-FP8 (cc 9.0 / 10.x / 12.x) or MXFP4 experts and the deep_gemm package",
         ),
         Rule(
             field="kernels.moe",
             values=("deep_gemm",),
             when={"expert_weights": ["mxfp4"]},
-            needs={"cc": [10.0, 12.0, 12.1]},
-            source="vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:371-415",
-            why="DeepGEMM MXFP4 MoE needs SM100 or SM120",
+            needs={"cc": [10.0, 10.3, 12.0, 12.1]},
+            source="vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:474-481",
+            why="DeepGEMM MXFP4 MoE needs the SM100 or SM120 family",
         ),
         Rule(
             field="kernels.moe",
             values=("b12x",),
             needs={"expert_weights": FP4_FORMATS, "cc": [12.0, 12.1]},
-            source="vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:371-415",
-            why="b12x (W4A8) runs FP4 experts on SM120/121 only",
+            source="vllm/model_executor/layers/fused_moe/experts/b12x.py:499-507; oracle/mxfp4.py:371-419",
+            why="b12x (W4A8) runs FP4 experts on the SM120 family only (and needs the b12x library)",
         ),
         Rule(
             field="kernels.moe",
             values=("flashinfer_cutlass",),
-            needs={"cc": {"min": 9.0}},
-            source="vllm/model_executor/layers/fused_moe/oracle/unquantized.py:180-195; oracle/mxfp4.py:371-415",
-            why="FlashInfer CUTLASS MoE needs compute capability >= 9.0",
+            needs={
+                "expert_weights": ["bf16", "fp16", "fp8_block", "mxfp4", "nvfp4"],
+                "cc": [9.0, 10.0, 10.3, 12.0, 12.1],
+            },
+            source="vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-187",
+            why="FlashInfer CUTLASS MoE runs on cc 9.0 / 10.x / 12.x and refuses online per-tensor FP8",
+        ),
+        Rule(
+            field="kernels.moe",
+            values=("flashinfer_cutlass",),
+            when={"expert_weights": ["fp8_block"]},
+            needs={"cc": [9.0]},
+            source="vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:170-178",
+            why="FlashInfer CUTLASS block-FP8 MoE needs cc 9.0",
         ),
         Rule(
             field="kernels.moe",
@@ -99,94 +112,106 @@ RULES = RuleTable(
             source="autotune/engines/flags/vllm-0.34.0.yaml (--moe-backend has no flashinfer_mxfp4)",
             why="vLLM has no runner of that name (its FlashInfer MXFP4 path is flashinfer_cutlass)",
         ),
-        # ---- dense GEMM kernel (--linear-backend): a kernel missing for the layer type silently falls back to
-        # auto (kernels/linear/__init__.py:392-440), which the model would still credit
+        # ---- dense GEMM kernel (--linear-backend): a backend with no kernel for the layer type silently falls back
+        # to auto (kernels/linear/__init__.py:495-507), which the model would still credit
         Rule(
             field="kernels.linear",
-            values=("cutlass",),
-            needs={"dense_weights": FP8_FORMATS, "cc": {"min": 8.9}},
-            source="vllm/model_executor/kernels/linear/__init__.py:392-440",
-            why="the CUTLASS linear kernel serves FP8 weights on cc >= 8.9",
+            values=("cutlass", "triton"),
+            needs={"dense_weights": FP8_FORMATS},
+            source="vllm/model_executor/kernels/linear/__init__.py:459-468,495-507",
+            why="mi-tune's linear_kernel choice is the FP8 GEMM kernel; other layers fall back to auto",
             effect="ignored",
         ),
         Rule(
             field="kernels.linear",
-            values=("b12x",),
-            needs={"dense_weights": FP4_FORMATS + ["mxfp8"], "cc": [12.0, 12.1]},
-            source="vllm/model_executor/kernels/linear/__init__.py:392-440",
-            why="b12x linear runs FP4/MXFP8 weights on SM120/121 only",
-            effect="ignored",
+            values=("cutlass",),
+            needs={"cc": {"min": 8.9}},
+            source="vllm/model_executor/kernels/linear/scaled_mm/cutlass.py:274-284",
+            why="CUTLASS FP8 GEMM needs compute capability >= 8.9",
         ),
         # ---- communication
         Rule(
             field="comm.allreduce",
             values=("pcie_ipc",),
             needs={"allreduce_world": [2, 4, 8], "p2p": True, "nvlink": False, "overlap.two_batch": False},
-            source="vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py; "
-            "cuda_communicator.py:56-82",
-            why="PCIe-IPC all-reduce needs a 2/4/8-GPU P2P PCIe TP group and is off under DBO",
+            source="vllm/distributed/device_communicators/cuda_communicator.py:56-82; "
+            "flashinfer_pcie_ipc_all_reduce.py:126; vllm/envs.py:2073-2078",
+            why="PCIe-IPC all-reduce needs a 2/4/8-GPU TP group with P2P on PCIe and is off under DBO",
             effect="ignored",
         ),
         Rule(
             field="comm.all2all",
             values=("deepep",),
             needs={"nvlink": True, "dp": {"min": 2}, "ep": {"min": 2}},
-            source="vllm/config/parallel.py:859-885",
-            why="the all-to-all backend is used only with dp > 1 and expert parallelism; DeepEP needs NVLink",
+            source="vllm/config/parallel.py:880-885; vllm/distributed/device_communicators/all2all.py:205-212",
+            why="the all-to-all backend runs only with expert parallelism and dp > 1; DeepEP needs NVLink",
             effect="ignored",
         ),
         Rule(
             field="overlap.two_batch",
             values=(True,),
-            needs={"comm.all2all": "deepep", "family": {"not": ["deepseek_v41"]}},
-            source="vllm/config/vllm.py:2090-2108; vllm/config/vllm.py:1412-1421",
-            why="--enable-dbo needs a DeepEP all2all backend and is rejected for DeepSeek-V4.1 (Engram)",
+            needs={"comm.all2all": "deepep", "pp": 1, "family": {"not": ["deepseek_v41"]}},
+            source="vllm/config/vllm.py:2090-2115 (a2a backend); :3378-3408 (PP); :1412-1421 and "
+            "model_executor/models/registry.py:359,393-396 (V4.1: Engram, multimodal)",
+            why="--enable-dbo needs a DeepEP all2all backend and no pipeline parallelism; DeepSeek-V4.1 refuses it",
         ),
         # ---- fusion (-cc pass_config)
         Rule(
             field="fusion.allreduce_rmsnorm",
             values=(True,),
-            needs={"cc": [9.0, 10.0, 10.3], "tp": {"min": 2}},
-            source="vllm/compilation/passes/fusion/allreduce_rms_fusion.py:104-127",
-            why="fuse_allreduce_rms has FlashInfer sizes only for cc 9.0/10.x and needs TP > 1",
+            needs={"cc": [9.0, 10.0, 10.3], "tp": {"min": 2}, "family": {"not": UNCOMPILED_FAMILIES}},
+            source="vllm/compilation/passes/fusion/allreduce_rms_fusion.py:104-127,984-1056; "
+            "vllm/config/vllm.py:99-128",
+            why="fuse_allreduce_rms has FlashInfer sizes only for cc 9.0/10.x, needs TP > 1, and this model runs "
+            "without torch.compile",
+            effect="ignored",
         ),
         # ---- speculative decoding (--speculative-config)
         Rule(
             field="speculative.method",
             values=("mtp",),
             needs={"draft_heads": {"has": "mtp"}, "family": {"not": ["deepseek_v41"]}},
-            source="vllm/config/speculative.py (method mtp needs num_nextn_predict_layers); "
-            "vllm/model_executor/models/deepseek_v41 registers dspark only",
+            source="vllm/v1/worker/gpu/spec_decode/mtp/config.py:80-98; "
+            "vllm/v1/worker/gpu/spec_decode/speculator_config.py:275-291",
             why="MTP needs the checkpoint's MTP layers; DeepSeek-V4.1 speculates with DSpark only",
         ),
         Rule(
             field="speculative.method",
             values=("dspark",),
             needs={"draft_heads": {"has": "dspark"}},
-            source="vllm/config/speculative.py (dspark reads dspark_target_layer_ids)",
+            source="vllm/v1/worker/gpu/spec_decode/dspark/config.py:55-92",
             why="DSpark needs the checkpoint's DSpark head",
         ),
         # ---- decode context parallelism (-dcp)
         Rule(
             field="dcp",
             values=(2, 4, 8),
-            needs={"attention": ["mla"], "kernels.attention": ["auto", "triton"]},
-            source="vllm/config/parallel.py (tp % dcp == 0); vllm/v1/attention/backends/mla/triton_mla.py",
-            why="decode context parallelism runs on MLA backends that support it (TRITON_MLA)",
+            needs={"dcp_divides_tp": True},
+            source="vllm/config/parallel.py:638-641",
+            why="the decode context parallel size must divide the tensor parallel size",
         ),
         Rule(
             field="dcp",
             values=(2, 4, 8),
-            needs={"dcp_divides_tp": True},
-            source="vllm/config/parallel.py (tensor_parallel_size % decode_context_parallel_size == 0)",
-            why="the decode context parallel size must divide the tensor parallel size",
+            needs={"attention": ["mla"], "kernels.attention": ["auto", "triton"]},
+            source="vllm/v1/attention/backend.py:242-246,349-350; mla/triton_mla.py:170",
+            why="the attention backend must support DCP (TRITON_MLA on these boxes; not TRITON_ATTN or the SM120 "
+            "sparse backend)",
         ),
         Rule(
             field="eplb",
             values=(True,),
-            needs={"ep": {"min": 2}},
-            source="vllm/config/parallel.py (enable_eplb requires enable_expert_parallel)",
-            why="EPLB needs expert parallelism",
+            needs={"ep": {"min": 2}, "expert_weights": FP8_FORMATS + FP4_FORMATS},
+            source="vllm/config/parallel.py:215; fused_moe/fused_moe_method_base.py:129-130; quantization/fp8.py:802",
+            why="EPLB needs expert parallelism and a quantised MoE method that supports it (not bf16 experts)",
+        ),
+        # ---- batching
+        Rule(
+            field="batching.chunked_prefill_tokens",
+            values=(),
+            needs={"chunk_covers_running": True},
+            source="vllm/config/scheduler.py:361-405",
+            why="max_num_batched_tokens must be >= max_num_seqs",
         ),
         # ---- SGLang-only plan fields
         Rule(

@@ -48,6 +48,7 @@ class KernelFlags:
     kv_cache: Mapping  # plan kv dtype -> engine kv dtype
     linear_flag: str  # dense GEMM kernel flag
     linear: Mapping  # plan kernels.linear -> backend name
+    online_fp8: str = "fp8"  # --quantization value that quantises a bf16/fp16 checkpoint to FP8 at load time
 
 
 def kernel_args(model: ModelSpec, phase: PhasePlan, flags: KernelFlags) -> list[str]:
@@ -60,8 +61,8 @@ def kernel_args(model: ModelSpec, phase: PhasePlan, flags: KernelFlags) -> list[
         args += [flags.moe_flag, choose(flags.moe, k.moe, f"moe kernel {k.moe!r}", flags.label)]
     if k.linear != AUTO:
         args += [flags.linear_flag, choose(flags.linear, k.linear, f"linear kernel {k.linear!r}", flags.label)]
-    if quantization := online_quantization(model, k.gemm_dtype, flags.label):
-        args += ["--quantization", quantization]
+    if online_quantization(model, k.gemm_dtype, flags.label):
+        args += ["--quantization", flags.online_fp8]
     if k.kv_cache_dtype != AUTO:
         what = f"kv cache {k.kv_cache_dtype}"
         args += ["--kv-cache-dtype", choose(flags.kv_cache, k.kv_cache_dtype, what, flags.label)]

@@ -56,8 +56,17 @@ NIXL_SIDE_CHANNEL_BASE_PORT = 5600  # vLLM's default; an instance with dp ranks 
 UCX_ENV = {"UCX_NET_DEVICES": "all"}
 
 
+# `--quantization fp8` on a bf16 checkpoint is deprecated in 0.34 and mapped to fp8_per_tensor with a warning
+# (model_loader/weight_utils.py:381-389; quantization/fp8.py:103-109): name it directly
 KERNEL_FLAGS = KernelFlags(
-    LABEL, ATTENTION_BACKEND, "--moe-backend", MOE_BACKEND, KV_CACHE_DTYPE, "--linear-backend", LINEAR_BACKEND
+    LABEL,
+    ATTENTION_BACKEND,
+    "--moe-backend",
+    MOE_BACKEND,
+    KV_CACHE_DTYPE,
+    "--linear-backend",
+    LINEAR_BACKEND,
+    online_fp8="fp8_per_tensor",
 )
 
 

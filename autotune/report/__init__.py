@@ -8,7 +8,7 @@ from pathlib import Path
 from autotune.report.html import markdown_to_html
 from autotune.report.markdown import render
 from autotune.report.plots import breakdown_plot, pareto_plot
-from autotune.report.tables import infeasible_reasons, pareto_frame, top_plans, trials_frame
+from autotune.report.tables import alternatives_frame, infeasible_reasons, pareto_frame, top_plans, trials_frame
 from autotune.search import SearchResult
 from autotune.specs import BestConfig, to_dict
 
@@ -62,7 +62,15 @@ def write_report(out: Path, best: BestConfig, result: SearchResult, launch_text:
         {"best": best.prediction, "default": best.baseline.prediction}, out / "plots" / "breakdown.png"
     )
     text = render(
-        best, trials, top_plans(trials), front, infeasible_reasons(trials), result.choices, launch_text, elapsed_s
+        best,
+        trials,
+        top_plans(trials),
+        front,
+        infeasible_reasons(trials),
+        result.choices,
+        launch_text,
+        elapsed_s,
+        alternatives_frame(result.alternatives),
     )
     files["report"].write_text(text)
     files["html"].write_text(markdown_to_html(text, out, f"mi-tune: {best.model.name} on {best.hardware.name}"))

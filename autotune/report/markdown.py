@@ -102,6 +102,7 @@ def render(
     choices: dict,
     launch_text: str,
     elapsed_s: float,
+    alternatives: pd.DataFrame | None = None,
 ) -> str:
     w, hw, p, base = best.workload, best.hardware, best.prediction, best.baseline
     load = (
@@ -143,6 +144,12 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 
 {_table(steps)}
 ![step breakdown](plots/breakdown.png)
+
+### Each choice against its alternatives
+The best plan re-predicted with one setting changed to each other value the engine's rules admit on this box
+(layouts are compared in the top plans below).
+
+{_table(alternatives) if alternatives is not None and not alternatives.empty else "_no setting had an alternative_"}
 
 ## Top plans
 {_table(top[shown]) if not top.empty else "_none_"}

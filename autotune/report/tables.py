@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from autotune.search import SearchResult, TrialRecord
+from autotune.search.explain import Alternative
 
 
 def _row(r: TrialRecord) -> dict:
@@ -58,3 +59,31 @@ def top_plans(trials: pd.DataFrame, k: int = 5) -> pd.DataFrame:
 def infeasible_reasons(trials: pd.DataFrame, k: int = 8) -> pd.Series:
     reasons = trials.loc[trials["reason"] != "", "reason"]
     return reasons.value_counts().head(k)
+
+
+def alternatives_frame(rows: tuple[Alternative, ...]) -> pd.DataFrame:
+    """The best plan against each admitted single-dimension change: tokens/s, the change in %, TPOT and the
+    communication of the step that sets the pace (decode or mixed), so a reader sees why a value won."""
+    chosen = {(a.phase, a.dimension): a.total_tok_s for a in rows if a.chosen}
+    spread: dict[tuple, set] = {}
+    for a in rows:
+        spread.setdefault((a.phase, a.dimension), set()).add(round(a.total_tok_s, 6))
+    out = []
+    for a in rows:
+        if len(spread[(a.phase, a.dimension)]) < 2:
+            continue  # no admitted alternative, or none that changes anything in this plan: it explains nothing
+        p, base = a.prediction, chosen.get((a.phase, a.dimension), 0.0)
+        step = p.steps[-1] if p.feasible and p.steps else None
+        out.append(
+            {
+                "phase": a.phase,
+                "dimension": a.dimension,
+                "value": "(unset)" if a.value is None else str(a.value),
+                "chosen": "yes" if a.chosen else "",
+                "total tok/s": a.total_tok_s,
+                "vs chosen": f"{a.total_tok_s / base - 1:+.1%}" if base else "-",
+                "tpot ms": p.tpot_ms.get("mean", float("nan")) if p.feasible else float("nan"),
+                "comm per step": ", ".join(f"{k} {v:.2f} ms" for k, v in step.comm_ms.items()) if step else p.reason,
+            }
+        )
+    return pd.DataFrame(out)

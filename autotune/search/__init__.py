@@ -1,8 +1,9 @@
 """Search: the space (search_spaces/*.yaml), plan sampling, the Optuna study and the engine baseline."""
 
 from autotune.search.baseline import baseline_plan
+from autotune.search.evaluate import evaluate
 from autotune.search.space import Space, load_space
-from autotune.search.study import SearchRequest, SearchResult, TrialRecord, evaluate, run_study
+from autotune.search.study import SearchRequest, SearchResult, TrialRecord, run_study
 
 __all__ = [
     "SearchRequest",

@@ -32,7 +32,9 @@ def next_candidate(trials) -> dict[str, Any] | None:
     """An untried neighbour of an incumbent, or None when every incumbent is a local optimum.
 
     Incumbents are the best trial of each (engine, mode) basin: one-dimension moves cannot leave a basin (a
-    disaggregated plan shares no parameters with an aggregated one), so each basin is refined in turn."""
+    disaggregated plan shares no parameters with an aggregated one). The best basin is refined first, to a
+    local optimum, then the next: with ~25 dimensions an incumbent has ~80 neighbours, and taking basins in
+    turn left the winning one unconverged within the refinement budget."""
     feasible = [t for t in trials if t.value is not None and t.value > 0]
     if not feasible:
         return None
@@ -42,9 +44,7 @@ def next_candidate(trials) -> dict[str, Any] | None:
     incumbents = list(best.values())
     seen = {_key(t.params) for t in trials}
     seen |= {_key(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs}
-    refined = sum("fixed_params" in t.system_attrs for t in trials)
-    for k in range(len(incumbents)):
-        incumbent = incumbents[(refined + k) % len(incumbents)]
+    for incumbent in incumbents:  # best first
         candidate = next((p for p in neighbours(incumbent) if _key(p) not in seen), None)
         if candidate is not None:
             return candidate

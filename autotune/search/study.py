@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -10,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune import capability
-from autotune.perf import predict
 from autotune.search.admit import Admission
 from autotune.search.baseline import baseline_plan
+from autotune.search.evaluate import evaluate
+from autotune.search.explain import Alternative, alternatives, simplify
 from autotune.search.refine import refine
 from autotune.search.sampler import sample_plan
 from autotune.search.space import Space, dynamic_requirements, effective_choices
@@ -61,6 +63,7 @@ class SearchResult:
     baseline_plan: Plan
     baseline: Prediction
     choices: dict[str, tuple[Any, ...]]
+    alternatives: tuple[Alternative, ...] = ()  # the best plan with one dimension changed (search/explain.py)
 
     @property
     def speedup(self) -> float:
@@ -116,14 +119,6 @@ def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dic
                 choices[dim.name] = kept
                 changed = True
     return choices
-
-
-def evaluate(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workload) -> Prediction:
-    """The engine's capability rules first (a plan the engine refuses is worth nothing), then the model."""
-    refused = capability.check_plan(plan, model, hw)
-    if refused:
-        return Prediction(feasible=False, reason=f"engine rule: {refused}")
-    return predict(plan, model, hw, workload)
 
 
 def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
@@ -250,7 +245,11 @@ def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]
             + (f" (e.g. {reasons[0]})" if reasons else "")
         )
     best = max(feasible, key=lambda r: (r.value, -r.number))
+    plan = simplify(req.space, best.plan, choices, req.model, req.hardware, req.workload)
+    if plan != best.plan:
+        best = dataclasses.replace(best, plan=plan, prediction=evaluate(plan, req.model, req.hardware, req.workload))
     engine = best.plan.engine
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
     baseline = evaluate(base_plan, req.model, req.hardware, req.workload)
-    return SearchResult(req, tuple(records), best, base_plan, baseline, choices)
+    compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
+    return SearchResult(req, tuple(records), best, base_plan, baseline, choices, tuple(compared))

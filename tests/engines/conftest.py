@@ -71,7 +71,7 @@ def nvlink_box(box) -> HardwareProfile:
 def _model(name: str, hf_id: str, attention: AttentionSpec, ffn: FfnSpec, dense_dtype: str = "bf16") -> ModelSpec:
     return ModelSpec(
         name=name,
-        family="test",
+        family="qwen3_moe" if ffn.kind == "moe" else "llama",  # families the engines' rules know
         hf_id=hf_id,
         hidden_size=1024,
         vocab_size=32000,

@@ -156,17 +156,17 @@ def test_sglang_disaggregated_bootstrap_ports_reach_the_router(moe_model, box):
     assert values(argv, "--decode") == [f"http://127.0.0.1:{d0.port}"]
 
 
-# CUTLASS MoE: vLLM takes it for online-FP8 experts on 9.0 <= cc < 11, SGLang only for block-FP8 checkpoints
 KERNELS = {
-    "vllm": Kernels(attention="flashinfer", moe="cutlass", gemm_dtype="fp8", kv_cache_dtype="fp8"),
+    "vllm": Kernels(attention="flashinfer", moe="triton", gemm_dtype="fp8", kv_cache_dtype="fp8", linear="cutlass"),
     "sglang": Kernels(attention="flashinfer", moe="triton", gemm_dtype="fp8", kv_cache_dtype="fp8"),
 }
 EXPECTED_KERNEL_ARGS = {
     "vllm": {
         "--attention-backend": "FLASHINFER",
-        "--moe-backend": "cutlass",
-        "--quantization": "fp8",
+        "--moe-backend": "triton",
+        "--quantization": "fp8_per_tensor",
         "--kv-cache-dtype": "fp8",
+        "--linear-backend": "cutlass",
     },
     "sglang": {
         "--attention-backend": "flashinfer",
@@ -275,7 +275,7 @@ def test_vllm_two_batch_without_deepep_is_refused(moe_model, nvlink_box):
 
 def test_sglang_two_batch_without_deepep_needs_dp_attention(moe_model, box):
     both = phase(range(4), tp=4, overlap=Overlap(two_batch=True))
-    with pytest.raises(MiTuneError, match="without an all-to-all backend the overlap needs DP attention"):
+    with pytest.raises(MiTuneError, match="without an all-to-all backend two-batch overlap needs DP attention"):
         build_launch(Plan(engine="sglang", mode="aggregated", phases={"both": both}), moe_model, box)
 
 

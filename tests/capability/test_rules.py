@@ -1,0 +1,159 @@
+"""Each capability rule against a recorded case from the engines' source (shared/reference/engine-knobs.md):
+a plan the engine refuses is refused here, and the nearest plan it accepts is accepted."""
+
+import dataclasses
+
+import pytest
+
+from autotune import capability
+from autotune.catalog import load_model, load_preset
+from autotune.search import SearchRequest, load_space
+from autotune.search.study import study_choices
+from autotune.specs import Batching, Comm, Kernels, MiTuneError, Overlap, PhasePlan, Plan, Speculative, Workload
+
+
+def box(name: str, arch: str | None = None):
+    hw = load_preset(name)
+    if arch:
+        hw = dataclasses.replace(hw, accelerators=tuple(dataclasses.replace(a, arch=arch) for a in hw.accelerators))
+    return hw
+
+
+def plan(engine: str, gpus: int = 8, **fields) -> Plan:
+    tp = fields.pop("tp", gpus // fields.get("dp", 1) // fields.get("pp", 1))
+    dp = fields.get("dp", 1)
+    fields.setdefault("dp_attention", dp > 1)
+    fields.setdefault("replicas", gpus // (tp * dp * fields.get("pp", 1)))
+    return Plan(engine=engine, mode="aggregated", phases={"both": PhasePlan(gpus=tuple(range(gpus)), tp=tp, **fields)})
+
+
+def refused(p: Plan, model: str, hw) -> str:
+    return capability.check_plan(p, load_model(model), hw)
+
+
+CASES = [
+    # (engine, model, box, plan fields, refused?, words in the reason)
+    ("vllm", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(attention="flashinfer")}, True, "FLASHINFER_MLA"),
+    ("vllm", "deepseek-v3", box("h200-x8", "sm_100"), {"kernels": Kernels(attention="flashinfer")}, False, ""),
+    # vLLM CUTLASS MoE: only online per-channel FP8 (quantization/online/fp8.py:826-848), never what mi-tune emits
+    ("vllm", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="cutlass")}, True, "checkpoint FP8"),
+    (
+        "vllm",
+        "qwen3-235b-a22b",
+        box("h200-x8"),
+        {"kernels": Kernels(moe="cutlass", gemm_dtype="fp8")},
+        True,
+        "per-tensor",
+    ),
+    ("vllm", "qwen3-235b-a22b", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="marlin")}, True, "bf16 experts"),
+    ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"kernels": Kernels(moe="flashinfer_cutlass")}, False, ""),
+    ("vllm", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="flashinfer_cutlass")}, True, "cc 9.0"),
+    ("vllm", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="deep_gemm")}, False, ""),
+    ("vllm", "deepseek-v3", box("l40s-x8"), {"kernels": Kernels(moe="deep_gemm")}, True, "DeepGEMM"),
+    ("vllm", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="marlin")}, False, ""),
+    ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="b12x")}, False, ""),
+    ("vllm", "deepseek-v4.1-flash", box("h200-x8"), {"kernels": Kernels(moe="b12x")}, True, "SM120"),
+    ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(attention="triton")}, True, "sparse"),
+    ("vllm", "deepseek-v4.1-flash", box("l40s-x8"), {}, True, "compute capability 9.0"),
+    ("vllm", "glm-5", box("rtx-4090-x8"), {}, True, "compute capability 9.0"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"dp": 8, "ep": 8, "overlap": Overlap(two_batch=True)}, True, "DeepEP"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"tp": 8, "ep": 8, "comm": Comm(all2all="deepep")}, True, "dp > 1"),
+    (
+        "vllm",
+        "deepseek-v3",
+        box("h200-x8"),
+        {"dp": 8, "ep": 8, "comm": Comm(all2all="deepep"), "overlap": Overlap(two_batch=True)},
+        False,
+        "",
+    ),
+    (
+        "vllm",
+        "deepseek-v4.1-flash",
+        box("h200-x8"),
+        {"dp": 8, "ep": 8, "comm": Comm(all2all="deepep"), "overlap": Overlap(two_batch=True)},
+        True,
+        "V4.1",
+    ),
+    ("vllm", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"comm": Comm(allreduce="pcie_ipc")}, False, ""),
+    ("vllm", "llama-3.1-70b", box("h200-x8"), {"comm": Comm(allreduce="pcie_ipc")}, True, "PCIe"),
+    ("vllm", "llama-3.1-70b", box("rtx-4090-x8"), {"comm": Comm(allreduce="pcie_ipc")}, True, "P2P"),
+    ("vllm", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"fusion": {"allreduce_rmsnorm": True}}, True, "cc 9.0/10.x"),
+    ("vllm", "llama-3.1-70b", box("h200-x8"), {"fusion": {"allreduce_rmsnorm": True}}, False, ""),
+    ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"speculative": Speculative("mtp", 1)}, True, "DSpark"),
+    ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"speculative": Speculative("dspark", 5)}, False, ""),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"speculative": Speculative("mtp", 2)}, False, ""),
+    ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"speculative": Speculative("mtp", 1)}, True, "MTP layers"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"dcp": 2}, False, ""),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"dcp": 2, "kernels": Kernels(attention="flashinfer")}, True, ""),
+    ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"eplb": True, "ep": 8}, True, "not bf16 experts"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"eplb": True, "ep": 8}, False, ""),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"eplb": True}, True, "expert parallelism"),
+    ("vllm", "glm-5", box("h200-x8"), {"fusion": {"allreduce_rmsnorm": True}}, True, "torch.compile"),
+    (
+        "vllm",
+        "llama-3.1-70b",
+        box("h200-x8"),
+        {"batching": Batching(max_running=1024, chunked_prefill_tokens=512)},
+        True,
+        ">= max_num_seqs",
+    ),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"dp": 2, "tp": 4, "dense_dp": True}, True, "vLLM has no"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="cutlass")}, False, ""),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"ep": 8, "kernels": Kernels(moe="cutlass")}, True, "ep_size == 1"),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"kernels": Kernels(moe="cutlass", gemm_dtype="fp8")}, True, "block"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="marlin")}, True, "FP4-expert"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="marlin")}, False, ""),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"tp": 4, "pp": 2}, True, "pipeline"),
+    ("sglang", "deepseek-v4-flash", box("rtx-pro-6000-x8"), {"tp": 4, "pp": 2}, False, ""),
+    ("sglang", "deepseek-v4.1-flash", box("h200-x8"), {"dp": 8, "overlap": Overlap(two_batch=True)}, True, "V4.1"),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 8, "overlap": Overlap(two_batch=True)}, True, "DP attention"),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 2, "dp": 4, "overlap": Overlap(two_batch=True)}, False, ""),
+    ("sglang", "deepseek-v4.1-flash", box("l40s-x8"), {}, True, "compute capability 9.0"),
+    ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"tp": 2, "comm": Comm(allreduce="pcie_ipc")}, True, "custom"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="flashinfer_cutlass")}, True, "ModelOpt"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"speculative": Speculative("dspark", 5)}, False, ""),
+    (
+        "sglang",
+        "deepseek-v4.1-flash",
+        box("rtx-pro-6000-x8"),
+        {"tp": 2, "dp": 4, "speculative": Speculative("dspark", 5)},
+        True,
+        "dp-lm-head",
+    ),
+    ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"comm": Comm(allreduce="pcie_ipc")}, False, ""),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"tp": 4, "dp": 2, "dp_lm_head": True, "dense_dp": True}, False, ""),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"dp_lm_head": True}, True, "DP attention"),
+]
+
+
+@pytest.mark.parametrize(("engine", "model", "hw", "fields", "is_refused", "words"), CASES)
+def test_rule_on_recorded_case(engine, model, hw, fields, is_refused, words):
+    reason = refused(plan(engine, **fields), model, hw)
+    assert bool(reason) == is_refused, reason
+    assert words in reason
+    if reason:
+        assert reason.endswith("]") and f"{engine} " in reason  # names the engine version and the source
+
+
+def test_every_rule_cites_an_engine_source_and_says_why():
+    for table in capability.TABLES.values():
+        for rule in table.rules:
+            assert rule.why and rule.effect in ("raises", "ignored")
+            assert ".py" in rule.source or "flags/" in rule.source, rule
+
+
+def test_a_model_no_engine_can_serve_is_one_line():
+    req = SearchRequest(load_model("deepseek-v4.1-flash"), box("l40s-x8"), Workload(), load_space(), 8, engine="vllm")
+    with pytest.raises(MiTuneError, match=r"^no engine can serve deepseek-v4\.1-flash on NVIDIA L40S: vllm 0\.34\.0"):
+        study_choices(req)
+    req = dataclasses.replace(req, model=load_model("deepseek-v3"), engine="auto")
+    assert study_choices(req)["engine"] == ("sglang", "vllm")  # dense MLA runs on sm_89 (TRITON_MLA / triton)
+
+
+def test_the_emitters_refuse_a_plan_that_breaks_a_rule():
+    from autotune.engines import build_launch
+
+    hw = box("rtx-pro-6000-x8")
+    bad = plan("vllm", kernels=Kernels(attention="flashinfer"))
+    with pytest.raises(MiTuneError, match="plan breaks an engine rule: .*FLASHINFER_MLA needs compute capability 10"):
+        build_launch(bad, load_model("deepseek-v3"), hw)
