@@ -27,7 +27,25 @@ DEFAULT_EFFICIENCY = Efficiency(gemm_compute=0.75, gemm_memory=0.80, attention_c
 # Relative speed of kernel variants against the engine's auto choice (1.0). Priors, not measurements:
 # `mi-tune kernels bench` and measured trials are the way to replace them.
 ATTENTION_VARIANT_SPEED = {"auto": 1.0, "flashinfer": 1.0, "triton": 0.85}
-MOE_VARIANT_SPEED = {"auto": 1.0, "cutlass": 1.0, "deep_gemm": 1.1, "triton": 0.85, "marlin": 0.7}
+# MoE additions, priors: flashinfer_cutlass is the same CUTLASS grouped GEMM family as cutlass (1.0);
+# b12x (W4A8, SM120/121 FP4 experts): flashinfer#3051 measures its FP4 GEMM 1.3-1.7x faster than CUTLASS at
+# decode M <= 64 and at par from M >= 256, so 1.1 over the whole step mix; flashinfer_mxfp4 (W4A16 MXFP4):
+# sglang#34682 on H20 has it 0.96-1.37x the time of a CUTLASS W4A8 MoE and ~1/1.5-2 of Marlin's, i.e. about
+# the auto pick (1.0).
+MOE_VARIANT_SPEED = {
+    "auto": 1.0,
+    "cutlass": 1.0,
+    "deep_gemm": 1.1,
+    "triton": 0.85,
+    "marlin": 0.7,
+    "flashinfer_cutlass": 1.0,
+    "b12x": 1.1,
+    "flashinfer_mxfp4": 1.0,
+}
+# Dense (non-expert) FP8 GEMM kernel (vLLM --linear-backend, SGLang --fp8-gemm-backend), applied to FP8 dense
+# GEMMs only. Priors: the engines' auto pick on cc >= 8.9 is the CUTLASS scaled-mm (1.0); the Triton block-FP8
+# GEMM gets the same 0.85 as the other Triton variants above.
+LINEAR_VARIANT_SPEED = {"auto": 1.0, "cutlass": 1.0, "triton": 0.85}
 
 # PCIe: usable fraction of raw lane bandwidth for NCCL rings. pcie-rtx6kpro-nccl-allreduce-8gpu:
 # 8x RTX PRO 6000 Gen5 all_reduce busbw 37.6-41.1 GB/s against 63 GB/s raw -> 0.62.
@@ -53,6 +71,22 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 
 # MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB).
 EP_IMBALANCE = 1.15
+# Share of that excess left with the expert-parallel load balancer. autotune/catalog/calibration.yaml
+# eplb-trtllm-deepseek-r1-ep32: (max - mean) / mean 1.56 without -> 0.115 with (EP36, 32 redundant experts),
+# 7% left; eplb-vllm-kimi-k3-ep16: max/mean 1.069 -> 1.008, 12% left. Both keep ~1/10 of the excess.
+EPLB_RESIDUAL_IMBALANCE = 0.1
+
+# Per-kernel minimum GPU time of a small elementwise kernel (fused residual add + RMSNorm), microseconds.
+# NVIDIA/Megatron-LM#6463 decode profile: TransformerEngine rmsnorm_fwd 2.9 us, a fused add 1.5 us, the two
+# fused into one 4.1 us; the engines' fused_add_rms_norm is one such kernel: 2.9 us is used.
+ELEMENTWISE_MIN_US = 2.9
+NORMS_PER_LAYER = 2  # input + post-attention RMSNorm, each fused with its residual add (vLLM/SGLang)
+
+# Speculative decoding: per-draft-token acceptance `a` (expected tokens per step (1 - a^(k+1)) / (1 - a)).
+# calibration.yaml mtp-deepseek-v3-report: 2nd-token acceptance 85-90% -> 0.85 (the low end);
+# dspark-vllm-v4-flash-0731 / dspark-vllm-v41-flash-gsm8k: mean acceptance length 2.74 / 2.82 at k=5 ->
+# a = 0.67 / 0.68 under the geometric model -> 0.68. EAGLE has no head in the catalog: the MTP figure, a prior.
+DRAFT_ACCEPTANCE = {"mtp": 0.85, "dspark": 0.68, "eagle": 0.85}
 
 
 def efficiency(hw: HardwareProfile) -> Efficiency:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from autotune.perf import precision
-from autotune.specs import DTYPE_BYTES, HardwareProfile, MemoryFit, ModelSpec, PhasePlan
+from autotune.perf.ops import dense_shards, head_over_dp
+from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
 GIB = 2**30  # HardwareProfile.memory_gb is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
@@ -15,28 +16,40 @@ RESERVE_GB = 3.0
 ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/attention intermediates)
 
 
-def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan) -> float:
+def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float, expert_b: float) -> float:
+    """One layer's weights on one GPU: attention and shared experts over TP, a dense MLP as ops.dense_layout
+    spreads it, routed experts over all tp*dp ranks."""
+    ffn = layer.ffn
+    ffn_shards = dense_shards(ffn, phase, engine) if ffn.kind == "dense" else phase.tp
+    dense = layer.attention.params * dense_b / phase.tp + ffn.params * dense_b / ffn_shards
+    return dense + ffn.num_experts * ffn.expert_params * expert_b / (phase.tp * phase.dp)
+
+
+def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vllm") -> float:
     """Weights held by the most loaded GPU (first pipeline stage holds the embedding and the head when pp=1)."""
-    ranks = phase.tp * phase.dp
     dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
     expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
     layers_per_stage = math.ceil(model.num_layers / phase.pp)
-    per_layer = []
-    for layer in model.layers:
-        ffn = layer.ffn
-        dense = (layer.attention.params + ffn.params) * dense_b / phase.tp
-        experts = ffn.num_experts * ffn.expert_params * expert_b / ranks
-        per_layer.append(dense + experts)
+    per_layer = [_layer_bytes(layer, phase, engine, dense_b, expert_b) for layer in model.layers]
     heaviest_stage = max(sum(per_layer[s : s + layers_per_stage]) for s in range(0, model.num_layers, layers_per_stage))
-    embed = model.embed_params * DTYPE_BYTES["bf16"] / phase.tp / (2 if phase.pp > 1 else 1)
-    return heaviest_stage + embed
+    if phase.speculative.method != "none":  # the draft layer (MTP; DSpark's head costed alike) on the last stage
+        heaviest_stage += per_layer[-1]
+    head = model.vocab_size * model.hidden_size
+    embed = max(0, model.embed_params - head) * DTYPE_BYTES["bf16"] / phase.tp  # 0 when the head is tied to it
+    head_shards = phase.tp * phase.dp if head_over_dp(engine, phase) else phase.tp
+    head_b = head * DTYPE_BYTES["bf16"] / head_shards
+    return heaviest_stage + (max(embed, head_b) if phase.pp > 1 else embed + head_b)
 
 
 def kv_bytes_per_token_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
-    """KV bytes one token of context takes on one GPU of its DP-attention rank."""
+    """KV bytes one token of context takes on one GPU of its DP-attention rank. MLA latent KV is replicated on
+    every TP rank unless decode context parallelism shards each sequence over `dcp` of them. A draft layer
+    (speculative decoding) keeps its own KV, one more layer like the last."""
     total = precision.kv_bytes_per_token(model, phase) / phase.pp
+    if phase.speculative.method != "none" and model.kv_elems_per_token:
+        total *= 1 + model.layers[-1].attention.kv_elems_per_token / model.kv_elems_per_token
     att = model.layers[0].attention
-    shard = 1 if att.latent_shared else min(phase.tp, att.num_kv_heads)
+    shard = phase.dcp if att.latent_shared else min(phase.tp, att.num_kv_heads)
     return total / shard
 
 
@@ -45,10 +58,12 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
     return model.window_kv_elems_per_seq * DTYPE_BYTES["fp8"] / phase.pp
 
 
-def memory_fit(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int) -> MemoryFit:
+def memory_fit(
+    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm"
+) -> MemoryFit:
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
     capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
-    weights = weights_per_gpu_bytes(model, phase)
+    weights = weights_per_gpu_bytes(model, phase, engine)
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
     activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits

@@ -6,7 +6,7 @@ from functools import partial
 
 from autotune.perf import comm, precision
 from autotune.perf.memory import memory_fit
-from autotune.perf.ops import step_cost
+from autotune.perf.ops import speculation, step_cost
 from autotune.perf.serving import Point, aggregated_point, candidate_sizes, choose, disaggregated_point, prefill_pool
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
 
@@ -72,7 +72,7 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
     if reason:
         return Prediction(feasible=False, reason=reason)
     seq_tokens = workload.isl + workload.osl
-    fits = {name: memory_fit(model, phase, hw, seq_tokens) for name, phase in plan.phases.items()}
+    fits = {name: memory_fit(model, phase, hw, seq_tokens, plan.engine) for name, phase in plan.phases.items()}
     for name, fit in fits.items():
         if fit.kv_tokens < seq_tokens:
             return Prediction(
@@ -104,6 +104,7 @@ def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits
             w=w,
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
+            spec=speculation(phase),
         )
         return [point(seqs=n) for n in sorted(set(sizes))]
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
@@ -112,7 +113,10 @@ def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
     decode = _step_fn(model, dec, plan.engine, hw, "decode")
-    return [disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp) for n in candidate_sizes(limit)]
+    accepted = speculation(dec)[1]
+    return [
+        disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp, accepted) for n in candidate_sizes(limit)
+    ]
 
 
 def _prediction(p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float) -> Prediction:

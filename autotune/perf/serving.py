@@ -1,9 +1,10 @@
 """Steady-state serving: from step costs to request throughput, TTFT and TPOT.
 
 Aggregated instances run continuous batching with chunked prefill: in steady state each step advances
-`B` decoding sequences by one token and spends `P = B * isl / osl` prompt tokens (capped by the chunk
-budget), so requests finish at min(B / osl, P / isl) per step. Disaggregated deployments run prefill-only
-instances and decode-only instances; the slower pool sets the rate and KV moves between them.
+`B` decoding sequences by `E` tokens (1; with speculative decoding the expected accepted length, ops.speculation)
+and spends `P = B * E * isl / osl` prompt tokens (capped by the chunk budget, which the verified tokens share),
+so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. Disaggregated deployments run
+prefill-only instances and decode-only instances; the slower pool sets the rate and KV moves between them.
 Values are steady-state means (v1); a discrete-event simulator is the next step for percentiles.
 """
 
@@ -34,24 +35,30 @@ def _prefill_input(tokens: float, isl: int) -> StepInput:
     return StepInput(prefill_tokens=tokens, prefill_ctx=isl / 2)
 
 
-def aggregated_point(step: StepFn, seqs: int, replicas: int, w: Workload, chunk: int, pp: int) -> Point:
-    """`seqs` requests resident in each of `replicas` identical instances."""
+def aggregated_point(
+    step: StepFn, seqs: int, replicas: int, w: Workload, chunk: int, pp: int, spec: tuple[int, float] = (1, 1.0)
+) -> Point:
+    """`seqs` requests resident in each of `replicas` identical instances; `spec` = (tokens verified, tokens
+    accepted) per decoding sequence and step (ops.speculation)."""
+    width, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     if seqs <= 1:
         first = step(_prefill_input(min(chunk, w.isl), w.isl))
         decode = step(StepInput(decode_seqs=1, decode_ctx=decode_ctx))
         ttft = math.ceil(w.isl / chunk) * first.step_ms
-        per_request_ms = ttft + w.osl * decode.step_ms
-        return Point(replicas * 1e3 / per_request_ms, ttft, decode.step_ms, replicas, (first, decode))
-    decoding = min(seqs - 1, chunk / (1 + w.isl / w.osl))
+        tpot = decode.step_ms / accepted
+        per_request_ms = ttft + w.osl * tpot
+        return Point(replicas * 1e3 / per_request_ms, ttft, tpot, replicas, (first, decode))
+    advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
+    decoding = min(seqs - 1, chunk / (width + advance))
     decoding = max(decoding, 1.0)
-    prompt_tokens = max(1.0, min(decoding * w.isl / w.osl, chunk - decoding))
+    prompt_tokens = max(1.0, min(decoding * advance, chunk - decoding * width))
     mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, w.isl / 2))
     t_ms = mixed.step_ms
-    rate = min(decoding / w.osl, prompt_tokens / w.isl) / t_ms * 1e3  # requests/s per instance
+    rate = min(decoding * accepted / w.osl, prompt_tokens / w.isl) / t_ms * 1e3  # requests/s per instance
     waiting = max(0.0, seqs - decoding - 1)
     ttft = t_ms * max(1.0, w.isl / prompt_tokens) + waiting / rate * 1e3
-    return Point(rate * replicas, ttft, t_ms, seqs * replicas, (mixed,))
+    return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
 
 
 @dataclass(frozen=True)
@@ -71,14 +78,23 @@ def prefill_pool(step: StepFn, replicas: int, w: Workload, chunk: int, pp: int) 
 
 
 def disaggregated_point(
-    pre: PrefillPool, decode_step: StepFn, seqs: int, replicas: int, w: Workload, kv_transfer_ms: float, pp: int
+    pre: PrefillPool,
+    decode_step: StepFn,
+    seqs: int,
+    replicas: int,
+    w: Workload,
+    kv_transfer_ms: float,
+    pp: int,
+    accepted: float = 1.0,
 ) -> Point:
-    """Decode instances each holding up to `seqs` sequences behind a prefill pool."""
+    """Decode instances each holding up to `seqs` sequences behind a prefill pool; each step advances every
+    sequence by `accepted` tokens (speculative decoding; the prefill pool does not speculate)."""
     decode_ctx = w.isl + w.osl / 2
+    steps_per_request = w.osl / accepted
 
     def decode_rate(b: float) -> tuple[float, StepBreakdown]:
         s = decode_step(StepInput(decode_seqs=b / pp, decode_ctx=decode_ctx))
-        return replicas * b / (w.osl * s.step_ms) * 1e3, s
+        return replicas * b / (steps_per_request * s.step_ms) * 1e3, s
 
     rate, s = decode_rate(seqs)
     b = float(seqs)
@@ -94,8 +110,8 @@ def disaggregated_point(
         rate, s = decode_rate(b)
         rate = min(rate, pre.requests_per_s)
     ttft = pre.ttft_ms + kv_transfer_ms
-    concurrency = rate * (ttft + w.osl * s.step_ms) / 1e3
-    return Point(rate, ttft, s.step_ms, concurrency, (pre.step, s))
+    concurrency = rate * (ttft + steps_per_request * s.step_ms) / 1e3
+    return Point(rate, ttft, s.step_ms / accepted, concurrency, (pre.step, s))
 
 
 def candidate_sizes(limit: int) -> list[int]:
