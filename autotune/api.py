@@ -53,6 +53,7 @@ class SearchOptions:
     workers: int = 1
     out: str | None = None
     progress: bool = False
+    keep_precision: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
         timeout_s=opts.timeout_s,
         workers=opts.workers,
         progress=opts.progress,
+        keep_precision=opts.keep_precision,
     )
 
 
@@ -165,6 +167,18 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
         plan=result.baseline_plan,
         prediction=result.baseline,
         speedup=round(result.speedup, 4),
+    )
+    same = result.best_same_numerics
+    base_tok_s = result.baseline.total_tok_s
+    same_numerics = (
+        Baseline(
+            label=same.plan.describe(),
+            plan=same.plan,
+            prediction=same.prediction,
+            speedup=round(same.value / base_tok_s, 4) if base_tok_s else float("inf"),
+        )
+        if same
+        else None
     )
     return BestConfig(
         engine=plan.engine,
@@ -190,6 +204,8 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
             seed=req.seed,
             space=req.space.name,
         ),
+        numerics=result.numerics(best),
+        same_numerics=same_numerics,
     )
 
 

@@ -135,6 +135,9 @@ def search(
     study: str = typer.Option(None, "--study", help="Study name inside the storage."),
     workers: int = typer.Option(1, "--workers", min=1, help="Parallel trial workers (results then vary)."),
     out: str = typer.Option(None, "--out", help="Run directory (default results/<model>-<hardware>-<time>/)."),
+    keep_precision: bool = typer.Option(
+        False, "--keep-precision", help="Keep the checkpoint's numerics: no online FP8 weights, no FP8 KV cache."
+    ),
 ):
     """Search plans against the performance model; write best.yaml and a report."""
     from autotune import api
@@ -162,6 +165,7 @@ def search(
         workers=workers,
         out=out,
         progress=sys.stderr.isatty(),
+        keep_precision=keep_precision,
     )
     outcome = api.search(opts)
     for note in outcome.notes:
@@ -176,6 +180,15 @@ def search(
         f"{p.output_tok_s:,.0f} out), {best.baseline.speedup:.2f}x the engine default "
         f"({best.baseline.label}: {best.baseline.prediction.total_tok_s:,.0f} tok/s)"
     )
+    if best.numerics:
+        print(f"numerics: the best plan changes the checkpoint's numerics: {'; '.join(best.numerics)}")
+        same = best.same_numerics
+        print(
+            f"keeping the checkpoint's numerics (best of this search's plans; --keep-precision searches for it): "
+            f"{same.label}: {same.prediction.total_tok_s:,.0f} tok/s, {same.speedup:.2f}x the engine default"
+            if same
+            else "keeping the checkpoint's numerics: no feasible plan was sampled (try --keep-precision)"
+        )
     print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
 
 

@@ -39,3 +39,14 @@ def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan) -> float:
 
 def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan) -> float:
     return kv_bytes_per_token(model, phase) / max(model.kv_elems_per_token, 1.0)
+
+
+def numerics_changes(model: ModelSpec, phase: PhasePlan) -> tuple[str, ...]:
+    """How a phase's numerics differ from the checkpoint's: online FP8 weights, an FP8 KV cache. Empty when
+    the plan serves the checkpoint as published (speculative decoding verifies drafts: it changes nothing)."""
+    changes = []
+    if dense_dtype(model, phase) != model.dense_dtype or expert_dtype(model, phase) != model.expert_dtype:
+        changes.append(f"fp8 weights (online from {model.dense_dtype})")
+    if phase.kernels.kv_cache_dtype not in ("auto", model.kv_dtype):
+        changes.append(f"{phase.kernels.kv_cache_dtype} kv cache (checkpoint: {model.kv_dtype})")
+    return tuple(changes)

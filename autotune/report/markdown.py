@@ -93,6 +93,20 @@ def why(best: Prediction, baseline: Prediction) -> str:
     )
 
 
+def _numerics(best: BestConfig) -> str:
+    """Whether the plan serves the checkpoint as published; the speed-up both ways when it does not."""
+    if not best.numerics:
+        return "**Numerics:** the checkpoint's own (no online quantisation, KV cache in its native dtype)."
+    text = f"**Numerics changed:** {'; '.join(best.numerics)}."
+    same = best.same_numerics
+    if same:
+        text += (
+            f" Keeping the checkpoint's numerics, the best plan found is {same.label}: "
+            f"{same.prediction.total_tok_s:,.0f} tokens/s, **{same.speedup:.2f}x** the engine default."
+        )
+    return text
+
+
 def render(
     best: BestConfig,
     trials: pd.DataFrame,
@@ -136,6 +150,8 @@ def render(
 ## Best plan: {best.plan.describe()}
 Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output_tok_s:,.0f} out), \
 **{base.speedup:.2f}x** the engine default ({base.label}: {base.prediction.total_tok_s:,.0f} tokens/s).
+
+{_numerics(best)}
 
 {_table(_phase_rows(best.phases))}
 {_table(metrics)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune import capability
+from autotune.perf.precision import numerics_changes
 from autotune.search.admit import Admission
 from autotune.search.baseline import baseline_plan
 from autotune.search.evaluate import evaluate
@@ -37,6 +38,7 @@ class SearchRequest:
     timeout_s: float | None = None
     workers: int = 1
     progress: bool = False
+    keep_precision: bool = False  # only the checkpoint's own numerics: no online FP8 weights, no FP8 KV cache
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,11 @@ class SearchResult:
     baseline: Prediction
     choices: dict[str, tuple[Any, ...]]
     alternatives: tuple[Alternative, ...] = ()  # the best plan with one dimension changed (search/explain.py)
+    best_same_numerics: TrialRecord | None = None  # the best plan that keeps the checkpoint's numerics
+
+    def numerics(self, record: TrialRecord) -> tuple[str, ...]:
+        """The numerics changes of a trial's plan (all phases)."""
+        return plan_numerics(record.plan, self.request.model) if record.plan else ()
 
     @property
     def speedup(self) -> float:
@@ -79,11 +86,22 @@ def study_choices(req: SearchRequest) -> dict[str, tuple[Any, ...]]:
     engines = _engines(req)
     choices = {d.name: effective_choices(d, req.model, req.hardware, engines) for d in req.space.dimensions}
     choices["engine"] = engines
+    if req.keep_precision:  # numerics-changing values leave the space
+        for dim in req.space.dimensions:
+            if dim.field in PRECISION_FIELDS and "auto" in choices[dim.name]:
+                choices[dim.name] = ("auto",)
     if req.mode != "auto":
         if req.mode not in req.space.dimension("mode").choices:
             raise MiTuneError(f"--mode: '{req.mode}' is not a choice of the search space ({req.space.source})")
         choices["mode"] = (req.mode,)
     return _prune_unreachable(req.space, choices)
+
+
+PRECISION_FIELDS = ("kernels.gemm_dtype", "kernels.kv_cache_dtype")
+
+
+def plan_numerics(plan: Plan, model: ModelSpec) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(c for phase in plan.phases.values() for c in numerics_changes(model, phase)))
 
 
 def _engines(req: SearchRequest) -> tuple[str, ...]:
@@ -215,9 +233,36 @@ def run_study(req: SearchRequest) -> SearchResult:
     return _result(req, study, choices, predicted)
 
 
+SAME_NUMERICS_CANDIDATES = 50
+
+
+def _best_same_numerics(req: SearchRequest, feasible: list[TrialRecord]) -> TrialRecord | None:
+    """The best plan keeping the checkpoint's numerics: among the trials that keep them, and the best trials
+    with their weight and KV dtypes returned to the checkpoint's (the search spends its trials where FP8 wins,
+    so the trials alone understate what the checkpoint's own numerics reach)."""
+    ranked = sorted(feasible, key=lambda r: (-r.value, r.number))
+    candidates = [r for r in ranked if not plan_numerics(r.plan, req.model)]
+    seen = [r.plan for r in candidates]  # plans hold dicts: compared by equality, not hashed
+    for r in ranked[:SAME_NUMERICS_CANDIDATES]:
+        plan = dataclasses.replace(r.plan, phases={k: _checkpoint_numerics(p) for k, p in r.plan.phases.items()})
+        if plan in seen:
+            continue
+        seen.append(plan)
+        prediction = evaluate(plan, req.model, req.hardware, req.workload)
+        candidates.append(TrialRecord(r.number, plan, prediction, objective_value(prediction), r.params))
+    candidates = [r for r in candidates if r.value > 0]
+    return max(candidates, key=lambda r: (r.value, -r.number)) if candidates else None
+
+
+def _checkpoint_numerics(phase):
+    kernels = dataclasses.replace(phase.kernels, gemm_dtype="auto", kv_cache_dtype="auto")
+    return dataclasses.replace(phase, kernels=kernels)
+
+
 def _check_same_study(study, req: SearchRequest) -> None:
     """A resumed study must be the same search: same model, box, workload and space."""
     key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}|{req.seed}"
+    key += "|keep-precision" if req.keep_precision else ""
     stored = study.user_attrs.get("search_key")
     if stored is None:
         study.set_user_attr("search_key", key)
@@ -252,4 +297,5 @@ def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
     baseline = evaluate(base_plan, req.model, req.hardware, req.workload)
     compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
-    return SearchResult(req, tuple(records), best, base_plan, baseline, choices, tuple(compared))
+    same = _best_same_numerics(req, feasible) if plan_numerics(best.plan, req.model) else None
+    return SearchResult(req, tuple(records), best, base_plan, baseline, choices, tuple(compared), same)

@@ -83,6 +83,11 @@ class BestConfig:
     baseline: Baseline
     launch: Launch
     provenance: Provenance
+    # Numerics the plan changes against the checkpoint (online FP8 weights, FP8 KV), and the best plan found
+    # that keeps the checkpoint's numerics with its speed-up over the engine default (None when none was
+    # feasible, or when the best plan already keeps them): speed-ups are shown both ways.
+    numerics: tuple[str, ...] = ()
+    same_numerics: Baseline | None = None
     schema: str = SCHEMA
 
     @property

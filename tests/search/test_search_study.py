@@ -62,3 +62,15 @@ def test_infeasible_trials_keep_their_reason(tmp_path):
 def test_model_that_fits_no_plan_is_a_clear_error(tmp_path):
     with pytest.raises(MiTuneError, match="no plan of 'deepseek-v3' fits 'l20-x8'"):
         run_study(request(tmp_path, "n", model=load_model("deepseek-v3"), hardware=load_preset("l20-x8"), trials=20))
+
+
+def test_numerics_changes_are_labelled_and_keep_precision_removes_them(tmp_path):
+    llama = load_model("llama-3.1-70b")  # a bf16 checkpoint: online FP8 weights and an FP8 KV cache are choices
+    mixed = run_study(request(tmp_path, "m", model=llama, trials=60))
+    assert "fp8 weights (online from bf16)" in mixed.numerics(mixed.best)  # FP8 halves 70B's weight reads
+    same = mixed.best_same_numerics  # the best plan that keeps bf16 is reported beside it
+    assert same is not None and not mixed.numerics(same) and same.value < mixed.best.value
+    kept = run_study(request(tmp_path, "k", model=llama, trials=60, keep_precision=True))
+    assert all(not kept.numerics(r) for r in kept.records if r.plan)
+    assert kept.choices["gemm_dtype"] == ("auto",) and kept.choices["kv_cache_dtype"] == ("auto",)
+    assert kept.best_same_numerics is None
