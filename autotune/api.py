@@ -235,6 +235,24 @@ def estimate(
 ) -> tuple[Plan, Prediction]:
     from autotune.search import evaluate
 
+    plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
+    return plan, evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
+
+
+def explain(plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None):
+    """The plan against each single-setting change the default space and the engine's rules admit on this box:
+    the alternatives table of a search report, for any plan."""
+    from autotune.search import SearchRequest, load_space
+    from autotune.search.explain import alternatives
+    from autotune.search.study import study_choices
+
+    plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
+    space = load_space()
+    choices = study_choices(SearchRequest(spec, hw, workload, space, hw.num_gpus, engine=plan.engine))
+    return alternatives(space, plan, choices, spec, hw, workload)
+
+
+def _plan_inputs(plan_path: str, hardware: str | None, preset: str | None, model: str | None):
     doc = read_document(plan_path)
     plan = plan_from_document(doc, plan_path)
     model_name = model or (doc.get("model") or {}).get("path") or (doc.get("model") or {}).get("name")
@@ -242,7 +260,7 @@ def estimate(
         raise MiTuneError(f"{plan_path}: a plan file names no model; pass --model")
     spec, _ = resolve_model(model_name)
     hw, _ = resolve_hardware(hardware, preset)
-    return plan, evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
+    return plan, spec, hw
 
 
 @dataclass(frozen=True)

@@ -205,12 +205,20 @@ def estimate(
     ttft_ms: float = typer.Option(0.0, "--ttft-ms"),
     tpot_ms: float = typer.Option(0.0, "--tpot-ms"),
     as_json: bool = typer.Option(False, "--json"),
+    explain: bool = typer.Option(
+        False, "--explain", help="Also predict each single-setting change the engine's rules admit on this box."
+    ),
 ):
     """Predict one plan on a box."""
     from autotune import api
 
     workload = _workload(isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput")
     plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
+    if explain and prediction.feasible:
+        from autotune.report.tables import alternatives_frame
+
+        rows = alternatives_frame(tuple(api.explain(plan, hardware, preset, workload, model)))
+        print(_table(rows.to_dict("records"), list(rows.columns)) if not rows.empty else "no setting changes it")
     if as_json:
         print(dump_json(prediction))
         if not prediction.feasible:

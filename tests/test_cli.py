@@ -164,3 +164,28 @@ def test_search_on_a_hardware_file_and_fewer_gpus(tmp_path, capsys):
     assert best.hardware.num_gpus == 4 and best.plan.num_gpus == 4
     assert all(g < 4 for phase in best.phases.values() for g in phase.gpus)
     assert "4x NVIDIA H200" in capsys.readouterr().out
+
+
+TP8_PLAN = (
+    "schema: mi-tune/plan/v1\nengine: sglang\nmode: aggregated\nphases:\n  both: {gpus: [0,1,2,3,4,5,6,7], tp: 8}\n"
+)
+
+
+def test_estimate_explain_shows_why_pcie_ipc_wins_a_dense_tp_plan(tmp_path, capsys):
+    plan = tmp_path / "tp8.yaml"
+    plan.write_text(TP8_PLAN)
+    argv = ["estimate", str(plan), "--model", "qwen3-235b-a22b", "--preset", "rtx-pro-6000-x8"]
+    assert run([*argv, "--isl", "2048", "--osl", "256", "--concurrency", "8", "--explain"]) == 0
+    rows = {tuple(line.split()[1:3]): line for line in capsys.readouterr().out.splitlines() if line.startswith("both")}
+    # TP8 over PCIe: the engines' PCIe-IPC all-reduce and NCCL's channel count are the levers, each with its cost
+    assert "allreduce:pcie_ipc" in rows[("allreduce", "pcie_ipc")] and "+" in rows[("allreduce", "pcie_ipc")]
+    assert "allreduce:nccl" in rows[("nccl_min_channels", "8")]
+
+
+def test_estimate_names_the_engine_rule_a_plan_breaks(tmp_path, capsys):
+    plan = tmp_path / "bad.yaml"
+    plan.write_text(TP8_PLAN.replace("sglang", "vllm").replace("tp: 8}", "tp: 8, kernels: {attention: flashinfer}}"))
+    assert run(["estimate", str(plan), "--model", "deepseek-v3", "--preset", "rtx-pro-6000-x8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot run: engine rule: vllm 0.34.0: kernels.attention=flashinfer: FLASHINFER_MLA needs" in err
+    assert "\n" not in err
