@@ -140,7 +140,12 @@ def render(
     metrics = pd.DataFrame([{"plan": "best", **_metrics(p)}, {"plan": "engine default", **_metrics(base.prediction)}])
     steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
     feasible = int(trials["feasible"].sum())
-    space = pd.DataFrame([{"dimension": k, "values searched": ", ".join(map(str, v))} for k, v in choices.items()])
+    space = pd.DataFrame(
+        [
+            {"dimension": k, "values searched": ", ".join("(unset)" if x is None else str(x) for x in v) or "(moot here)"}
+            for k, v in choices.items()
+        ]
+    )
     shown = ["plan", "objective", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency", "trial"]
     return f"""# mi-tune report: {best.model.name} on {hw.name}
 
