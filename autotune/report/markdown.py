@@ -93,6 +93,10 @@ def why(best: Prediction, baseline: Prediction) -> str:
     )
 
 
+def _choice(value) -> str:
+    return "(unset)" if value is None else str(value)
+
+
 def _numerics(best: BestConfig) -> str:
     """Whether the plan serves the checkpoint as published; the speed-up both ways when it does not."""
     if not best.numerics:
@@ -142,7 +146,7 @@ def render(
     feasible = int(trials["feasible"].sum())
     space = pd.DataFrame(
         [
-            {"dimension": k, "values searched": ", ".join("(unset)" if x is None else str(x) for x in v) or "(moot here)"}
+            {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
             for k, v in choices.items()
         ]
     )
