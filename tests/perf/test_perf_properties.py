@@ -84,16 +84,16 @@ def test_time_grows_with_context(pro, llama):
 
 
 def test_prefill_attention_costs_at_least_its_flops_at_peak(pro, llama):
-    # a 32k prompt prefilled in 8192-token chunks attends a mean prefix of isl/2: QK^T and PV are
-    # 2 x heads x 2 x head_dim FLOPs per (query, key) pair per layer; no GPU runs them above its dense peak
-    hw = pro
+    # the same 8192-token chunk at a longer prefix differs only in attention: QK^T and PV are 2 x heads x
+    # 2 x head_dim FLOPs per (query, key) pair per layer, and no GPU runs them above its dense peak
     plan = disagg(dict(gpus=(0,), kernels=FP8), dict(gpus=(1,), kernels=FP8))
-    isl = 32768
-    prefill = feasible(plan, llama, hw, Workload(isl=isl, osl=16)).steps[0]
+    short, long = (feasible(plan, llama, pro, Workload(isl=isl, osl=16)).steps[0] for isl in (8192, 32768))
+    assert short.batch_tokens == long.batch_tokens
     att = llama.layers[0].attention
     head_dim = llama.hidden_size // att.num_heads
-    flops = 2 * att.num_heads * 2 * head_dim * (isl / 2) * prefill.batch_tokens * llama.num_layers
-    assert prefill.compute_ms * 1e-3 >= flops / (hw.gpu.peak_tflops["bf16"] * 1e12)
+    extra_keys = (32768 - 8192) / 2  # mean attended prefix grows by this much
+    flops = 2 * att.num_heads * 2 * head_dim * extra_keys * long.batch_tokens * llama.num_layers
+    assert (long.compute_ms - short.compute_ms) * 1e-3 >= flops / (pro.gpu.peak_tflops["bf16"] * 1e12)
 
 
 def test_faster_memory_is_never_slower(pro, llama, qwen):
@@ -241,6 +241,16 @@ def test_tensor_parallel_all_reduce_time_grows_with_tp_over_pcie(pro, llama):
     assert 0 < times[0] < times[1] < times[2], times
     group_times = [comm.all_reduce_s(pro, tuple(range(tp)), 1 * MIB, Comm("nccl")) for tp in (2, 4, 8)]
     assert group_times[0] < group_times[1] < group_times[2]
+
+
+def test_tensor_parallel_reduces_each_layer_twice(pro, llama):
+    # a TP dense layer all-reduces its hidden rows after attention and after the MLP: one decoding token, TP8
+    p = feasible(agg(8, tp=8, kernels=FP8, comm=Comm("nccl")), llama, pro, at(1))
+    decode = p.steps[-1]
+    assert decode.batch_tokens == 1
+    one = comm.all_reduce_s(pro, EIGHT, llama.hidden_size * 2, Comm("nccl"))
+    total_ms = sum(v for k, v in decode.comm_ms.items() if k.startswith("allreduce"))
+    assert total_ms == pytest.approx(2 * llama.num_layers * one * 1e3, rel=0.02)
 
 
 def test_engine_custom_all_reduce_only_where_engines_run_it(pro):
