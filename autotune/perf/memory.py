@@ -16,12 +16,39 @@ RESERVE_GB = 3.0
 ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/attention intermediates)
 
 
+# Replication rules (vLLM 0.34.0, SGLang 0.5.23 wheels). Plan `tp` is the attention TP group and `dp` the
+# attention-DP ranks; SGLang's --tp-size is tp*dp (attn_tp = tp_size // attn_dp_size: srt/runtime_context.py:73-76).
+# - Attention: split over tp, each DP rank holding its own copy; the down-projections (MLA q_a/kv_a, V4 wq_a/wkv),
+#   indexer and compressor are ReplicatedLinear, whole on every rank (AttentionSpec.replicated_params).
+# - Dense MLP: vLLM's DP ranks are separate engines, each sharding its model over its own TP group (config/
+#   parallel.py:155-157: only MoE layers span tp*dp; models/deepseek_v2.py:1339-1345); SGLang builds it over the
+#   full TP group = tp*dp ranks (srt/models/deepseek_v2.py:2664-2675, parallel_group "tp"), whole on every rank
+#   with --moe-dense-tp-size 1 (is_dense_ffn_fully_dp, srt/layers/layer_boundary/layout.py:83-84): ops.dense_shards.
+# - Shared experts: SGLang over the full TP group (tp*dp), whole on every rank with an all-to-all backend such as
+#   DeepEP (srt/models/deepseek_v2.py:871-896); vLLM over tp, whole on every rank under sequence-parallel MoE
+#   (EP, tp > 1, dp > 1 with allgather_reducescatter/DeepEP: config/parallel.py:859-877; deepseek_v2.py:252-275,
+#   364-369). SGLang's fused shared experts (an extra routed expert) are not modelled.
+# - Embedding: vocab-parallel over tp in both (SGLang's attention-TP group under DP attention:
+#   srt/layers/vocab_parallel_embedding.py:166-185). LM head: over tp, except SGLang under DP attention without
+#   --enable-dp-lm-head: over all tp*dp ranks (srt/models/deepseek_v2.py:3291-3297, vocab_parallel_embedding.py:
+#   253-263): ops.head_over_dp.
+# - Routed experts: over all tp*dp ranks (as experts with EP, tensor-sharded without).
+
+
+def shared_expert_shards(phase: PhasePlan, engine: str) -> int:
+    """Ranks a MoE layer's shared experts are split over (1 = whole on every rank)."""
+    if engine == "sglang":
+        return 1 if phase.comm.all2all == "deepep" else phase.tp * phase.dp
+    sequence_parallel = phase.ep > 1 and phase.tp > 1 and phase.dp > 1
+    return 1 if sequence_parallel else phase.tp
+
+
 def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float, expert_b: float) -> float:
-    """One layer's weights on one GPU: attention and shared experts over TP, a dense MLP as ops.dense_layout
-    spreads it, routed experts over all tp*dp ranks."""
-    ffn = layer.ffn
-    ffn_shards = dense_shards(ffn, phase, engine) if ffn.kind == "dense" else phase.tp
-    dense = layer.attention.params * dense_b / phase.tp + ffn.params * dense_b / ffn_shards
+    """One layer's weights on one GPU (the replication rules above)."""
+    att, ffn = layer.attention, layer.ffn
+    ffn_shards = dense_shards(ffn, phase, engine) if ffn.kind == "dense" else shared_expert_shards(phase, engine)
+    attention = (att.params - att.replicated_params) / phase.tp + att.replicated_params
+    dense = attention * dense_b + ffn.params * dense_b / ffn_shards
     return dense + ffn.num_experts * ffn.expert_params * expert_b / (phase.tp * phase.dp)
 
 

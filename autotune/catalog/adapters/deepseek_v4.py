@@ -38,6 +38,11 @@ def _v4_attention(
 ) -> AttentionSpec:
     """`index` = (indexer heads, key width, max entries scored) when this layer runs the lightning indexer."""
     head_dim = cfg.num("head_dim")
+    # wq_a and wkv (fused, disable_tp: vLLM models/deepseek_v4/attention.py:253-260; SGLang srt/models/
+    # deepseek_v4.py:1095-1116), the compressor (vLLM deepseek_v4/compressor.py:292; SGLang srt/layers/attention/
+    # dsv4/compressor.py:68) and the indexer (vLLM attention.py:947-960; SGLang dsv4/indexer.py:1178-1191,
+    # dsv41_sparse.py:137-234) are whole on every TP rank; wq_b, wo_a, wo_b are split
+    down = cfg.num("hidden_size") * (cfg.num("q_lora_rank") + cfg.num("num_key_value_heads", 1) * head_dim)
     return AttentionSpec(
         kind=kind,
         num_heads=cfg.num("num_attention_heads"),
@@ -54,6 +59,7 @@ def _v4_attention(
         index_heads=index[0],
         index_dim=index[1],
         index_scored_cap=index[2],
+        replicated_params=down + extra_params,
     )
 
 

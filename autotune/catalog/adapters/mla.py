@@ -25,6 +25,10 @@ def mla_model(config: dict, name: str) -> ModelSpec:
     # indexer: wq_b from the q latent, wk and weights_proj from the hidden state
     indexer_params = (q_lora or hidden) * index_heads * index_dim + hidden * index_dim + hidden * index_heads
     indexer_types = cfg.get("indexer_types") or ["full"] * n  # GLM-5.2 IndexCache: "shared" layers reuse top-k
+    # replicated on every TP rank (ReplicatedLinear): q_a and kv_a down-projections (vLLM
+    # models/deepseek_v2.py:494-524, fused :1051-1064; SGLang srt/models/deepseek_v2.py:2070-2101) and the whole
+    # DSA indexer (vLLM deepseek_v2.py:702-719; SGLang srt/layers/attention/dsa/dsa_indexer.py:344-372)
+    down_params = hidden * q_lora + hidden * (kv_lora + rope)
 
     def attention(i: int) -> AttentionSpec:
         own_index = bool(index_heads) and i < len(indexer_types) and indexer_types[i] == "full"
@@ -41,6 +45,7 @@ def mla_model(config: dict, name: str) -> ModelSpec:
             score_dim_decode=kv_lora + rope + kv_lora,  # decode runs absorbed MLA over the latent
             index_heads=index_heads if own_index else 0,
             index_dim=index_dim if own_index else 0,
+            replicated_params=down_params + (indexer_params if own_index else 0),
         )
 
     notes = _mtp_note(cfg)
