@@ -227,6 +227,8 @@ def estimate(
     if not prediction.feasible:  # an engine rule it breaks, or memory: say why on one line
         raise MiTuneError(f"{plan}: cannot run: {prediction.reason}")
     print(plan_obj.describe())
+    if prediction.note:  # e.g. an offered rate above the plan's capacity
+        print(f"note: {prediction.note}")
     print(dump_yaml(prediction))
 
 

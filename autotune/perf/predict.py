@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from autotune.perf import comm, precision
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import speculation, step_cost
-from autotune.perf.serving import Point, aggregated_point, candidate_sizes, choose, disaggregated_point, prefill_pool
+from autotune.perf.serving import (
+    Point,
+    aggregated_at_rate,
+    aggregated_point,
+    candidate_sizes,
+    choose,
+    disaggregated_at_rate,
+    disaggregated_point,
+    meets,
+    prefill_pool,
+)
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
 
 GB = 1e9
@@ -85,11 +96,27 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 memory=fits,
             )
     kv_ms = _kv_transfer_ms(model, plan, hw, workload.isl) if plan.mode == "disaggregated" else 0.0
-    point, slo_met = choose(_points(plan, model, hw, workload, fits, kv_ms), workload)
-    return _prediction(point, slo_met, plan, workload, fits, kv_ms)
+    points, at_rate = _points(plan, model, hw, workload, fits, kv_ms)
+    capacity = max(p.requests_per_s for p in points)
+    rate, note = workload.rate_rps, ""
+    if rate and rate < capacity * (1 - 1e-9):  # open loop below capacity: the plan serves the offered load
+        point = at_rate(rate_rps=rate)
+        slo_met = meets(point, workload)
+    else:
+        point, slo_met = choose(points, workload)
+        if rate:
+            note = (
+                f"offered {rate:.1f} req/s exceeds this plan's capacity of {capacity:.1f} req/s: it serves "
+                f"{capacity:.1f} req/s and the queue grows without bound"
+            )
+    return _prediction(point, slo_met, plan, workload, fits, kv_ms, capacity, note)
 
 
-def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float) -> list[Point]:
+def _points(
+    plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float
+) -> tuple[list[Point], Callable[[float], Point]]:
+    """The closed-loop operating points to choose from, and the operating point at an offered rate (req/s)
+    below capacity."""
     seq_tokens = w.isl + w.osl
     if plan.mode == "aggregated":
         phase = plan.phases["both"]
@@ -97,16 +124,16 @@ def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits
         sizes = candidate_sizes(limit)
         if w.concurrency:
             sizes.append(max(1, min(limit, -(-w.concurrency // phase.replicas))))
-        point = partial(
-            aggregated_point,
-            _step_fn(model, phase, plan.engine, hw, "mixed"),
+        args = dict(
             replicas=phase.replicas,
             w=w,
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
             spec=speculation(phase),
         )
-        return [point(seqs=n) for n in sorted(set(sizes))]
+        step = _step_fn(model, phase, plan.engine, hw, "mixed")
+        point = partial(aggregated_point, step, **args)
+        return [point(seqs=n) for n in sorted(set(sizes))], partial(aggregated_at_rate, step, limit, **args)
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
     pool = prefill_pool(
         _step_fn(model, pre, plan.engine, hw, "prefill"), pre.replicas, w, pre.batching.chunked_prefill_tokens, pre.pp
@@ -114,12 +141,19 @@ def _points(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
     decode = _step_fn(model, dec, plan.engine, hw, "decode")
     accepted = speculation(dec)[1]
-    return [
+    points = [
         disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp, accepted) for n in candidate_sizes(limit)
     ]
 
+    def at_rate(rate_rps: float) -> Point:
+        return disaggregated_at_rate(pool, decode, limit, dec.replicas, w, kv_ms, dec.pp, rate_rps, accepted)
 
-def _prediction(p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float) -> Prediction:
+    return points, at_rate
+
+
+def _prediction(
+    p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float, capacity: float, note: str
+) -> Prediction:
     n = plan.num_gpus
     input_tok_s = p.requests_per_s * w.isl
     output_tok_s = p.requests_per_s * w.osl
@@ -138,4 +172,6 @@ def _prediction(p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: f
         memory=fits,
         steps=p.steps,
         kv_transfer_ms=kv_ms,
+        capacity_rps=capacity,
+        note=note,
     )

@@ -6,6 +6,12 @@ and spends `P = B * E * isl / osl` prompt tokens (capped by the chunk budget, wh
 so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. Disaggregated deployments run
 prefill-only instances and decode-only instances; the slower pool sets the rate and KV moves between them.
 Values are steady-state means (v1); a discrete-event simulator is the next step for percentiles.
+
+Under an offered load R below capacity (`--rate`, open loop) the deployment serves R: the *_at_rate functions find
+the batch where the modelled throughput equals R (bisection over the decoding batch, a continuous mean) and give
+TTFT/TPOT there. Queueing for the prefill server is M/D/1 (Poisson arrivals, deterministic service;
+Pollaczek-Khinchine: Wq = rho * S / (2 (1 - rho))); waiting for a free batch slot when max_running or the KV
+capacity binds is not modelled (it stays small until utilisation nears 1), nor are bursts or length mixes.
 """
 
 from __future__ import annotations
@@ -63,18 +69,30 @@ def aggregated_point(
 
 @dataclass(frozen=True)
 class PrefillPool:
-    requests_per_s: float
-    ttft_ms: float  # prompt latency without queueing or KV transfer
-    step: StepBreakdown
+    requests_per_s: float  # capacity of the pool: every step full
+    ttft_ms: float  # prompt latency in a full step, without queueing or KV transfer
+    step: StepBreakdown  # a full step (chunk tokens)
+    lone_ttft_ms: float = 0.0  # prompt latency on an otherwise idle instance
+    replicas: int = 1
 
 
 def prefill_pool(step: StepFn, replicas: int, w: Workload, chunk: int, pp: int) -> PrefillPool:
-    tokens = min(chunk, max(w.isl, 1))
-    s = step(_prefill_input(tokens, w.isl))
+    """Prefill-only instances. Saturated, each step fills the whole token budget: prompts shorter than the chunk
+    are packed several per step (vLLM and SGLang schedule waiting prompts until max_num_batched_tokens /
+    chunked_prefill_size is reached, chunking the last one), longer ones are chunked."""
+    s = step(_prefill_input(chunk, w.isl))
     stage_ms = s.step_ms / pp
-    rate = replicas * tokens / (w.isl * stage_ms) * 1e3
-    ttft = (math.ceil(w.isl / tokens) + pp - 1) * stage_ms
-    return PrefillPool(rate, ttft, s)
+    rate = replicas * chunk / (w.isl * stage_ms) * 1e3
+    ttft = (math.ceil(w.isl / chunk) + pp - 1) * stage_ms
+    alone = min(chunk, max(w.isl, 1))
+    lone = s if alone == chunk else step(_prefill_input(alone, w.isl))
+    lone_ttft = (math.ceil(w.isl / alone) + pp - 1) * lone.step_ms / pp
+    return PrefillPool(rate, ttft, s, lone_ttft, replicas)
+
+
+def md1_wait_ms(rho: float, service_ms: float) -> float:
+    """Mean queueing delay of an M/D/1 server at utilisation rho (Pollaczek-Khinchine)."""
+    return math.inf if rho >= 1.0 else rho * service_ms / (2.0 * (1.0 - rho))
 
 
 def disaggregated_point(
@@ -114,6 +132,89 @@ def disaggregated_point(
     return Point(rate, ttft, s.step_ms / accepted, concurrency, (pre.step, s))
 
 
+def aggregated_at_rate(
+    step: StepFn,
+    limit: int,
+    replicas: int,
+    w: Workload,
+    chunk: int,
+    pp: int,
+    rate_rps: float,
+    spec: tuple[int, float] = (1, 1.0),
+) -> Point:
+    """Aggregated instances (up to `limit` requests each) under an offered load below their capacity: each gets
+    rate_rps / replicas and settles at the mean decoding batch `d` where the mixed step serves exactly that
+    (d * accepted / osl per step, carrying d * isl * accepted / osl prompt tokens). TPOT is the step a decoding
+    request sees (at least itself in the batch); TTFT = its prompt run in steps carrying up to the budget left
+    by the decode tokens (chunk - d * width), plus half a step (arrivals wait for the running step to end),
+    plus M/D/1 queueing for that prompt budget (rho = the share of it the arrivals use)."""
+    width, accepted = spec
+    r = rate_rps / replicas / 1e3  # requests per ms per instance
+    decode_ctx = w.isl + w.osl / 2
+    if limit <= 1:  # one request at a time: the instance is an M/D/1 server of whole requests
+        lone = aggregated_point(step, 1, 1, w, chunk, pp, spec)
+        service = lone.ttft_ms + w.osl * lone.tpot_ms
+        ttft = lone.ttft_ms + md1_wait_ms(r * service, service)
+        return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
+    advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
+
+    def mean_step(d: float) -> StepBreakdown:
+        return step(StepInput(d / pp, decode_ctx, d * advance / pp, w.isl / 2))
+
+    lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (width + advance)))
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if mid * accepted / w.osl / mean_step(mid).step_ms < r:
+            lo = mid
+        else:
+            hi = mid
+    d = hi
+    mean = mean_step(d)
+    seen = mean if d >= 1.0 else step(StepInput(1.0 / pp, decode_ctx, advance / pp, w.isl / 2))
+    tpot = seen.step_ms / accepted
+    budget = max(1.0, chunk - d * width)
+    piece = min(w.isl, budget)
+    prompt = step(StepInput(d / pp, decode_ctx, piece / pp, w.isl / 2))
+    rho = min(1.0, d * advance / budget)
+    ttft = prompt.step_ms * w.isl / piece + mean.step_ms / 2 + md1_wait_ms(rho, mean.step_ms * w.isl / budget)
+    return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (mean,))
+
+
+def disaggregated_at_rate(
+    pre: PrefillPool,
+    decode_step: StepFn,
+    limit: int,
+    replicas: int,
+    w: Workload,
+    kv_transfer_ms: float,
+    pp: int,
+    rate_rps: float,
+    accepted: float = 1.0,
+) -> Point:
+    """Prefill and decode pools under an offered load below the deployment's capacity: the decode instances
+    settle at the batch that serves rate_rps; each prefill instance is an M/D/1 server of prompts (service =
+    its capacity per prompt) in front of the prompt's own latency on an idle instance."""
+    decode_ctx = w.isl + w.osl / 2
+    steps_per_request = w.osl / accepted
+
+    def decode_rate(b: float) -> float:
+        s = decode_step(StepInput(decode_seqs=b / pp, decode_ctx=decode_ctx))
+        return replicas * b / (steps_per_request * s.step_ms) * 1e3
+
+    lo, hi = 0.0, float(max(1, limit))
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if decode_rate(mid) < rate_rps:
+            lo = mid
+        else:
+            hi = mid
+    s = decode_step(StepInput(decode_seqs=max(hi, 1.0) / pp, decode_ctx=decode_ctx))
+    tpot = s.step_ms / accepted
+    rho = rate_rps / pre.requests_per_s
+    ttft = pre.lone_ttft_ms + md1_wait_ms(rho, pre.replicas / pre.requests_per_s * 1e3) + kv_transfer_ms
+    return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (pre.step, s))
+
+
 def candidate_sizes(limit: int) -> list[int]:
     """Resident-sequence counts to try: powers of two up to `limit`, and `limit` itself."""
     sizes, n = [], 1
@@ -124,21 +225,22 @@ def candidate_sizes(limit: int) -> list[int]:
     return sizes
 
 
+def meets(p: Point, w: Workload) -> bool:
+    return (not w.ttft_ms or p.ttft_ms <= w.ttft_ms) and (not w.tpot_ms or p.tpot_ms <= w.tpot_ms)
+
+
 def choose(points: list[Point], w: Workload) -> tuple[Point, bool]:
-    """Pick the operating point for the workload; returns (point, whether the SLO holds there)."""
-
-    def meets(p: Point) -> bool:
-        return (not w.ttft_ms or p.ttft_ms <= w.ttft_ms) and (not w.tpot_ms or p.tpot_ms <= w.tpot_ms)
-
+    """Pick the closed-loop operating point for the workload; returns (point, whether the SLO holds there). An
+    offered rate below capacity is served by the *_at_rate functions; at or above it the deployment runs
+    saturated (its maximum throughput) while the queue grows without bound: no TTFT SLO can hold."""
     if w.concurrency:
         within = [p for p in points if p.concurrency <= w.concurrency + 1e-9] or points[:1]
         best = max(within, key=lambda p: p.concurrency)
-        return best, meets(best)
+        return best, meets(best, w)
     if w.rate_rps:
-        enough = [p for p in points if p.requests_per_s >= w.rate_rps]
-        best = min(enough, key=lambda p: p.concurrency) if enough else max(points, key=lambda p: p.requests_per_s)
-        return best, meets(best) and bool(enough)
-    ok = [p for p in points if meets(p)]
+        best = max(points, key=lambda p: p.requests_per_s)
+        return best, meets(best, w) and not w.ttft_ms
+    ok = [p for p in points if meets(p, w)]
     if ok:
         return max(ok, key=lambda p: p.requests_per_s), True
     return max(points, key=lambda p: p.requests_per_s), False

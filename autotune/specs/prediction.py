@@ -49,3 +49,5 @@ class Prediction:
     memory: dict[str, MemoryFit] = field(default_factory=dict)  # per phase
     steps: tuple[StepBreakdown, ...] = ()
     kv_transfer_ms: float = 0.0  # disaggregated: prefill -> decode KV move per request
+    capacity_rps: float = 0.0  # the most requests/s the plan sustains (its maximum-throughput operating point)
+    note: str = ""  # caveat on a feasible prediction, e.g. an offered rate above capacity_rps
