@@ -45,13 +45,24 @@ EIGHT = tuple(range(8))
 
 # --- the constants fitted to public rows: (name, attribute path, grid of candidate values, datasheet prior) -----
 # The attribute path is looked up in PERF_MODULES in order: "NAME", "NAME.field" (a dataclass field) or
-# "NAME[key]" (a dict entry). Grids are absolute values; the shipped value is always added.
+# "NAME[key]" (a dict entry); "A|B" tries A, then B (the rates table's name, then the older one). Grids are
+# absolute values; the shipped value is always added. CACHES: module-level dicts cleared after a change.
 PERF_MODULES = ("autotune.perf.efficiency", "autotune.perf.rates", "autotune.perf.comm_rates", "autotune.perf.ops")
 EFF = (0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0)
 FITTED = [
-    ("gemm_compute", "DEFAULT_EFFICIENCY.gemm_compute", EFF, 1.0),  # kernel-l20-hgemm-cublas
-    ("attention_compute", "DEFAULT_EFFICIENCY.attention_compute", EFF, 1.0),  # kernel-flashmla-h800-decode
-    ("attention_memory", "DEFAULT_EFFICIENCY.attention_memory", EFF, 1.0),  # kernel-flashmla-h800-decode
+    ("gemm_compute", "LARGE_GEMM_FRACTION[sm_89]|DEFAULT_EFFICIENCY.gemm_compute", EFF, 1.0),  # kernel-l20-hgemm-cublas
+    (
+        "attention_compute",
+        "ATTENTION_PREFILL_FRACTION|DEFAULT_EFFICIENCY.attention_compute",
+        EFF,
+        1.0,
+    ),  # kernel-flashmla-h800-decode
+    (
+        "attention_memory",
+        "ATTENTION_DECODE_FRACTION|DEFAULT_EFFICIENCY.attention_memory",
+        EFF,
+        1.0,
+    ),  # kernel-flashmla-h800-decode
     ("pcie_collective", "PCIE_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # pcie-rtx6kpro-nccl-allreduce-8gpu
     ("shm_vs_p2p", "NCCL_SHM_VS_P2P", EFF, 1.0),  # rtx6kpro-asus-nccl-p2p-level
     ("shm_step_us", "NCCL_SHM_STEP_EXTRA_US", (0.0, 0.2, 0.4, 0.57, 0.8, 1.2, 1.6, 2.4), 0.0),  # same
@@ -65,6 +76,9 @@ FITTED = [
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
 ]
+
+
+CACHES = ("_TABLES", "_GROUPS")
 
 
 def _perf_modules() -> list:
@@ -88,13 +102,24 @@ def _split(path: str) -> tuple[str, str, str]:
     return name, fld, ""
 
 
-def read_constant(path: str):
-    name, fld, key = _split(path)
-    for mod in _perf_modules():
-        if hasattr(mod, name):
-            obj = getattr(mod, name)
-            return getattr(obj, fld) if fld else obj[key] if key else obj
+def resolve(paths: str) -> str | None:
+    """The first of the '|'-separated attribute paths some perf module holds."""
+    for path in paths.split("|"):
+        name, fld, key = _split(path)
+        for mod in _perf_modules():
+            obj = getattr(mod, name, None)
+            if obj is not None and (not fld or hasattr(obj, fld)) and (not key or key in obj):
+                return path
     return None
+
+
+def read_constant(paths: str):
+    path = resolve(paths)
+    if path is None:
+        return None
+    name, fld, key = _split(path)
+    obj = next(getattr(m, name) for m in _perf_modules() if hasattr(m, name))
+    return getattr(obj, fld) if fld else obj[key] if key else obj
 
 
 def _clear_caches() -> None:
@@ -104,6 +129,9 @@ def _clear_caches() -> None:
                 "autotune.perf"
             ):
                 obj.cache_clear()
+        for name in CACHES:
+            if isinstance(getattr(mod, name, None), dict):
+                getattr(mod, name).clear()
 
 
 @contextmanager
@@ -234,8 +262,9 @@ def us(hw, group, nbytes, setting) -> Callable[[], float]:
     return lambda: comm.all_reduce_s(hw(), group, nbytes, setting, 1e12) * 1e6
 
 
-def efficiency_rate(field: str, datasheet: float) -> Callable[[], float]:
-    return lambda: datasheet * getattr(read_constant("DEFAULT_EFFICIENCY"), field)
+def efficiency_rate(fitted_name: str, datasheet: float) -> Callable[[], float]:
+    paths = next(paths for name, paths, _, _ in FITTED if name == fitted_name)
+    return lambda: datasheet * read_constant(paths)
 
 
 def accepted_tokens(method: str, k: int) -> Callable[[], float]:
@@ -363,7 +392,7 @@ def rows() -> list[Row]:
             "L20 large FP16 GEMM",
             "TFLOPS",
             110.0,
-            lambda: box("l20-x8").gpu.peak_tflops["bf16"] * read_constant("DEFAULT_EFFICIENCY").gemm_compute,
+            lambda: box("l20-x8").gpu.peak_tflops["bf16"] * read_constant(resolve(FITTED[0][1])),
         ),
         Row(
             "kernel-flashmla-h800-decode",
@@ -446,11 +475,12 @@ def evaluate(all_rows: list[Row], values: dict[str, float] | None = None) -> lis
 def fitted_constants() -> list[tuple[str, str, tuple[float, ...], float, float]]:
     """(name, path, grid, prior, shipped) of each FITTED constant the model currently holds."""
     found = []
-    for name, path, grid, prior in FITTED:
-        shipped = read_constant(path)
-        if shipped is None:
-            print(f"note: fitted constant {path} not found in {', '.join(PERF_MODULES)}: left out", file=sys.stderr)
+    for name, paths, grid, prior in FITTED:
+        path = resolve(paths)
+        if path is None:
+            print(f"note: fitted constant {paths} not found in {', '.join(PERF_MODULES)}: left out", file=sys.stderr)
             continue
+        shipped = read_constant(path)
         found.append((name, path, tuple(sorted({*grid, float(shipped)})), prior, float(shipped)))
     return found
 
