@@ -48,7 +48,7 @@ MUTATIONS = [
     ("custom all-reduce on 8 PCIe GPUs", f"{PERF}/comm.py",
      'return kind == "nvlink" or (len(group) == 2 and kind == "p2p")', 'return kind in ("nvlink", "p2p")'),
     ("chunked prefill cap ignored (prefill pool)", f"{PERF}/serving.py",
-     "tokens = min(chunk, max(w.isl, 1))", "tokens = max(w.isl, 1)"),
+     "s = step(_prefill_input(chunk, w.isl))", "s = step(_prefill_input(max(chunk, w.isl), w.isl))"),
     ("chunked prefill cap ignored (first chunk)", f"{PERF}/serving.py",
      "first = step(_prefill_input(min(chunk, w.isl), w.isl))", "first = step(_prefill_input(w.isl, w.isl))"),
     ("all-gather traffic (p-1)/p -> 1", f"{PERF}/comm.py",
