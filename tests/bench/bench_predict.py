@@ -1,0 +1,73 @@
+"""Plan evaluations per second of the performance model on one core (issue 6 target: >= 2,000/s for
+deepseek-v4.1-flash on rtx-pro-6000-x8). Run: `.venv/bin/python tests/bench/bench_predict.py [--plans N]`.
+
+Plans are sampled as the search samples them (default space, the engines' rules applied), so the mix of
+layouts, kernels and collectives is the one a search evaluates. Each model is timed over the same plans
+twice: cold (first prediction of each plan, the search's case) and warm (repeat), best of three rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import time
+
+from autotune import capability
+from autotune.catalog import load_preset
+from autotune.catalog.models import load_model
+from autotune.perf import predict
+from autotune.search import SearchRequest, load_space
+from autotune.search.admit import Admission
+from autotune.search.sampler import sample_plan
+from autotune.search.study import study_choices
+from autotune.specs import Workload
+
+CASES = (
+    ("deepseek-v4.1-flash", "rtx-pro-6000-x8"),
+    ("deepseek-v3", "rtx-pro-6000-x8"),
+    ("qwen3-235b-a22b", "h200-x8"),
+)
+TARGET_PER_S = 2000.0
+
+
+def sampled_plans(model, hw, workload, n: int, seed: int = 0) -> list:
+    space = load_space()
+    choices = study_choices(SearchRequest(model, hw, workload, space, hw.num_gpus))
+    admission, rng, plans = Admission(capability.box_facts(hw, model)), random.Random(seed), []
+    while len(plans) < n:
+        plan, _ = sample_plan(space, choices, lambda _n, o: rng.choice(list(o)), hw.num_gpus, admission)
+        if plan is not None:
+            plans.append(plan)
+    return plans
+
+
+def rate_per_s(plans, model, hw, workload) -> float:
+    started = time.perf_counter()
+    for plan in plans:
+        predict(plan, model, hw, workload)
+    return len(plans) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", type=int, default=1000)
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core
+    workload = Workload()
+    print(
+        f"{'model':22} {'box':16} {'plans':>6} {'cold evals/s':>13} {'warm evals/s':>13}  target {TARGET_PER_S:,.0f}/s"
+    )
+    for model_name, preset in CASES:
+        model, hw = load_model(model_name), load_preset(preset)
+        rounds = []
+        for seed in range(3):  # fresh plans each round: the first evaluation of each plan is what a search pays
+            plans = sampled_plans(model, hw, workload, args.plans, seed)
+            rounds.append((rate_per_s(plans, model, hw, workload), rate_per_s(plans, model, hw, workload)))
+        cold, warm = max(r[0] for r in rounds), max(r[1] for r in rounds)
+        print(f"{model_name:22} {preset:16} {args.plans:6d} {cold:13,.0f} {warm:13,.0f}")
+
+
+if __name__ == "__main__":
+    main()
