@@ -62,12 +62,52 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 # pcie-rtx6kpro: custom one-shot PCIe all-reduce 7.5 us at 256 B - 1 KB.
 CUSTOM_ALLREDUCE_LATENCY_US = 7.5
 
-# Per-step CPU/launch overhead per engine, ms (scheduler + sampling + graph replay), and per-layer
-# launch cost outside CUDA graphs (prefill), us. Priors from the engines' overlap-scheduler design:
-# SGLang overlaps scheduling with the GPU step; vLLM's async scheduling does the same by default in 0.34.
-STEP_OVERHEAD_MS = {"sglang": 0.4, "vllm": 0.5}
+# Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms. Priors
+# (the v1 figures). Whether it adds to the step depends on the engine's scheduler (scheduler_overhead_ms below).
+SCHEDULER_CPU_MS = {"sglang": 0.4, "vllm": 0.5}
+# What an overlapped scheduler still exposes per step (the sync between the CPU and the GPU stream), ms. Prior.
+OVERLAP_EXPOSED_MS = 0.05
 PREFILL_LAUNCH_US_PER_LAYER = 30.0
 DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
+
+
+def scheduler_overlapped(engine: str, pp: int) -> bool:
+    """Whether the engine overlaps its CPU scheduling with the GPU step by default. SGLang: the overlap scheduler is
+    on unless pipeline parallel turns it off (sglang 0.5.23 srt/arg_groups/overrides.py:1623-1628
+    `_pipeline_parallel_overlap_disable`). vLLM 0.34: async scheduling is on by default with the uniproc and
+    multiproc executors, PP included (vllm/config/vllm.py:1610-1637; executor/multiproc_executor.py:700)."""
+    return engine == "vllm" or pp == 1
+
+
+def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
+    """CPU scheduling time the step pays on top of its GPU time: all of it without overlap; with overlap only what
+    exceeds the GPU step (the CPU prepares step n+1 while the GPU runs step n), at least OVERLAP_EXPOSED_MS."""
+    cpu = SCHEDULER_CPU_MS.get(engine, max(SCHEDULER_CPU_MS.values()))
+    if not scheduler_overlapped(engine, pp):
+        return cpu
+    return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
+
+
+def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+    """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED).
+    SGLang 0.5.23: FP8 auto = DeepGEMM only with an a2a backend (DeepEP), else Triton (srt/layers/quantization/
+    fp8.py:1520-1542); FP4 (V4.x MXFP4) experts auto = flashinfer_mxfp4 (arg_groups/model_overrides/deepseek_v4.py:
+    66-91); bf16: the Triton fused MoE. vLLM 0.34 (fused_moe/oracle/*.py, /tmp/rules-evidence.md item 2): block
+    FP8 on SM90 Triton first for ep == 1 and FlashInfer CUTLASS for ep > 1 (fp8.py:127-139), on SM100 FlashInfer
+    (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else Marlin; bf16:
+    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89."""
+    if engine == "sglang":
+        if expert_dtype == "fp8":
+            return "deep_gemm" if deepep else "triton"
+        return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
+    if expert_dtype == "fp8":
+        if arch == "sm_90":
+            return "triton" if ep == 1 else "flashinfer_cutlass"
+        return {"sm_100": "flashinfer_cutlass", "sm_120": "deep_gemm"}.get(arch, "triton")
+    if expert_dtype == "fp4":
+        return "deep_gemm" if arch in ("sm_100", "sm_120") else "marlin"
+    return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
+
 
 # MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB).
 EP_IMBALANCE = 1.15

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
-from autotune.perf import comm, precision
+from autotune.perf import comm, precision, rates
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import speculation, step_cost
 from autotune.perf.serving import (
@@ -109,7 +110,8 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 f"offered {rate:.1f} req/s exceeds this plan's capacity of {capacity:.1f} req/s: it serves "
                 f"{capacity:.1f} req/s and the queue grows without bound"
             )
-    return _prediction(point, slo_met, plan, workload, fits, kv_ms, capacity, note)
+    prediction = _prediction(point, slo_met, plan, workload, fits, kv_ms, capacity, note)
+    return replace(prediction, rates=rates.used(hw, [s.rates_ms for s in point.steps]))
 
 
 def _points(

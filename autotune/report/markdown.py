@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from autotune.perf.rates import is_prior
 from autotune.specs import BestConfig, PhasePlan, Prediction, StepBreakdown
 
 
@@ -111,6 +112,17 @@ def _numerics(best: BestConfig) -> str:
     return text
 
 
+def _rates(p: Prediction) -> str:
+    """The rates-table entries that carried the best plan's step time, with where each figure comes from."""
+    if not p.rates:
+        return "_no rates recorded_"
+    rows = [
+        {"op / dtype / shape": k, "provenance": v, "prior": "yes" if is_prior(v) else ""} for k, v in p.rates.items()
+    ]
+    priors = sum(1 for r in rows if r["prior"])
+    return f"{priors} of {len(rows)} rates rest on datasheet priors.\n\n" + _table(pd.DataFrame(rows))
+
+
 def render(
     best: BestConfig,
     trials: pd.DataFrame,
@@ -169,6 +181,9 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 
 {_table(steps)}
 ![step breakdown](plots/breakdown.png)
+
+### Rates and their provenance
+{_rates(p)}
 
 ### Each choice against its alternatives
 The best plan re-predicted with one setting changed to each other value the engine's rules admit on this box

@@ -18,6 +18,7 @@ class StepBreakdown:
     bubble_ms: float = 0.0  # pipeline bubble
     overlap_saved_ms: float = 0.0  # communication hidden behind compute
     launch_ms: float = 0.0  # kernel launch / CPU overheads
+    rates_ms: dict[str, float] = field(default_factory=dict)  # time per rates-table entry "class/dtype/bucket"
 
 
 @dataclass(frozen=True)
@@ -49,5 +50,8 @@ class Prediction:
     memory: dict[str, MemoryFit] = field(default_factory=dict)  # per phase
     steps: tuple[StepBreakdown, ...] = ()
     kv_transfer_ms: float = 0.0  # disaggregated: prefill -> decode KV move per request
+    # rates-table entries ("class/dtype/bucket") that carried > 1% of a step's time -> their provenance
+    # (datasheet-prior, public:<calibration id>, probe, measured-run, fitted; see perf/rates.py)
+    rates: dict[str, str] = field(default_factory=dict)
     capacity_rps: float = 0.0  # the most requests/s the plan sustains (its maximum-throughput operating point)
     note: str = ""  # caveat on a feasible prediction, e.g. an offered rate above capacity_rps

@@ -1,0 +1,219 @@
+"""The rates table of one box: op class x dtype x shape bucket -> achieved rate and minimum kernel latency.
+
+Every entry says where its figure comes from (`provenance`):
+- `datasheet-prior`: the GPU's datasheet peak x a per-architecture fraction that is a prior (no measurement);
+- `public:<id>`: an entry of autotune/catalog/calibration.yaml or shared/reference/calibration.yaml;
+- `probe`: `HardwareProfile.measured` (`probe --bench` on this box);
+- `measured-run` / `fitted`: corrections fitted from measured trials (not produced yet).
+A composite figure names both parts, e.g. `probe*public:gemm-fp8-vs-bf16-sm90` (the probed bf16 rate scaled by
+the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up per op (ops.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.specs import HardwareProfile
+
+# GEMM / grouped-GEMM buckets over m (rows: tokens, or tokens per expert), upper bounds inclusive.
+M_BUCKETS = ((16, "m<=16"), (128, "m<=128"), (1024, "m<=1024"), (float("inf"), "m>1024"))
+ATTENTION_BUCKETS = ("decode", "prefill")
+GEMM_DTYPES = ("bf16", "fp8", "int8", "fp4")
+
+# --- large-GEMM bf16 fraction of the dense datasheet peak, per architecture -------------------------------------
+# sm_89: kernel-l20-hgemm-cublas (shared calibration): cuBLAS FP16 105-115 of 119.5 TFLOPS on L20 -> 0.88-0.96 at
+# large square shapes; serving shapes are ragged, 0.80 is used. sm_90: vLLM PR #17126 / #49363 (calibration id
+# gemm-fp8-vs-bf16-sm90) torch bf16 reaches 544-593 TFLOPS at m=256 on H100 (989 peak), i.e. 0.55-0.60 already
+# at m=256; 0.75 at m>1024 is a prior (the v1 global figure). sm_100 / sm_120 / others: the same 0.75, a prior.
+LARGE_GEMM_FRACTION = {"sm_89": 0.80, "sm_90": 0.75, "sm_100": 0.75, "sm_120": 0.75}
+LARGE_GEMM_FRACTION_DEFAULT = 0.75  # domestic / unknown: prior
+LARGE_GEMM_PROVENANCE = {"sm_89": "public:kernel-l20-hgemm-cublas"}
+
+# --- achieved FP8 / bf16 large-GEMM ratio, per architecture (engines quantise activations per token: with-quant
+# columns). calibration.yaml gemm-fp8-vs-bf16-sm90: H100 1.40 (Llama-8B N=6144 K=4096, m=256) and 1.43
+# (Gemma-31B N=12288 K=5376, m=128); gemm-fp8-vs-bf16-sm100: B200 1.24 at m=1024; gemm-fp8-vs-bf16-sm120:
+# RTX 5090 FP8 (no activation quant) 422-424 TFLOPS at m=2048-4096 against 236-240 bf16 at 8192^2 -> 1.78 (no quant
+# cost: an upper end). sm_89 (L40S/4090): no public pair found -> 1.5, a prior inside the 1.1-1.7 public range.
+FP8_VS_BF16 = {"sm_89": 1.5, "sm_90": 1.42, "sm_100": 1.24, "sm_120": 1.75}
+FP8_VS_BF16_DEFAULT = 1.5  # prior
+FP8_VS_BF16_PROVENANCE = {
+    "sm_90": "public:gemm-fp8-vs-bf16-sm90",
+    "sm_100": "public:gemm-fp8-vs-bf16-sm100",
+    "sm_120": "public:gemm-fp8-vs-bf16-sm120",
+}
+# int8 and fp4 over fp8: no public serving-shape pair in calibration.yaml -> priors (int8 = fp8; fp4 1.5x fp8,
+# below the datasheet 2x for the same reason FP8 is below 2x bf16).
+NARROW_VS_FP8 = {"int8": 1.0, "fp4": 1.5}
+
+# --- compute rate of a bucket relative to the large-shape rate (same kernel, fewer rows: tile padding, fewer
+# CTAs than SMs). gemm-fp8-vs-bf16-sm100: B200 bf16 1338 TFLOPS at m=512 vs 1433 at m=1024 (0.93);
+# gemm-fp8-vs-bf16-sm90: H100 bf16 544 at m=256 vs ~750 large (0.73). Small buckets are weight-bandwidth bound,
+# their compute fraction is a prior that rarely decides the op time.
+M_BUCKET_SCALE = {"m<=16": 0.35, "m<=128": 0.6, "m<=1024": 0.8, "m>1024": 1.0}
+# Grouped (MoE) GEMM against a dense GEMM of the same rows per expert: ragged groups, per-expert tails. Prior.
+GROUPED_VS_DENSE = 0.85
+
+# --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
+# gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
+# 0.51-0.88 TFLOPS = 1.8-3.1 us for 1.6 MFLOP; 3 us is used. grouped_moe: a fused-MoE step is at least a routing /
+# permute kernel + two grouped GEMMs + unpermute: 4 x the GEMM floor, a prior. attention: paged decode kernels
+# (split-KV + combine) are two launches: 2 x 3 us, a prior. norm / elementwise: kernel-min-time-rmsnorm-decode
+# (Megatron-LM#6463): fused add+RMSNorm 2.9-4.1 us, a fused add 1.5 us. quant: per-token FP8 activation quant is
+# an elementwise kernel (1.5 us). sampling: top-k/top-p + argmax over the vocab, several launches: 10 us, a prior.
+MIN_US = {
+    "gemm": 3.0,
+    "grouped_moe": 12.0,
+    "attention": 6.0,
+    "norm": 2.9,
+    "elementwise": 1.5,
+    "quant": 1.5,
+    "sampling": 10.0,
+}
+MIN_US_PROVENANCE = {
+    "gemm": "public:kernel-min-time-small-gemm",
+    "norm": "public:kernel-min-time-rmsnorm-decode",
+    "elementwise": "public:kernel-min-time-rmsnorm-decode",
+    "quant": "public:kernel-min-time-rmsnorm-decode",
+}
+
+# --- bandwidth fractions of the datasheet HBM/GDDR bandwidth -----------------------------------------------------
+# Weight streaming (small-m GEMM) and elementwise: 0.80, the v1 prior. Decode attention: kernel-flashmla-h800-decode
+# (shared calibration) FlashMLA reaches ~0.90 of HBM when memory bound; 0.85 for the other kernels, a prior.
+# Prefill attention: the same entry, 0.67 of dense peak compute bound; 0.60 is used.
+STREAM_FRACTION = 0.80
+ATTENTION_DECODE_FRACTION = 0.85
+ATTENTION_PREFILL_FRACTION = 0.60
+ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
+
+
+@dataclass(frozen=True)
+class Rate:
+    tflops: float  # achieved compute rate (0: the op class is bandwidth bound only)
+    gbs: float  # achieved bandwidth
+    min_us: float  # minimum GPU time of one kernel
+    provenance: str
+
+
+@dataclass(frozen=True)
+class RatesTable:
+    arch: str
+    entries: dict[tuple[str, str, str], Rate]  # (op class, dtype, bucket) -> rate
+
+    def get(self, op_class: str, dtype: str, bucket: str) -> Rate:
+        hit = self.entries.get((op_class, dtype, bucket))
+        if hit is None:
+            hit = self.entries[(op_class, "bf16", bucket)]
+        return hit
+
+
+def m_bucket(m: float) -> str:
+    for bound, name in M_BUCKETS:
+        if m <= bound:
+            return name
+    return M_BUCKETS[-1][1]
+
+
+def _arch(hw: HardwareProfile) -> str:
+    arch = hw.gpu.arch
+    return arch if arch in LARGE_GEMM_FRACTION else "other"
+
+
+def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
+    """Achieved large-shape (m > 1024) GEMM TFLOPS for `dtype` and where it comes from. A probed figure is
+    the large-shape rate itself; a dtype without one scales the probed (or prior) bf16 rate by the public ratio."""
+    measured = hw.measured.gemm_tflops if hw.measured else {}
+    arch = _arch(hw)
+    peaks = hw.gpu.peak_tflops
+    if measured.get(dtype):
+        return measured[dtype], "probe"
+    if measured.get("bf16"):
+        base, base_prov = measured["bf16"], "probe"
+    else:
+        base = peaks.get("bf16", 0.0) * LARGE_GEMM_FRACTION.get(arch, LARGE_GEMM_FRACTION_DEFAULT)
+        base_prov = LARGE_GEMM_PROVENANCE.get(arch, "datasheet-prior")
+    if dtype == "bf16":
+        return base, base_prov
+    ratio = FP8_VS_BF16.get(arch, FP8_VS_BF16_DEFAULT) * NARROW_VS_FP8.get(dtype, 1.0)
+    prov = FP8_VS_BF16_PROVENANCE.get(arch, "datasheet-prior") if dtype == "fp8" else "datasheet-prior"
+    # never above the datasheet: a chip whose fp8 peak is not 2x bf16 (or lacks it) caps the scaled figure
+    cap = peaks.get(dtype, 0.0) * 0.95 or base
+    return min(base * ratio, cap), f"{base_prov}*{prov}"
+
+
+_TABLES: dict[str, RatesTable] = {}
+
+
+def rates_table(hw: HardwareProfile) -> RatesTable:
+    """The box's rates table, cached by hardware fingerprint."""
+    hit = _TABLES.get(hw.fingerprint)
+    if hit is not None:
+        return hit
+    table = build(hw)
+    if len(_TABLES) >= 64:
+        _TABLES.clear()
+    _TABLES[hw.fingerprint] = table
+    return table
+
+
+def build(hw: HardwareProfile) -> RatesTable:
+    arch = _arch(hw)
+    probed_bw = hw.measured.mem_bw_gbs if hw.measured and hw.measured.mem_bw_gbs else 0.0
+    # a probed stream bandwidth is what weight streaming reaches; kernels reading KV reach it too (the same
+    # streaming pattern), so attention scales from it by its prior ratio to the streaming fraction
+    stream = probed_bw or hw.gpu.mem_bw_gbs * STREAM_FRACTION
+    stream_prov = "probe" if probed_bw else "datasheet-prior"
+    entries: dict[tuple[str, str, str], Rate] = {}
+    for dtype in GEMM_DTYPES:
+        if dtype != "bf16" and not hw.gpu.peak_tflops.get(dtype):
+            continue
+        large, prov = _large_gemm(hw, dtype)
+        for _, bucket in M_BUCKETS:
+            tflops = large * M_BUCKET_SCALE[bucket]
+            gemm_min_prov = MIN_US_PROVENANCE["gemm"]
+            entries[("gemm", dtype, bucket)] = Rate(tflops, stream, MIN_US["gemm"], f"{prov}; min {gemm_min_prov}")
+            entries[("grouped_moe", dtype, bucket)] = Rate(
+                tflops * GROUPED_VS_DENSE, stream, MIN_US["grouped_moe"], f"{prov}; grouped datasheet-prior"
+            )
+    bf16_peak = hw.gpu.peak_tflops.get("bf16", 0.0)
+    att_bw = stream * ATTENTION_DECODE_FRACTION / STREAM_FRACTION if probed_bw else hw.gpu.mem_bw_gbs * 0.85
+    att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
+    entries[("attention", "bf16", "decode")] = Rate(
+        bf16_peak * ATTENTION_PREFILL_FRACTION, att_bw, MIN_US["attention"], att_prov
+    )
+    entries[("attention", "bf16", "prefill")] = Rate(
+        bf16_peak * ATTENTION_PREFILL_FRACTION, att_bw, MIN_US["attention"], att_prov
+    )
+    for op_class in ("norm", "elementwise", "quant", "sampling"):
+        prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")
+        entries[(op_class, "bf16", "any")] = Rate(0.0, stream, MIN_US[op_class], prov)
+    return RatesTable(arch, entries)
+
+
+def is_prior(provenance: str) -> bool:
+    """True when any part of the figure is a datasheet prior (nothing measured backs that part)."""
+    return "datasheet-prior" in provenance
+
+
+def collective_provenance(hw: HardwareProfile) -> str:
+    """Collectives are costed on the topology with NCCL's tuner constants and public PCIe/NVLink fits
+    (perf/comm_rates.py), or from probed curves where `probe --bench` measured them."""
+    if hw.measured and hw.measured.collectives:
+        return "probe"
+    return "public:pcie-rtx6kpro-nccl-allreduce-8gpu" if hw.interconnect != "nvlink" else "datasheet-prior"
+
+
+def used(hw: HardwareProfile, steps_rates_ms: list[dict[str, float]], share: float = 0.01) -> dict[str, str]:
+    """The entries that carried more than `share` of some step's time, with their provenance."""
+    table = rates_table(hw)
+    out: dict[str, str] = {}
+    for by_rate in steps_rates_ms:
+        total = sum(by_rate.values())
+        for key, ms in by_rate.items():
+            if total <= 0 or ms <= share * total or key in out:
+                continue
+            op_class, dtype, bucket = key.split("/", 2)
+            if op_class == "collective":
+                out[key] = collective_provenance(hw)
+            else:
+                out[key] = table.get(op_class, dtype, bucket).provenance
+    return dict(sorted(out.items()))
