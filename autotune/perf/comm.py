@@ -223,11 +223,6 @@ def ring_order(topo: Topology, group: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(sorted(group, key=lambda g: (topo.socket_of[g], topo.switch_of[g], g)))
 
 
-def _ring_traffic(topo: Topology, group: tuple[int, ...], bytes_per_edge: float) -> dict:
-    ring = ring_order(topo, group)
-    return {(ring[k], ring[(k + 1) % len(ring)]): bytes_per_edge for k in range(len(ring))}
-
-
 def _ring_edges(topo: Topology, group: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     ring = ring_order(topo, group)
     return tuple((ring[k], ring[(k + 1) % len(ring)]) for k in range(len(ring)))
@@ -263,15 +258,41 @@ def _step_latency_us(kind: str, proto: str) -> float:
     return cr.NCCL_STEP_LATENCY_US["pcie"][proto] + extra
 
 
-def _nccl_s(topo: Topology, group: tuple[int, ...], env: NcclEnv, steps: int, traffic: dict) -> float:
-    """NCCL time of a collective with `steps` ring steps moving `traffic`: the tuner's pick among the
-    enabled protocols (latency + link-bound transfer / protocol bandwidth / channel fraction)."""
+@dataclass(frozen=True)
+class _NcclProfile:
+    """A collective's NCCL cost on one group and environment, linear in its bytes: per enabled protocol, the
+    fixed latency (s) and the seconds per byte on each ring edge (or pair)."""
+
+    latency_s: tuple[float, ...]
+    s_per_edge_byte: tuple[float, ...]
+
+    def time_s(self, bytes_per_edge: float) -> float:
+        return min(lat + bytes_per_edge * spb for lat, spb in zip(self.latency_s, self.s_per_edge_byte, strict=True))
+
+
+@lru_cache(maxsize=8192)
+def _nccl_profile(holder: _Holder, group: tuple[int, ...], env: NcclEnv, steps: int, pattern: str) -> _NcclProfile:
+    """The tuner's choice among the enabled protocols (latency + link-bound transfer / protocol bandwidth /
+    channel fraction), for a unit load on the pattern's edges: `ring` (each ring edge), `all2all` (every ordered
+    pair) or `pair` (group[0] -> group[1]). Cached: transfers are linear in bytes, so a step costs a lookup."""
+    topo = topology(holder.hw)
     level, kind, fraction, protos = _nccl_shape(topo, group, env)
-    wire = transfer_s(topo, traffic, level) / fraction
-    return min(
-        (cr.NCCL_BASE_LATENCY_US[p] + steps * _step_latency_us(kind, p)) * 1e-6 + wire / cr.NCCL_PROTO_BANDWIDTH[p]
-        for p in protos
+    if pattern == "ring":
+        unit = dict.fromkeys(_ring_edges(topo, group), 1.0)
+    elif pattern == "all2all":
+        unit = {(i, j): 1.0 for i in group for j in group if i != j}
+    else:
+        unit = {(group[0], group[1]): 1.0}
+    wire = transfer_s(topo, unit, level) / fraction
+    return _NcclProfile(
+        latency_s=tuple((cr.NCCL_BASE_LATENCY_US[p] + steps * _step_latency_us(kind, p)) * 1e-6 for p in protos),
+        s_per_edge_byte=tuple(wire / cr.NCCL_PROTO_BANDWIDTH[p] for p in protos),
     )
+
+
+def _nccl_s(hw: HardwareProfile, group: tuple[int, ...], env: NcclEnv, steps: int, pattern: str, per_edge: float):
+    """NCCL time of a collective with `steps` ring steps moving `per_edge` bytes on each edge of `pattern`."""
+    return _nccl_profile(_Holder(hw), tuple(group), env, steps, pattern).time_s(per_edge)
 
 
 def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> float:
@@ -293,16 +314,16 @@ def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> fl
     return math.exp(math.log(lo.latency_us) + frac * math.log(hi.latency_us / lo.latency_us)) * 1e-6
 
 
-def _nccl_all_reduce_s(hw: HardwareProfile, topo: Topology, group: tuple[int, ...], nbytes: float, env) -> float:
+def _nccl_all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: float, env) -> float:
     p = len(group)
-    model = _nccl_s(topo, group, env, 2 * (p - 1), _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes))
+    steps, per_edge = 2 * (p - 1), 2 * (p - 1) / p * nbytes
+    model = _nccl_s(hw, group, env, steps, "ring", per_edge)
     if tuple(group) == tuple(range(p)):  # curves are measured on the first p GPUs
         measured = measured_time_s(hw, "all_reduce", p, nbytes)
         if measured:
             if env == MEASURED_CURVE_ENV:
                 return measured
-            steps, traffic = 2 * (p - 1), _ring_traffic(topo, group, 2 * (p - 1) / p * nbytes)
-            return measured * model / _nccl_s(topo, group, MEASURED_CURVE_ENV, steps, traffic)
+            return measured * model / _nccl_s(hw, group, MEASURED_CURVE_ENV, steps, "ring", per_edge)
     return model
 
 
@@ -370,7 +391,7 @@ def _all_reduce(
         return "custom", _custom_s(topo, group, nbytes)
     if algorithm == "pcie_ipc" and nbytes <= ipc_max and pcie_ipc_applies(topo, group):
         return "pcie_ipc", _pcie_ipc_s(topo, group, nbytes)
-    return "nccl", _nccl_all_reduce_s(hw, topo, group, nbytes, env)
+    return "nccl", _nccl_all_reduce_s(hw, group, nbytes, env)
 
 
 def all_reduce(
@@ -404,8 +425,7 @@ def all_gather_s(hw: HardwareProfile, group: tuple[int, ...], out_bytes: float, 
     p = len(group)
     if p <= 1 or out_bytes <= 0:
         return 0.0
-    topo = topology(hw)
-    return _nccl_s(topo, group, nccl_env(comm), p - 1, _ring_traffic(topo, group, (p - 1) / p * out_bytes))
+    return _nccl_s(hw, group, nccl_env(comm), p - 1, "ring", (p - 1) / p * out_bytes)
 
 
 reduce_scatter_s = all_gather_s
@@ -416,16 +436,14 @@ def all_to_all_s(hw: HardwareProfile, group: tuple[int, ...], send_bytes: float,
     p = len(group)
     if p <= 1 or send_bytes <= 0:
         return 0.0
-    topo = topology(hw)
-    traffic = {(i, j): send_bytes / p for i in group for j in group if i != j}
-    return _nccl_s(topo, group, nccl_env(comm), p - 1, traffic)
+    return _nccl_s(hw, group, nccl_env(comm), p - 1, "all2all", send_bytes / p)
 
 
 def send_s(hw: HardwareProfile, src: int, dst: int, nbytes: float, comm=None) -> float:
     """Point-to-point copy (pipeline stage hand-off) over NCCL send/recv."""
     if src == dst or nbytes <= 0:
         return 0.0
-    return _nccl_s(topology(hw), (src, dst), nccl_env(comm), 1, {(src, dst): nbytes})
+    return _nccl_s(hw, (src, dst), nccl_env(comm), 1, "pair", nbytes)
 
 
 def kv_transfer_s(hw: HardwareProfile, src: tuple[int, ...], dst: tuple[int, ...], nbytes: float, comm=None) -> float:
