@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -444,6 +445,24 @@ def send_s(hw: HardwareProfile, src: int, dst: int, nbytes: float, comm=None) ->
     if src == dst or nbytes <= 0:
         return 0.0
     return _nccl_s(hw, (src, dst), nccl_env(comm), 1, "pair", nbytes)
+
+
+def nccl_cost_fn(hw: HardwareProfile, name: str, group: tuple[int, ...], comm=None) -> Callable[[float], float]:
+    """all_gather_s / reduce_scatter_s / all_to_all_s / send_s (name: allgather, dcp_allgather, reducescatter,
+    all2all, pp_send) on one group as a function of its bytes, the NCCL profile resolved once."""
+    p, env = len(group), nccl_env(comm)
+    if name == "pp_send":
+        if group[0] == group[1]:
+            return lambda nbytes: 0.0
+        pair = _nccl_profile(_Holder(hw), tuple(group[:2]), env, 1, "pair")
+        return lambda nbytes: pair.time_s(nbytes) if nbytes > 0 else 0.0
+    if p <= 1:
+        return lambda nbytes: 0.0
+    if name == "all2all":
+        a2a = _nccl_profile(_Holder(hw), tuple(group), env, p - 1, "all2all")
+        return lambda nbytes: a2a.time_s(nbytes / p) if nbytes > 0 else 0.0
+    ring, share = _nccl_profile(_Holder(hw), tuple(group), env, p - 1, "ring"), (p - 1) / p
+    return lambda nbytes: ring.time_s(share * nbytes) if nbytes > 0 else 0.0
 
 
 def kv_transfer_s(hw: HardwareProfile, src: tuple[int, ...], dst: tuple[int, ...], nbytes: float, comm=None) -> float:

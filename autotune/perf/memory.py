@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from autotune.perf import precision
-from autotune.perf.ops import dense_shards, head_over_dp
+from autotune.perf.oplist import dense_shards, head_over_dp
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9

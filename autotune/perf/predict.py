@@ -8,7 +8,7 @@ from functools import partial
 
 from autotune.perf import comm, precision, rates
 from autotune.perf.memory import memory_fit
-from autotune.perf.ops import speculation, step_cost
+from autotune.perf.ops import speculation, step_fn
 from autotune.perf.serving import (
     Point,
     aggregated_at_rate,
@@ -68,7 +68,7 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
 
 
 def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str):
-    return lambda x: step_cost(model, phase, engine, hw, phase.replica_gpus(0), x, label)
+    return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label)
 
 
 def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
