@@ -371,14 +371,22 @@ def _two_shot(topo: Topology, group: tuple[int, ...], nbytes: float) -> dict:
     return {(i, j): 2 * nbytes / p for i in group for j in group if i != j}
 
 
-def _custom_s(topo: Topology, group: tuple[int, ...], nbytes: float) -> float:
+@lru_cache(maxsize=1024)
+def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: float) -> float:
+    """Seconds per byte of message of a one- or two-shot all-reduce on `group` (traffic is linear in bytes)."""
+    topo = topology(holder.hw)
+    traffic = _one_shot(group, 1.0) if shot == "one" else _two_shot(topo, group, 1.0)
+    return transfer_s(topo, traffic, p2p_eff=p2p_eff)
+
+
+def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
     one_stage = nbytes < cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(len(group), 0.0)
-    traffic = _one_shot(group, nbytes) if one_stage else _two_shot(topo, group, nbytes)
-    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + transfer_s(topo, traffic)
+    wire = nbytes * _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + wire
 
 
-def _pcie_ipc_s(topo: Topology, group: tuple[int, ...], nbytes: float) -> float:
-    wire = transfer_s(topo, _two_shot(topo, group, nbytes), p2p_eff=cr.PCIE_IPC_EFFICIENCY)
+def _pcie_ipc_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
+    wire = nbytes * _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY)
     return cr.PCIE_IPC_LATENCY_US * 1e-6 + wire
 
 
@@ -389,9 +397,9 @@ def _all_reduce(
     hw = holder.hw
     topo = topology(hw)
     if algorithm == "custom" and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES and custom_allreduce_applies(topo, group):
-        return "custom", _custom_s(topo, group, nbytes)
+        return "custom", _custom_s(holder, group, nbytes)
     if algorithm == "pcie_ipc" and nbytes <= ipc_max and pcie_ipc_applies(topo, group):
-        return "pcie_ipc", _pcie_ipc_s(topo, group, nbytes)
+        return "pcie_ipc", _pcie_ipc_s(holder, group, nbytes)
     return "nccl", _nccl_all_reduce_s(hw, group, nbytes, env)
 
 

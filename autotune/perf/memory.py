@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from autotune.perf import precision
-from autotune.perf.oplist import dense_shards, head_over_dp
+from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
@@ -52,12 +52,30 @@ def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float
     return dense + ffn.num_experts * ffn.expert_params * expert_b / (phase.tp * phase.dp)
 
 
+_KINDS: dict[int, tuple[ModelSpec, tuple[LayerSpec, ...]]] = {}  # id(model) -> (model, kind of each layer)
+
+
+def _layer_kinds(model: ModelSpec) -> tuple[LayerSpec, ...]:
+    """For each layer, the representative of its kind in oplist.layer_groups (memoised per model object), so
+    weights are costed once per distinct layer kind."""
+    hit = _KINDS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    reps = {(rep.attention, rep.ffn, rep.in_prefill): rep for rep, _ in layer_groups(model)}
+    kinds = tuple(reps[(layer.attention, layer.ffn, layer.in_prefill)] for layer in model.layers)
+    if len(_KINDS) >= 64:
+        _KINDS.clear()
+    _KINDS[id(model)] = (model, kinds)
+    return kinds
+
+
 def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vllm") -> float:
     """Weights held by the most loaded GPU (first pipeline stage holds the embedding and the head when pp=1)."""
     dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
     expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
     layers_per_stage = math.ceil(model.num_layers / phase.pp)
-    per_layer = [_layer_bytes(layer, phase, engine, dense_b, expert_b) for layer in model.layers]
+    per_kind = {id(layer): _layer_bytes(layer, phase, engine, dense_b, expert_b) for layer, _ in layer_groups(model)}
+    per_layer = [per_kind[id(kind)] for kind in _layer_kinds(model)]
     heaviest_stage = max(sum(per_layer[s : s + layers_per_stage]) for s in range(0, model.num_layers, layers_per_stage))
     if phase.speculative.method != "none":  # the draft layer (MTP; DSpark's head costed alike) on the last stage
         heaviest_stage += per_layer[-1]

@@ -114,10 +114,11 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
     return name, fn(op.nbytes)
 
 
-def cost_ops(c: Context, ops: list[Op]) -> Cost:
+def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:
     """The costing pass: op time = max(flops / rate, bytes / bandwidth) / kernel speed, never below count x the
-    kernel's minimum latency; collectives on the topology (comm.py)."""
-    cost = Cost()
+    kernel's minimum latency; collectives on the topology (comm.py). Adds `times` x the ops' cost to `into`
+    (a new Cost when None) and returns it: a step accumulates its layer kinds without intermediate Costs."""
+    cost = Cost() if into is None else into
     table = c.table
     entries, comm_s, by_rate = table.entries, cost.comm_s, cost.by_rate
     compute_s = memory_s = 0.0
@@ -125,17 +126,20 @@ def cost_ops(c: Context, ops: list[Op]) -> Cost:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
         if op.kind == "collective":
             name, seconds = collective_s(c, op)
+            seconds *= times
             if seconds > 0:
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
         else:
             r = entries.get(key) or table.get(*key)
             t_compute = op.flops / (r.tflops * TFLOP) / op.speed if op.flops else 0.0
             t_memory = op.nbytes / (r.gbs * GB) / op.speed
-            seconds = max(t_compute, t_memory, r.min_us * 1e-6 * op.count)
+            seconds = max(t_compute, t_memory, r.min_us * 1e-6 * op.count) * times
+            t_compute *= times
             compute_s += t_compute
             memory_s += seconds - t_compute
         by_rate[key] = by_rate.get(key, 0.0) + seconds
-    cost.compute_s, cost.memory_s = compute_s, memory_s
+    cost.compute_s += compute_s
+    cost.memory_s += memory_s
     return cost
 
 
@@ -155,16 +159,20 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
     """Add `times` x one layer's cost for its own input `x` (oplist.layer_input) to `total`: layer_ops costed as
     the attention half, the FFN half (_ffn_cost) and the dcp gather, less what two-batch overlap hides."""
     att = layer.attention
-    parts = [cost_ops(c, attention_ops(c, att, x)), _ffn_cost(c, layer.ffn, step_tokens(x))]
+    ffn_half = _ffn_cost(c, layer.ffn, step_tokens(x))
     dcp = dcp_ops(c, att, x)
-    if dcp:
-        parts.append(cost_ops(c, dcp))
-    for part in parts:
-        total.add(part, times)
     if c.phase.overlap.two_batch:  # overlap transform: communication hidden behind the other micro-batch
+        parts = [cost_ops(c, attention_ops(c, att, x)), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
+        for part in parts:
+            total.add(part, times)
         busy = sum(part.compute_s + part.memory_s for part in parts)
         comm_s = sum(sum(part.comm_s.values()) for part in parts)
         total.overlap_saved_s += min(busy, comm_s) * (1 - OVERLAP_RESIDUE) * times
+        return
+    cost_ops(c, attention_ops(c, att, x), total, times)
+    total.add(ffn_half, times)
+    if dcp:
+        cost_ops(c, dcp, total, times)
 
 
 def _layer_cost(c: Context, layer: LayerSpec, x: StepInput) -> Cost:
