@@ -315,9 +315,15 @@ def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> fl
     return math.exp(math.log(lo.latency_us) + frac * math.log(hi.latency_us / lo.latency_us)) * 1e-6
 
 
+def _ring_all_reduce(p: int, nbytes: float) -> tuple[int, float]:
+    """(ring steps, bytes on each ring edge) of a ring all-reduce of `nbytes` over `p` ranks."""
+    steps, per_edge = 2 * (p - 1), 2 * (p - 1) / p * nbytes
+    return steps, per_edge
+
+
 def _nccl_all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: float, env) -> float:
     p = len(group)
-    steps, per_edge = 2 * (p - 1), 2 * (p - 1) / p * nbytes
+    steps, per_edge = _ring_all_reduce(p, nbytes)
     model = _nccl_s(hw, group, env, steps, "ring", per_edge)
     if tuple(group) == tuple(range(p)):  # curves are measured on the first p GPUs
         measured = measured_time_s(hw, "all_reduce", p, nbytes)
@@ -381,13 +387,23 @@ def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: fl
 
 def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
     one_stage = nbytes < cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(len(group), 0.0)
-    wire = nbytes * _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
-    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + wire
+    return _custom_wire_s(
+        nbytes, _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+    )
+
+
+def _custom_wire_s(nbytes: float, unit_wire_s: float) -> float:
+    """Custom all-reduce time of `nbytes` at `unit_wire_s` seconds per byte (one- or two-shot, _unit_wire_s)."""
+    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + nbytes * unit_wire_s
 
 
 def _pcie_ipc_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
-    wire = nbytes * _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY)
-    return cr.PCIE_IPC_LATENCY_US * 1e-6 + wire
+    return _pcie_ipc_wire_s(nbytes, _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY))
+
+
+def _pcie_ipc_wire_s(nbytes: float, unit_wire_s: float) -> float:
+    """PCIe-IPC all-reduce time of `nbytes` at `unit_wire_s` seconds per byte (two-shot, _unit_wire_s)."""
+    return cr.PCIE_IPC_LATENCY_US * 1e-6 + nbytes * unit_wire_s
 
 
 @lru_cache(maxsize=65536)
@@ -417,6 +433,42 @@ def all_reduce(
     if ipc_max_bytes is None:
         ipc_max_bytes = cr.PCIE_IPC_FALLBACK_ROWS * 8192 * 2.0
     return _all_reduce(_Holder(hw), tuple(group), float(nbytes), algorithm, env, float(ipc_max_bytes))
+
+
+def all_reduce_fn(
+    hw: HardwareProfile, group: tuple[int, ...], comm, ipc_max_bytes: float
+) -> Callable[[float], tuple[str, float]]:
+    """`all_reduce` on one group as a function of its bytes: the algorithms that apply to the group, their unit
+    wire times and the NCCL ring profile resolved once (a Context costs every step's all-reduces with it)."""
+    group = tuple(group)
+    p = len(group)
+    if p <= 1:
+        return lambda nbytes: ("none", 0.0)
+    algorithm = comm if isinstance(comm, str) else getattr(comm, "allreduce", "custom")
+    env = NCCL_DEFAULTS if isinstance(comm, str) else nccl_env(comm)
+    holder, topo = _Holder(hw), topology(hw)
+    custom = algorithm == "custom" and custom_allreduce_applies(topo, group)
+    ipc = algorithm == "pcie_ipc" and pcie_ipc_applies(topo, group)
+    one_stage_max = cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(p, 0.0)
+    custom_one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
+    custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
+    ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
+    curve = group == tuple(range(p)) and bool(hw.measured and hw.measured.collectives.get(f"all_reduce/{p}"))
+    ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
+
+    def cost(nbytes: float) -> tuple[str, float]:
+        if nbytes <= 0:
+            return "none", 0.0
+        nbytes = float(nbytes)
+        if custom and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES:
+            return "custom", _custom_wire_s(nbytes, custom_one if nbytes < one_stage_max else custom_two)
+        if ipc and nbytes <= ipc_max_bytes:
+            return "pcie_ipc", _pcie_ipc_wire_s(nbytes, ipc_two)
+        if curve:  # scaled by the measured curve: as all_reduce
+            return "nccl", _nccl_all_reduce_s(hw, group, nbytes, env)
+        return "nccl", ring.time_s(_ring_all_reduce(p, nbytes)[1])
+
+    return cost
 
 
 def all_reduce_s(

@@ -90,6 +90,7 @@ class Context:
     allreduce_memo: dict = field(default_factory=dict, compare=False)  # (group, bytes) -> (name, seconds): ops.py
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
+    attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -208,92 +209,101 @@ def head_over_dp(engine: str, phase: PhasePlan) -> bool:
     return engine == "sglang" and phase.dp > 1 and not phase.dp_lm_head
 
 
+class _AttentionShape(NamedTuple):
+    """The step-independent parts of a layer kind's attention ops under one Context (_attention_shape)."""
+
+    split_n: float  # output width per rank of the TP-split projections
+    split_flops: float  # 2 x the TP-split projection parameters (flops per row, before / tp)
+    split_bytes: float  # their weight bytes per rank
+    split_count: int  # their kernels
+    rep: int  # replicated projection parameters (MLA q_a / kv_a, indexer, compressor)
+    rep_n: float
+    rep_bytes: float
+    heads_per_rank: float
+    index_heads_per_rank: float
+    kv_shard: int  # ranks a prefill row's KV is split over
+    decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
+    score_dim_decode: int
+
+
+def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
+    """The parts of _attention_ops that depend on the Context and the layer kind only, computed once per
+    (Context, attention spec): remembered by the spec's id, which the Context's model keeps alive."""
+    hit = c.attention_shapes.get(id(att))
+    if hit is not None and hit[0] is att:
+        return hit[1]
+    phase, hidden = c.phase, c.model.hidden_size
+    tp = phase.tp
+    w_bytes = c.dense_bytes
+    split = att.params - att.replicated_params
+    rep = att.replicated_params
+    kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
+    shape = _AttentionShape(
+        split_n=split / tp / hidden if hidden else 0.0,
+        split_flops=2 * split,
+        split_bytes=split * w_bytes / tp,
+        split_count=3 if rep else 2,
+        rep=rep,
+        rep_n=rep / hidden if hidden else 0.0,
+        rep_bytes=rep * w_bytes,
+        heads_per_rank=att.num_heads / tp,
+        index_heads_per_rank=att.index_heads / tp,
+        kv_shard=kv_shard,
+        decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
+        score_dim_decode=att.score_dim_decode or att.score_dim,
+    )
+    c.attention_shapes[id(att)] = (att, shape)
+    return shape
+
+
 def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, tokens: float) -> None:
     """Projections (split over TP, but MLA's q_a / kv_a replicated: `replicated_params`), then the attention
-    kernels: decode rows and prefill rows are separate kernels (decode reads each sequence's KV once)."""
+    kernels: decode rows and prefill rows are separate kernels (decode reads each sequence's KV once).
+    The step-independent parts come from _attention_shape."""
+    shape = _attention_shape(c, att)
     phase, hidden = c.phase, c.model.hidden_size
     tp, dp = phase.tp, phase.dp
-    w_bytes = c.dense_bytes
+    dense_dtype, dense_speed = c.dense_dtype, c.dense_speed
     rows = tokens / dp  # each rank of a DP group holds its own requests
-    split = att.params - att.replicated_params
+    bucket = rates.m_bucket(rows)
+    split_flops = shape.split_flops * rows / tp
     ops.append(
-        _gemm(
-            "tp",
-            c.dense_dtype,
-            rows,
-            split / tp,
-            hidden,
-            2 * split * rows / tp,
-            split * w_bytes / tp,
-            3 if att.replicated_params else 2,
-            c.dense_speed,
-        )
-    )
-    if att.replicated_params:  # every TP rank runs the whole down-projection on all its group's rows
-        rep = att.replicated_params
+        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
+           shape.split_count, "tp", dense_speed)
+    )  # fmt: skip
+    if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
+        rep_flops = 2 * shape.rep * rows
         ops.append(
-            _gemm(
-                "tp (replicated q_a/kv_a)",
-                c.dense_dtype,
-                rows,
-                rep,
-                hidden,
-                2 * rep * rows,
-                rep * w_bytes,
-                1,
-                c.dense_speed,
-            )
-        )
-    heads_per_rank = att.num_heads / tp
-    kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
+            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, shape.rep_bytes, 1,
+               "tp (replicated q_a/kv_a)", dense_speed)
+        )  # fmt: skip
+    heads_per_rank = shape.heads_per_rank
+    index_heads_per_rank = shape.index_heads_per_rank
     kv_elem_bytes = c.kv_elem_bytes
-    index_heads_per_rank = att.index_heads / tp
     if x.decode_seqs:
         seqs = x.decode_seqs / dp
         queries = seqs * x.decode_width  # verified tokens attend the same KV as their sequence
         # decode context parallel: each of the dcp ranks holds and reads 1/dcp of every sequence's latent KV
         # and runs all its group's heads over it (the heads' partial outputs are combined: a dcp all-gather)
-        decode_shard = kv_shard * (phase.dcp if att.latent_shared else 1)
         entries, scored = attended_entries(att, x.decode_ctx), indexer_scored(att, x.decode_ctx)
-        flops = 2 * heads_per_rank * (att.score_dim_decode or att.score_dim) * entries * queries
+        flops = 2 * heads_per_rank * shape.score_dim_decode * entries * queries
         flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
         per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes
+        nbytes = per_seq / shape.decode_shard * seqs
         ops.append(
-            Op(
-                "attention",
-                "bf16",
-                "decode",
-                queries,
-                0.0,
-                0.0,
-                flops,
-                per_seq / decode_shard * seqs,
-                1.0,
-                "kernels.attention",
-                c.attention_speed,
-            )
-        )
+            Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
+               c.attention_speed)
+        )  # fmt: skip
     if x.prefill_tokens:
         tokens_per_rank = x.prefill_tokens / dp
         entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
         flops = 2 * heads_per_rank * att.score_dim * entries * tokens_per_rank
         flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
-        nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / kv_shard
+        nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
         ops.append(
-            Op(
-                "attention",
-                "bf16",
-                "prefill",
-                tokens_per_rank,
-                0.0,
-                0.0,
-                flops,
-                nbytes,
-                1.0,
-                "kernels.attention",
-                c.attention_speed,
-            )
-        )
+            Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
+               c.attention_speed)
+        )  # fmt: skip
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:

@@ -35,7 +35,7 @@ from autotune.perf.oplist import (
     speculation,
     step_tokens,
 )
-from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
+from autotune.specs import AttentionSpec, FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
     "Context",
@@ -103,7 +103,10 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
         key = (op.group, op.nbytes)
         hit = c.allreduce_memo.get(key)
         if hit is None:
-            algo, seconds = comm.all_reduce(c.hw, op.group, op.nbytes, c.phase.comm, c.ipc_max)
+            fn = c.comm_fns.get((name, op.group))
+            if fn is None:
+                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(c.hw, op.group, c.phase.comm, c.ipc_max)
+            algo, seconds = fn(op.nbytes)
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
             hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
@@ -169,10 +172,25 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
         comm_s = sum(sum(part.comm_s.values()) for part in parts)
         total.overlap_saved_s += min(busy, comm_s) * (1 - OVERLAP_RESIDUE) * times
         return
-    cost_ops(c, attention_ops(c, att, x), total, times)
+    _add_attention(total, c, att, x, times, dcp)
     total.add(ffn_half, times)
+
+
+def _add_attention(total: Cost, c: Context, att: AttentionSpec, x: StepInput, times: float, dcp: list[Op]) -> None:
+    """Add `times` x the attention half of a layer (attention_ops) and its dcp gather (dcp_ops) to `total`."""
+    cost_ops(c, attention_ops(c, att, x), total, times)
     if dcp:
         cost_ops(c, dcp, total, times)
+
+
+def _ffn_groups(groups: tuple[tuple[LayerSpec, int], ...]) -> tuple[tuple[FfnSpec, bool, int], ...]:
+    """(FFN, in_prefill, layers) of the layer kinds merged by FFN and input: without two-batch overlap a step adds
+    each distinct FFN half once, times all the layers that run it (V4's layer kinds differ in attention only)."""
+    counts: dict[tuple[FfnSpec, bool], int] = {}
+    for layer, count in groups:
+        key = (layer.ffn, layer.in_prefill)
+        counts[key] = counts.get(key, 0) + count
+    return tuple((ffn, in_prefill, count) for (ffn, in_prefill), count in counts.items())
 
 
 def _layer_cost(c: Context, layer: LayerSpec, x: StepInput) -> Cost:
@@ -204,7 +222,8 @@ def step_fn(
     groups = layer_groups(model)
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
-    return lambda x: _step(c, groups, spec_width, hand_off_group, x, label)
+    ffn_groups = _ffn_groups(groups)
+    return lambda x: _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
 
 
 def step_cost(
@@ -223,6 +242,7 @@ def step_cost(
 def _step(
     c: Context,
     groups: tuple[tuple[LayerSpec, int], ...],
+    ffn_groups: tuple[tuple[FfnSpec, bool, int], ...],
     spec_width: int,
     hand_off_group: tuple[int, ...],
     x: StepInput,
@@ -234,8 +254,15 @@ def _step(
         x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width)
     inputs = {True: x, False: StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)}  # layer_input
     total = Cost()
-    for layer, count in groups:
-        _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp)
+    if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
+        for layer, count in groups:
+            _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp)
+    else:
+        for layer, count in groups:
+            layer_x = inputs[layer.in_prefill]
+            _add_attention(total, c, layer.attention, layer_x, count / phase.pp, dcp_ops(c, layer.attention, layer_x))
+        for ffn, in_prefill, count in ffn_groups:
+            total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill])), count / phase.pp)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
     head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
     total.add(head, 1 / phase.pp)
