@@ -303,7 +303,11 @@ def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> fl
     if not curve:
         return 0.0
     points = sorted(curve, key=lambda pt: pt.message_bytes)
-    sizes = [pt.message_bytes for pt in points]
+    return _curve_time_s(points, [pt.message_bytes for pt in points], p, nbytes)
+
+
+def _curve_time_s(points: list, sizes: list[float], p: int, nbytes: float) -> float:
+    """measured_time_s on a curve's points sorted by size (`sizes`: their message sizes)."""
     if nbytes <= sizes[0]:
         return points[0].latency_us * 1e-6
     if nbytes >= sizes[-1]:
@@ -453,8 +457,11 @@ def all_reduce_fn(
     custom_one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
-    curve = group == tuple(range(p)) and bool(hw.measured and hw.measured.collectives.get(f"all_reduce/{p}"))
+    curve = hw.measured.collectives.get(f"all_reduce/{p}", ()) if hw.measured and group == tuple(range(p)) else ()
+    points = sorted(curve, key=lambda pt: pt.message_bytes)
+    sizes = [pt.message_bytes for pt in points]
     ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
+    curve_ring = _nccl_profile(holder, group, MEASURED_CURVE_ENV, 2 * (p - 1), "ring")
 
     def cost(nbytes: float) -> tuple[str, float]:
         if nbytes <= 0:
@@ -464,9 +471,12 @@ def all_reduce_fn(
             return "custom", _custom_wire_s(nbytes, custom_one if nbytes < one_stage_max else custom_two)
         if ipc and nbytes <= ipc_max_bytes:
             return "pcie_ipc", _pcie_ipc_wire_s(nbytes, ipc_two)
-        if curve:  # scaled by the measured curve: as all_reduce
-            return "nccl", _nccl_all_reduce_s(hw, group, nbytes, env)
-        return "nccl", ring.time_s(_ring_all_reduce(p, nbytes)[1])
+        per_edge = _ring_all_reduce(p, nbytes)[1]
+        model = ring.time_s(per_edge)
+        measured = _curve_time_s(points, sizes, p, nbytes) if points else 0.0
+        if measured:  # as _nccl_all_reduce_s: the measured curve, scaled from its NCCL environment to the phase's
+            return "nccl", measured if env == MEASURED_CURVE_ENV else measured * model / curve_ring.time_s(per_edge)
+        return "nccl", model
 
     return cost
 

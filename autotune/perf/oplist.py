@@ -91,6 +91,7 @@ class Context:
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
+    rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:

@@ -117,13 +117,19 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
     return name, fn(op.nbytes)
 
 
+def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
+    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
+    r = c.table.get(*key)
+    terms = c.rate_terms[key] = (r.tflops * TFLOP, r.gbs * GB, r.min_us * 1e-6)
+    return terms
+
+
 def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:
     """The costing pass: op time = max(flops / rate, bytes / bandwidth) / kernel speed, never below count x the
     kernel's minimum latency; collectives on the topology (comm.py). Adds `times` x the ops' cost to `into`
     (a new Cost when None) and returns it: a step accumulates its layer kinds without intermediate Costs."""
     cost = Cost() if into is None else into
-    table = c.table
-    entries, comm_s, by_rate = table.entries, cost.comm_s, cost.by_rate
+    terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
     compute_s = memory_s = 0.0
     for op in ops:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
@@ -133,10 +139,12 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
             if seconds > 0:
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
         else:
-            r = entries.get(key) or table.get(*key)
-            t_compute = op.flops / (r.tflops * TFLOP) / op.speed if op.flops else 0.0
-            t_memory = op.nbytes / (r.gbs * GB) / op.speed
-            seconds = max(t_compute, t_memory, r.min_us * 1e-6 * op.count) * times
+            rate = terms.get(key) or _rate_terms(c, key)
+            flops_per_s, bytes_per_s, min_s = rate
+            speed = op.speed
+            t_compute = op.flops / flops_per_s / speed if op.flops else 0.0
+            t_memory = op.nbytes / bytes_per_s / speed
+            seconds = max(t_compute, t_memory, min_s * op.count) * times
             t_compute *= times
             compute_s += t_compute
             memory_s += seconds - t_compute
@@ -193,23 +201,27 @@ def _ffn_groups(groups: tuple[tuple[LayerSpec, int], ...]) -> tuple[tuple[FfnSpe
     return tuple((ffn, in_prefill, count) for (ffn, in_prefill), count in counts.items())
 
 
-def _layer_cost(c: Context, layer: LayerSpec, x: StepInput) -> Cost:
-    cost = Cost()
-    _add_layer(cost, c, layer, layer_input(layer, x), 1.0)
-    return cost
-
-
-def _draft_cost(c: Context, x: StepInput) -> Cost:
-    """Drafting the next step's tokens: k sequential passes of one token per decoding sequence through one extra
-    decoder layer shaped like the model's last layer (its own KV at the sequence's context) and the LM head.
-    That is MTP (DeepSeek-V3 / GLM-5 nextn layers). DSpark (V4.1: 3 stages of 128 experts drafting a block in
-    parallel, shared/reference/models.md) has no shape in ModelSpec: it is costed like MTP, a stand-in."""
+def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
+    """Add `times` x drafting the next step's tokens to `total`: k sequential passes of one token per decoding
+    sequence through one extra decoder layer shaped like the model's last layer (its own KV at the sequence's
+    context) and the LM head. That is MTP (DeepSeek-V3 / GLM-5 nextn layers). DSpark (V4.1: 3 stages of 128
+    experts drafting a block in parallel, shared/reference/models.md) has no shape in ModelSpec: it is costed like
+    MTP, a stand-in."""
     one = StepInput(x.decode_seqs, x.decode_ctx)
-    draft = _layer_cost(c, c.model.layers[-1], one)
-    draft.add(cost_ops(c, head_ops(c, x.decode_seqs)))
-    total = Cost()
-    total.add(draft, x.decode_width - 1)
-    return total
+    passes = (x.decode_width - 1) * times
+    _add_layer(total, c, c.model.layers[-1], layer_input(c.model.layers[-1], one), passes)
+    cost_ops(c, head_ops(c, x.decode_seqs), total, passes)
+
+
+_RATE_NAMES: dict[tuple[str, str, str], str] = {}  # rates-table key -> "class/dtype/bucket"
+
+
+def _rate_name(key: tuple[str, str, str]) -> str:
+    """The name StepBreakdown.rates_ms reports a rates-table key under, joined once per key."""
+    name = _RATE_NAMES.get(key)
+    if name is None:
+        name = _RATE_NAMES[key] = "/".join(key)
+    return name
 
 
 def step_fn(
@@ -252,7 +264,8 @@ def _step(
     width = spec_width if x.decode_seqs else 1
     if width > 1:
         x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width)
-    inputs = {True: x, False: StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)}  # layer_input
+    decode_only = StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width) if x.prefill_tokens else x
+    inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
     total = Cost()
     if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
         for layer, count in groups:
@@ -269,7 +282,7 @@ def _step(
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
     launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
     if width > 1:  # drafting runs once per step, on the last stage
-        total.add(_draft_cost(c, x), 1 / phase.pp)
+        _add_draft(total, c, x, 1 / phase.pp)
         launch_s += (width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / phase.pp
     if phase.pp > 1:
         rows = x.decode_seqs * width + x.prefill_tokens
@@ -288,5 +301,5 @@ def _step(
         bubble_ms=0.0,
         overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
         launch_ms=launch_s * stages * 1e3 + overhead_ms,
-        rates_ms={"/".join(k): v * stages * 1e3 for k, v in total.by_rate.items()},
+        rates_ms={_rate_name(k): v * stages * 1e3 for k, v in total.by_rate.items()},
     )
