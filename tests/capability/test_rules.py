@@ -123,7 +123,53 @@ CASES = [
     ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"comm": Comm(allreduce="pcie_ipc")}, False, ""),
     ("sglang", "deepseek-v3", box("h200-x8"), {"tp": 4, "dp": 2, "dp_lm_head": True, "dense_dp": True}, False, ""),
     ("sglang", "deepseek-v3", box("h200-x8"), {"dp_lm_head": True}, True, "DP attention"),
+    # one case more for each remaining rule (test_every_rule_has_a_recorded_case keeps it so)
+    ("vllm", "deepseek-v4.1-flash", box("h200-x8"), {"kernels": Kernels(moe="deep_gemm")}, True, "SM100 or SM120"),
+    (
+        "vllm",
+        "qwen3-235b-a22b",
+        box("h200-x8"),
+        {"kernels": Kernels("auto", "flashinfer_cutlass", "fp8")},
+        True,
+        "online",
+    ),
+    ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="flashinfer_mxfp4")}, True, "name"),
+    ("vllm", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"kernels": Kernels(linear="cutlass")}, True, "FP8 GEMM"),
+    ("vllm", "deepseek-v3", box("h200-x8", "sm_80"), {"kernels": Kernels(linear="cutlass")}, True, ">= 8.9"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"speculative": Speculative("dspark", 5)}, True, "DSpark head"),
+    ("vllm", "deepseek-v3", box("h200-x8"), {"tp": 4, "dp": 2, "dp_lm_head": True}, True, "no DP LM head"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(attention="triton")}, True, "dsv4"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="flashinfer_mxfp4")}, True, "MXFP4 experts"),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"kernels": Kernels(moe="deep_gemm")}, True, "block-FP8"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="triton")}, True, "FP8 experts"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="b12x")}, True, "no b12x"),
+    ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"kernels": Kernels(linear="cutlass")}, True, "FP8 linear"),
+    ("sglang", "deepseek-v3", box("h200-x8", "sm_80"), {"kernels": Kernels(linear="cutlass")}, True, ">= 8.9"),
+    (
+        "sglang",
+        "deepseek-v3",
+        box("rtx-pro-6000-x8"),
+        {"dp": 8, "ep": 8, "comm": Comm(all2all="deepep")},
+        True,
+        "NVLink",
+    ),
+    (
+        "sglang",
+        "deepseek-v4-flash",
+        box("h200-x8"),
+        {"dp": 8, "ep": 8, "comm": Comm(all2all="deepep"), "overlap": Overlap(two_batch=True)},
+        True,
+        "EXTEND",
+    ),
+    ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"fusion": {"allreduce_rmsnorm": True}}, True, "SM90/SM10x"),
+    ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"speculative": Speculative("mtp", 1)}, True, "DSPARK"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"speculative": Speculative("dspark", 5)}, True, "DSpark head"),
+    ("sglang", "llama-3.1-70b", box("h200-x8"), {"dcp": 2}, True, "MLA latent KV"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"dense_dp": True}, True, "DP attention"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"eplb": True}, True, "expert parallelism"),
 ]
+# Rules no whole PhasePlan can break (PhasePlan itself refuses tp % dcp != 0): they act while a plan is sampled
+SAMPLING_ONLY = {("vllm", "dcp", "the decode context parallel size must divide the tensor parallel size")}
 
 
 @pytest.mark.parametrize(("engine", "model", "hw", "fields", "is_refused", "words"), CASES)
@@ -157,3 +203,25 @@ def test_the_emitters_refuse_a_plan_that_breaks_a_rule():
     bad = plan("vllm", kernels=Kernels(attention="flashinfer"))
     with pytest.raises(MiTuneError, match="plan breaks an engine rule: .*FLASHINFER_MLA needs compute capability 10"):
         build_launch(bad, load_model("deepseek-v3"), hw)
+
+
+def test_every_rule_has_a_recorded_case():
+    broken = set()
+    for engine, model, hw, fields, _, _ in CASES:
+        for v in capability.plan_violations(plan(engine, **fields), load_model(model), hw):
+            broken.add((engine, v.rule.field, v.rule.why))
+    missing = [
+        (table.engine, rule.field, rule.why)
+        for table in capability.TABLES.values()
+        for rule in table.rules
+        if (table.engine, rule.field, rule.why) not in broken | SAMPLING_ONLY
+    ]
+    assert not missing, missing
+
+
+def test_dcp_must_divide_tp_while_sampling():
+    from autotune.search.admit import Admission
+
+    admission = Admission(capability.box_facts(box("h200-x8"), load_model("deepseek-v3")))
+    assert "must divide the tensor parallel size" in admission.refusal("vllm", "dcp", 4, {"tp": 2, "dp": 1})
+    assert admission.refusal("vllm", "dcp", 2, {"tp": 2, "dp": 1}) == ""
