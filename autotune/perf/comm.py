@@ -268,7 +268,13 @@ class _NcclProfile:
     s_per_edge_byte: tuple[float, ...]
 
     def time_s(self, bytes_per_edge: float) -> float:
-        return min(lat + bytes_per_edge * spb for lat, spb in zip(self.latency_s, self.s_per_edge_byte, strict=True))
+        """The fastest enabled protocol's time (a plain loop: this runs for every collective of every step)."""
+        best = None
+        for lat, spb in zip(self.latency_s, self.s_per_edge_byte, strict=True):
+            t = lat + bytes_per_edge * spb
+            if best is None or t < best:
+                best = t
+        return best
 
 
 @lru_cache(maxsize=8192)

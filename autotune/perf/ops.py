@@ -288,7 +288,7 @@ def _step(
         rows = x.decode_seqs * width + x.prefill_tokens
         hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES
         total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
-    stages = phase.pp
+    stages, names = phase.pp, _RATE_NAMES
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
     overhead_ms = eff.scheduler_overhead_ms(engine, phase.pp, gpu_ms)
     return StepBreakdown(
@@ -301,5 +301,5 @@ def _step(
         bubble_ms=0.0,
         overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
         launch_ms=launch_s * stages * 1e3 + overhead_ms,
-        rates_ms={_rate_name(k): v * stages * 1e3 for k, v in total.by_rate.items()},
+        rates_ms={(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()},
     )
