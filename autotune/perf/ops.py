@@ -35,7 +35,7 @@ from autotune.perf.oplist import (
     speculation,
     step_tokens,
 )
-from autotune.specs import AttentionSpec, FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
+from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
     "Context",
@@ -180,13 +180,8 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
         comm_s = sum(sum(part.comm_s.values()) for part in parts)
         total.overlap_saved_s += min(busy, comm_s) * (1 - OVERLAP_RESIDUE) * times
         return
-    _add_attention(total, c, att, x, times, dcp)
-    total.add(ffn_half, times)
-
-
-def _add_attention(total: Cost, c: Context, att: AttentionSpec, x: StepInput, times: float, dcp: list[Op]) -> None:
-    """Add `times` x the attention half of a layer (attention_ops) and its dcp gather (dcp_ops) to `total`."""
     cost_ops(c, attention_ops(c, att, x), total, times)
+    total.add(ffn_half, times)
     if dcp:
         cost_ops(c, dcp, total, times)
 
@@ -271,9 +266,11 @@ def _step(
         for layer, count in groups:
             _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp)
     else:
-        for layer, count in groups:
-            layer_x = inputs[layer.in_prefill]
-            _add_attention(total, c, layer.attention, layer_x, count / phase.pp, dcp_ops(c, layer.attention, layer_x))
+        for layer, count in groups:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer
+            layer_x, times = inputs[layer.in_prefill], count / phase.pp
+            cost_ops(c, attention_ops(c, layer.attention, layer_x), total, times)
+            if phase.dcp > 1:
+                cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
         for ffn, in_prefill, count in ffn_groups:
             total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill])), count / phase.pp)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
