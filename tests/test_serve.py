@@ -127,6 +127,19 @@ def test_a_tampered_launch_is_never_run(run_dir, tmp_path, capsys, tamper, field
     )
 
 
+@pytest.mark.parametrize(
+    "nccl", [{"LD_PRELOAD": "/tmp/evil.so"}, {"NCCL_DEBUG": "INFO; rm -rf /"}, {"NCCL_ALGO": "$(reboot)"}]
+)
+def test_a_plan_cannot_smuggle_environment_through_its_nccl_settings(run_dir, tmp_path, capsys, nccl):
+    def edit(doc):
+        for phase in doc["phases"].values():
+            phase["comm"]["nccl"] = nccl
+
+    code, out, err = _dry_run(_alone(run_dir, tmp_path, edit), capsys)
+    assert code == 2 and out == ""
+    assert "comm.nccl" in err and "is not an NCCL variable with a plain value" in err and err.count("\n") == 1
+
+
 def test_host_and_port_apply_to_every_server(run_dir):
     launch = api.serve_launch(str(run_dir / "best.yaml"), "0.0.0.0", 9000).launch
     for proc in launch.processes:
