@@ -55,6 +55,12 @@ class Batching:
     max_running: int = 256
     chunked_prefill_tokens: int = 8192
 
+    def __post_init__(self) -> None:
+        for name in ("max_running", "chunked_prefill_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+
 
 @dataclass(frozen=True)
 class PhasePlan:

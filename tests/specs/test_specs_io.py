@@ -91,3 +91,15 @@ def test_workload_checks():
     with pytest.raises(ValueError, match="not both"):
         Workload(concurrency=4, rate_rps=1.0)
     assert Workload(ttft_ms=500).has_slo
+
+
+def test_non_positive_batching_is_refused_naming_the_field(tmp_path):
+    from autotune.specs import load_plan
+
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "schema: mi-tune/plan/v1\nengine: vllm\nmode: aggregated\nphases:\n"
+        "  both: {gpus: [0], batching: {max_running: -16, chunked_prefill_tokens: 8192}}\n"
+    )
+    with pytest.raises(SpecError, match=r"phases\.both\.batching: max_running: expected a positive integer, got -16"):
+        load_plan(path)
