@@ -25,7 +25,7 @@ PERF = "autotune/perf"
 
 # (name, file, unique substring of the original line, replacement)
 MUTATIONS = [
-    ("no switch-uplink hops (comm.transfer_s)", f"{PERF}/comm.py",
+    ("no switch-uplink hops (topology.transfer_s)", f"{PERF}/topology.py",
      "if topo.switch_of[i] != topo.switch_of[j]:", "if False:"),
     ("free pipeline hand-off", f"{PERF}/ops.py",
      '_collective("pp_send", hand_off_group, hand_off, "pp")', '_collective("pp_send", hand_off_group, 0.0, "pp")'),
