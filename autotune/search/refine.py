@@ -1,13 +1,15 @@
-"""Local refinement after TPE: try every single-dimension change of the best plan so far.
+"""Local refinement after TPE: move the best plan so far by single-dimension changes.
 
 The performance model is cheap and deterministic, so a coordinate search around the incumbent finds what
-TPE's sampling misses in a large conditional space. It is stateless (derived from the trials already in
-the study), so an interrupted search resumes it where it stopped.
+TPE's sampling misses in a large conditional space. With a `score` (the objective without a trial), each
+refinement trial is the best untried neighbour, and a basin whose best neighbour does not improve on its
+incumbent is a local optimum: steepest ascent, one trial per move. It is stateless (derived from the trials
+already in the study), so an interrupted search resumes it where it stopped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -28,7 +30,7 @@ def _basin(trial) -> tuple:
     return plan.get("engine"), plan.get("mode")
 
 
-def next_candidate(trials) -> dict[str, Any] | None:
+def next_candidate(trials, score: Callable[[dict[str, Any]], float] | None = None) -> dict[str, Any] | None:
     """An untried neighbour of an incumbent, or None when every incumbent is a local optimum.
 
     Incumbents are the best trial of each (engine, mode) basin: one-dimension moves cannot leave a basin (a
@@ -45,17 +47,23 @@ def next_candidate(trials) -> dict[str, Any] | None:
     seen = {_key(t.params) for t in trials}
     seen |= {_key(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs}
     for incumbent in incumbents:  # best first
-        candidate = next((p for p in neighbours(incumbent) if _key(p) not in seen), None)
-        if candidate is not None:
-            return candidate
+        untried = [p for p in neighbours(incumbent) if _key(p) not in seen]
+        if score is None:
+            if untried:
+                return untried[0]
+            continue
+        scored = [(score(p), k) for k, p in enumerate(untried)]
+        best = max(scored, default=None, key=lambda sk: (sk[0], -sk[1]))  # ties: the first in neighbour order
+        if best is not None and best[0] > incumbent.value:
+            return untried[best[1]]
     return None
 
 
-def refine(study, objective, budget: int, callbacks=()) -> int:
+def refine(study, objective, budget: int, callbacks=(), score=None) -> int:
     """Run up to `budget` refinement trials; returns how many ran (fewer at a local optimum)."""
     ran = 0
     while ran < budget:
-        candidate = next_candidate(study.get_trials(deepcopy=False))
+        candidate = next_candidate(study.get_trials(deepcopy=False), score)
         if candidate is None:
             break
         study.enqueue_trial(candidate, skip_if_exists=True)

@@ -207,6 +207,21 @@ def run_study(req: SearchRequest) -> SearchResult:
         trial.set_user_attr("reason", prediction.reason)
         return objective_value(prediction)
 
+    scored: dict[tuple, float] = {}  # successive incumbents share most of their neighbours
+
+    def score(params: dict[str, Any]) -> float:
+        """A candidate's objective without a trial: refinement moves to the best untried neighbour."""
+        key = tuple(sorted((k, repr(v)) for k, v in params.items()))
+        if key not in scored:
+
+            def fixed(name: str, options: tuple[Any, ...]) -> Any:
+                value = params.get(name, options[0])
+                return value if value in options else options[0]
+
+            plan, reason = sample_plan(req.space, choices, fixed, req.num_gpus, admission)
+            scored[key] = objective_value(_evaluate(req, plan, reason))
+        return scored[key]
+
     def explore(n: int) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -227,7 +242,7 @@ def run_study(req: SearchRequest) -> SearchResult:
     if done < req.trials:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            done += refine(study, objective, req.trials - done, callbacks)
+            done += refine(study, objective, req.trials - done, callbacks, score)
     if done < req.trials:  # a local optimum was reached early: spend the rest exploring
         explore(req.trials - done)
     return _result(req, study, choices, predicted)

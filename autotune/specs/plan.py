@@ -133,7 +133,8 @@ class Plan:
         return sum(len(p.gpus) for p in self.phases.values())
 
     def describe(self) -> str:
-        """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4 fp8/kv:auto b64/c8192] D[tp8 ...]'."""
+        """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4 fp8/kv:auto b64/c8192] D[tp8 ...]'. Every
+        setting that differs from the plan default shows, so two different plans never share a label."""
         parts = []
         for name, p in self.phases.items():
             label = {"both": "", "prefill": "P", "decode": "D"}[name]
@@ -141,6 +142,22 @@ class Plan:
             rep = f"{p.replicas}x " if p.replicas > 1 else ""
             dtypes = f"{p.kernels.gemm_dtype}/kv:{p.kernels.kv_cache_dtype}"
             batch = f"b{p.batching.max_running}/c{p.batching.chunked_prefill_tokens}"
-            parts.append(f"{label}[{rep}{' '.join(dims)} {dtypes} {batch}]")
+            extra = "".join(f" {x}" for x in _settings(p))
+            parts.append(f"{label}[{rep}{' '.join(dims)} {dtypes} {batch}{extra}]")
         mode = "agg" if self.mode == "aggregated" else "disagg"
         return f"{self.engine} {mode} " + " ".join(parts)
+
+
+def _settings(p: PhasePlan) -> list[str]:
+    """The phase's non-default settings beyond layout, dtypes and batching, in a fixed order."""
+    k, c = p.kernels, p.comm
+    out = [f"{kind}:{v}" for kind, v in (("attn", k.attention), ("moe", k.moe), ("gemm", k.linear)) if v != "auto"]
+    out += [f"dcp{p.dcp}"] if p.dcp > 1 else []
+    out += [f"ar:{c.allreduce}"] if c.allreduce != "custom" else []
+    out += [f"a2a:{c.all2all}"] if c.all2all != "allgather_reducescatter" else []
+    out += [f"{k.removeprefix('NCCL_').lower()}={v}" for k, v in sorted(c.nccl.items())]
+    out += ["tbo"] if p.overlap.two_batch else []
+    out += [f"spec:{p.speculative.method}/{p.speculative.draft_tokens}"] if p.speculative.method != "none" else []
+    out += [flag for flag, on in (("eplb", p.eplb), ("dense-dp", p.dense_dp), ("dp-head", p.dp_lm_head)) if on]
+    out += [f"fuse:{name}={'on' if on else 'off'}" for name, on in sorted(p.fusion.items())]
+    return out
