@@ -121,9 +121,16 @@ def _phase_values(
     refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count; for
     the same reason a dimension whose admitted values are narrowed by an engine rule is asked under a name
     that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted."""
-    options = layouts(space, choices, num_gpus)
-    label = options[0] if len(options) == 1 else suggest(f"{phase}.layout@{num_gpus}", options)
-    values: dict[str, Any] = {name: int(v) for name, v in (part.split("=") for part in label.split(",") if part)}
+    options, layout_name = layouts(space, choices, num_gpus), f"{phase}.layout@{num_gpus}"
+    if admission is not None:  # e.g. SGLang refuses pp > 1 for DeepSeek-V4.1 while vLLM takes it
+        engine = deployment["engine"]
+        kept = tuple(o for o in options if not _layout_refusal(admission, engine, o, space))
+        if not kept:
+            return _layout_refusal(admission, engine, options[0], space)
+        if kept != options:
+            options, layout_name = kept, f"{layout_name}/{engine}"  # Optuna needs fixed choices per name
+    label = options[0] if len(options) == 1 else suggest(layout_name, options)
+    values: dict[str, Any] = _layout_values(label)
     active = [
         dim
         for dim in space.dimensions
@@ -149,6 +156,18 @@ def _phase_values(
         values[dim.name] = suggest(name, offered)
         known.update(fact_values(dim.field, values[dim.name], known))
     return values
+
+
+def _layout_values(label: str) -> dict[str, int]:
+    """'tp=2,dp=1,pp=1' -> {'tp': 2, 'dp': 1, 'pp': 1} (dimension names)."""
+    return {name: int(v) for name, v in (part.split("=") for part in label.split(",") if part)}
+
+
+def _layout_refusal(admission: Admission, engine: str, label: str, space: Space) -> str:
+    """Why `engine` refuses a layout on this box and checkpoint ('' when no rule does)."""
+    known = {space.dimension(name).field: v for name, v in _layout_values(label).items()}
+    known = {"tp": 1, "dp": 1, "pp": 1, **known}
+    return next((r for f, v in known.items() if (r := admission.refusal(engine, f, v, known))), "")
 
 
 def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> PhasePlan | str:

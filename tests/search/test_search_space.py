@@ -101,3 +101,26 @@ def test_sampling_builds_replicas_and_rejects_with_reasons():
     assert plan.phases["prefill"].gpus == (0, 1) and plan.phases["decode"].gpus == (2, 3, 4, 5, 6, 7)
     assert plan.phases["decode"].replicas == 3
     assert "decode.chunked_prefill_tokens" not in asked and "prefill.max_running" not in asked
+
+
+def test_layouts_an_engine_refuses_are_not_offered_to_it():
+    import random
+
+    from autotune import capability
+    from autotune.search.admit import Admission
+
+    space, model, hw = load_space(), load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")
+    choices = study_choices(SearchRequest(model, hw, Workload(), space, 8))
+    assert 2 in choices["pp"]  # vLLM runs V4.1 with pipeline parallelism
+    admission, rng, asked = Admission(capability.box_facts(hw, model)), random.Random(0), set()
+
+    def pick(name, options):
+        asked.add(name)
+        return rng.choice(list(options))
+
+    for _ in range(200):
+        plan, reason = sample_plan(space, choices, pick, 8, admission)
+        assert "pipeline" not in reason  # SGLang's V4.1 hook refuses pp > 1: never sampled for it
+        if plan and plan.engine == "sglang":
+            assert all(p.pp == 1 for p in plan.phases.values())
+    assert any(name.endswith("/sglang") for name in asked)  # its layouts are asked under their own name
