@@ -76,7 +76,7 @@ def check_fusions(phase: PhasePlan, known: Mapping[str, object], label: str) -> 
 
 # server_process(instance, phase plan, all instances) -> (argv, engine-specific env)
 ServerFn = Callable[[Instance, PhasePlan, tuple[Instance, ...]], tuple[list[str], dict[str, str]]]
-# front_process(instances, host, port) -> (argv, flag table to check it against or None) of the router / proxy
+# front_process(instances, host, port) -> (argv, flag table to check it against or None) of the router
 FrontFn = Callable[[tuple[Instance, ...], str, int], tuple[list[str], str | None]]
 
 
@@ -91,7 +91,7 @@ def assemble_launch(
     server: ServerFn,
     front: FrontFn,
 ) -> Launch:
-    """Engine servers (validated against the pinned flag table), then a router/proxy when there are several.
+    """Engine servers (validated against the pinned flag table), then a router when there are several.
     A plan that breaks one of the engine version's capability rules is refused before anything is built."""
     if plan.engine != engine:
         raise MiTuneError(f"plan is for {plan.engine}, not {engine}")

@@ -212,8 +212,9 @@ The best plan re-predicted with one setting changed to each other value the engi
 ```
 
 ## How to read these numbers
-Predictions come from mi-tune's analytical model (v1): per-op rooflines with calibrated efficiencies,
-collectives costed on this box's link matrix, and steady-state continuous batching. TTFT and TPOT are
+Predictions come from mi-tune's analytical model (v2): each step's op list costed against this box's rates
+table (see "Rates and their provenance" for which rates are priors), collectives costed on this box's link
+matrix, and steady-state continuous batching. TTFT and TPOT are
 steady-state means, not percentiles. They are predictions, not measurements: run `mi-tune serve` and an
 engine benchmark client to measure.
 """

@@ -248,17 +248,12 @@ def run_study(req: SearchRequest) -> SearchResult:
     return _result(req, study, choices, predicted)
 
 
-def _rank(record: TrialRecord) -> tuple:
+def _rank(record: TrialRecord, osl: int) -> tuple:
     """Higher objective first; equal objectives (every plan that serves a --rate, say) by lower end-to-end
     latency, then by trial order."""
     p = record.prediction
-    latency_ms = p.ttft_ms.get("mean", 0.0) + p.tpot_ms.get("mean", 0.0) * record_osl(record)
+    latency_ms = p.ttft_ms.get("mean", 0.0) + p.tpot_ms.get("mean", 0.0) * osl
     return (round(record.value, 6), -latency_ms, -record.number)
-
-
-def record_osl(record: TrialRecord) -> float:
-    p = record.prediction
-    return p.output_tok_s / p.request_rate_rps if p.request_rate_rps else 0.0
 
 
 SAME_NUMERICS_CANDIDATES = 50
@@ -317,7 +312,7 @@ def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]
             f"no plan of '{req.model.name}' fits '{req.hardware.name}' in {len(records)} trials"
             + (f" (e.g. {reasons[0]})" if reasons else "")
         )
-    best = max(feasible, key=_rank)
+    best = max(feasible, key=lambda r: _rank(r, req.workload.osl))
     plan = simplify(req.space, best.plan, choices, req.model, req.hardware, req.workload)
     if plan != best.plan:
         best = dataclasses.replace(best, plan=plan, prediction=evaluate(plan, req.model, req.hardware, req.workload))
