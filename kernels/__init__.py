@@ -1,11 +1,9 @@
-"""Triton kernels for the decode hot path, each beside a torch reference; see README.md.
+"""Fused-MoE Triton configs the engines read (moe_configs: names, shapes, space; moe_tune: the tuner) and mi-tune's
+own fused-MoE kernel (fused_moe, timed where no engine is installed; check: against torch). See README.md.
 
-Importing this package needs neither torch nor triton: they load when a kernel is checked, benched or tuned.
+Importing this package needs neither torch nor triton: they load when a kernel is checked or timed.
 """
 
-from autotune.kernels.bench import bench
-from autotune.kernels.check import CheckResult, check
-from autotune.kernels.registry import KERNEL_NAMES, KernelEntry, get_entry
-from autotune.kernels.tune import tune
+from autotune.kernels.check import check
 
-__all__ = ["KERNEL_NAMES", "CheckResult", "KernelEntry", "bench", "check", "get_entry", "tune"]
+__all__ = ["check"]
