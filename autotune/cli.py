@@ -61,15 +61,23 @@ def _fmt(value) -> str:
 def probe(
     out: Path = typer.Option(None, "--out", help="Write the hardware profile as YAML to FILE."),
     as_json: bool = typer.Option(False, "--json", help="Print the hardware profile as JSON."),
-    bench: bool = typer.Option(False, "--bench", help="Run GEMM/memory micro-benchmarks (needs torch + a GPU)."),
+    bench: bool = typer.Option(
+        False, "--bench", help="Measure GEMM/MoE/attention/copy/collective rates into the profile (torch + a GPU)."
+    ),
+    quick: bool = typer.Option(False, "--quick", help="With --bench: a ~1-minute subset."),
+    sysfs_root: Path = typer.Option(None, "--sysfs-root", help="Read a recorded /sys tree (NVML is not used)."),
+    proc_root: Path = typer.Option(None, "--proc-root", help="Read a recorded /proc tree (NVML is not used)."),
+    bench_device: str = typer.Option("cuda", "--bench-device", hidden=True),  # "cpu": the harness on CPU (tests)
 ):
     """Discover this machine: host, accelerators, PCIe/NVLink topology, P2P."""
     from autotune import probe as probe_mod
     from autotune.probe.bench import calibrate
 
-    result = probe_mod.probe()
+    result = probe_mod.probe_roots(sysfs_root, proc_root)
     if bench:
-        result = calibrate(result)
+        result = calibrate(result, quick=quick, device=bench_device)
+    elif quick:
+        raise MiTuneError("--quick: applies to --bench only")
     if as_json:
         print(
             dump_json(result.profile)

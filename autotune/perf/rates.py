@@ -3,7 +3,7 @@
 Every entry says where its figure comes from (`provenance`):
 - `datasheet-prior`: the GPU's datasheet peak x a per-architecture fraction that is a prior (no measurement);
 - `public:<id>`: an entry of autotune/catalog/calibration.yaml or shared/reference/calibration.yaml;
-- `probe`: `HardwareProfile.measured` (`probe --bench` on this box);
+- `probe`: `HardwareProfile.measured` (`probe --bench` on this box: per-bucket kernel points, copy bandwidth);
 - `measured-run` / `fitted`: corrections fitted from measured trials (not produced yet).
 A composite figure names both parts, e.g. `probe*public:gemm-fp8-vs-bf16-sm90` (the probed bf16 rate scaled by
 the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up per op (ops.py).
@@ -11,6 +11,7 @@ the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up pe
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from autotune.specs import HardwareProfile
@@ -155,33 +156,84 @@ def rates_table(hw: HardwareProfile) -> RatesTable:
     return table
 
 
+def probed_points(hw: HardwareProfile) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(op class, dtype, bucket) -> (median achieved TFLOPS, median achieved GB/s) of `probe --bench`'s kernel
+    points (HardwareProfile.measured.ops); kernel-floor points ("launch") are left out."""
+    by_key: dict[tuple[str, str, str], list] = {}
+    for p in hw.measured.ops if hw.measured else ():
+        if p.bucket != "launch" and p.tflops > 0 and p.gbs > 0:
+            by_key.setdefault((p.op_class, p.dtype, p.bucket), []).append(p)
+    return {
+        k: (statistics.median(p.tflops for p in ps), statistics.median(p.gbs for p in ps)) for k, ps in by_key.items()
+    }
+
+
+def _probed_floor_us(hw: HardwareProfile, op_class: str, dtype: str) -> float:
+    """Shortest probed kernel time of a tiny shape of `op_class` (0 when not probed)."""
+    times = [p.time_us for p in (hw.measured.ops if hw.measured else ()) if p.bucket == "launch"
+             and p.op_class == op_class and p.dtype == dtype and p.time_us > 0]  # fmt: skip
+    return min(times, default=0.0)
+
+
+def _probed_stream(hw: HardwareProfile, op_class: str, dtype: str, fallback: float) -> float:
+    """The bandwidth ceiling of an op class: the highest achieved GB/s of its probed points (small-m points
+    stream the weights), never below the probed/prior stream bandwidth `fallback`."""
+    best = max((p.gbs for p in (hw.measured.ops if hw.measured else ()) if p.op_class == op_class
+                and p.dtype == dtype and p.bucket != "launch"), default=0.0)  # fmt: skip
+    return max(best, fallback)
+
+
 def build(hw: HardwareProfile) -> RatesTable:
+    """The rates table. A bucket `probe --bench` timed takes its probed figures (provenance `probe`): the median
+    achieved TFLOPS of its points, the op class's probed bandwidth ceiling, the probed kernel floor; other
+    buckets scale the probed (or prior) large-shape rate by the priors above."""
     arch = _arch(hw)
     probed_bw = hw.measured.mem_bw_gbs if hw.measured and hw.measured.mem_bw_gbs else 0.0
     # a probed stream bandwidth is what weight streaming reaches; kernels reading KV reach it too (the same
     # streaming pattern), so attention scales from it by its prior ratio to the streaming fraction
     stream = probed_bw or hw.gpu.mem_bw_gbs * STREAM_FRACTION
     stream_prov = "probe" if probed_bw else "datasheet-prior"
+    probed = probed_points(hw)
     entries: dict[tuple[str, str, str], Rate] = {}
     for dtype in GEMM_DTYPES:
         if dtype != "bf16" and not hw.gpu.peak_tflops.get(dtype):
             continue
         large, prov = _large_gemm(hw, dtype)
+        floor_us = _probed_floor_us(hw, "gemm", dtype)
+        gemm_min, gemm_min_prov = (floor_us, "probe") if floor_us else (MIN_US["gemm"], MIN_US_PROVENANCE["gemm"])
+        gemm_bw = _probed_stream(hw, "gemm", dtype, stream)
+        moe_bw = _probed_stream(hw, "grouped_moe", "bf16", stream)
         for _, bucket in M_BUCKETS:
             tflops = large * M_BUCKET_SCALE[bucket]
-            gemm_min_prov = MIN_US_PROVENANCE["gemm"]
-            entries[("gemm", dtype, bucket)] = Rate(tflops, stream, MIN_US["gemm"], f"{prov}; min {gemm_min_prov}")
-            entries[("grouped_moe", dtype, bucket)] = Rate(
-                tflops * GROUPED_VS_DENSE, stream, MIN_US["grouped_moe"], f"{prov}; grouped datasheet-prior"
-            )
+            dense = probed.get(("gemm", dtype, bucket))
+            if dense:
+                entries[("gemm", dtype, bucket)] = Rate(dense[0], gemm_bw, gemm_min, f"probe; min {gemm_min_prov}")
+            else:
+                entries[("gemm", dtype, bucket)] = Rate(tflops, stream, gemm_min, f"{prov}; min {gemm_min_prov}")
+            grouped = probed.get(("grouped_moe", dtype, bucket))
+            grouped_bf16, dense_bf16 = probed.get(("grouped_moe", "bf16", bucket)), probed.get(("gemm", "bf16", bucket))
+            if grouped:
+                entries[("grouped_moe", dtype, bucket)] = Rate(grouped[0], moe_bw, MIN_US["grouped_moe"], "probe")
+            elif dense and grouped_bf16 and dense_bf16:  # this dtype's probed dense rate x the probed bf16 ratio
+                rate = dense[0] * grouped_bf16[0] / dense_bf16[0]
+                entries[("grouped_moe", dtype, bucket)] = Rate(rate, moe_bw, MIN_US["grouped_moe"], "probe")
+            else:
+                base = dense[0] if dense else tflops
+                base_prov = "probe" if dense else prov
+                entries[("grouped_moe", dtype, bucket)] = Rate(
+                    base * GROUPED_VS_DENSE, stream, MIN_US["grouped_moe"], f"{base_prov}; grouped datasheet-prior"
+                )
     bf16_peak = hw.gpu.peak_tflops.get("bf16", 0.0)
     att_bw = stream * ATTENTION_DECODE_FRACTION / STREAM_FRACTION if probed_bw else hw.gpu.mem_bw_gbs * 0.85
     att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
+    decode, prefill = probed.get(("attention", "bf16", "decode")), probed.get(("attention", "bf16", "prefill"))
+    decode_bw = decode[1] if decode else att_bw
+    prefill_tflops = prefill[0] if prefill else bf16_peak * ATTENTION_PREFILL_FRACTION
     entries[("attention", "bf16", "decode")] = Rate(
-        bf16_peak * ATTENTION_PREFILL_FRACTION, att_bw, MIN_US["attention"], att_prov
+        prefill_tflops, decode_bw, MIN_US["attention"], "probe" if decode else att_prov
     )
     entries[("attention", "bf16", "prefill")] = Rate(
-        bf16_peak * ATTENTION_PREFILL_FRACTION, att_bw, MIN_US["attention"], att_prov
+        prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else att_prov
     )
     for op_class in ("norm", "elementwise", "quant", "sampling"):
         prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")

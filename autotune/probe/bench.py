@@ -1,19 +1,47 @@
-"""`mi-tune probe --bench`: micro-benchmarks that replace datasheet figures in the profile's `measured`.
+"""`mi-tune probe --bench`: what the rates table needs, measured on this box, into the profile's `measured`.
 
-Needs torch with a CUDA device (the `gpu` extra); torch is imported here only. Never changes clocks or
-device settings: it allocates, times with CUDA events and frees.
+Needs torch with a CUDA device (the `gpu` extra); torch is imported here only. Never changes clocks or device
+settings: it allocates, times with CUDA events and frees. Parts (probe/bench_ops.py, probe/bench_comm.py):
+GEMMs per dtype x m bucket at the catalog models' projection shapes, grouped MoE GEMMs at their expert shapes,
+decode / prefill attention points, device-memory copy bandwidth, P2P copy between every pair, pinned host<->device
+copy per NUMA node, and NCCL collectives over each group size at defaults and under each NCCL setting the search
+space can set. `--quick` is a subset (fewer shapes, repeats and sizes; no NCCL settings). A part that cannot run
+here (a dtype, the PCIe-IPC all-reduce library, a second GPU) is skipped and named in `measured.notes`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
 
+from autotune.probe import bench_comm, bench_ops
+from autotune.probe.bench_ops import AttentionPoint, GemmShape, Timer
 from autotune.specs import Measured, MiTuneError
+from autotune.specs.hardware import HardwareProfile
 
-GEMM_SIZE = 8192  # M = N = K: large enough to reach steady-state tensor-core throughput
-COPY_BYTES = 1 << 30
-P2P_BYTES = 256 << 20
-REPEATS = 20
+FULL_BUCKETS = ("m<=16", "m<=128", "m<=1024", "m>1024")
+CC_FP8, CC_FP4 = (8, 9), (10, 0)  # torch._scaled_mm FP8 needs sm_89+ (Ada/Hopper); nvfp4 block scales sm_100+
+PCIE_IPC_LIBRARIES = ("flashinfer", "sgl_kernel")
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    """What one `probe --bench` run times (bench_plan builds it from the box and the model catalog)."""
+
+    dtypes: tuple[str, ...]
+    gemm_shapes: tuple[GemmShape, ...]
+    buckets: tuple[str, ...]
+    experts: tuple[tuple[int, GemmShape], ...]  # (local experts, one expert's projection)
+    attention: tuple[AttentionPoint, ...]
+    repeats: int
+    copy_bytes: int  # device-memory copy
+    p2p_bytes: int  # per GPU pair, and per host<->device copy
+    comm_jobs: tuple[bench_comm.CommJob, ...]
 
 
 def _torch():
@@ -26,61 +54,253 @@ def _torch():
     return torch
 
 
-def _time_ms(torch, fn, device: int) -> float:
-    """Median time of `fn` over REPEATS runs after a warm-up, CUDA events on `device`."""
-    with torch.cuda.device(device):
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(REPEATS):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
+def serving_shapes(world: int, quick: bool) -> tuple[tuple[GemmShape, ...], tuple[tuple[int, GemmShape], ...]]:
+    """Dense projection shapes (gate_up, down of each catalog model's dense FFN, split over TP = `world`) and
+    expert shapes (experts per rank under EP over `world`, at most 64, and one expert's gate_up / down)."""
+    from autotune.catalog.models import list_models
+
+    dense: dict[tuple[int, int], GemmShape] = {}
+    experts: dict[tuple[int, int, int], tuple[int, GemmShape]] = {}
+    for model in sorted(list_models(), key=lambda m: m.name):
+        h = model.hidden_size
+        for ffn in {layer.ffn for layer in model.layers}:
+            inter = ffn.params // (3 * h) if ffn.kind == "dense" else 0  # gated FFN: gate, up, down
+            if inter:
+                for n, k, what in ((2 * inter // world, h, "gate_up"), (h, inter // world, "down")):
+                    dense.setdefault((n, k), GemmShape(n, k, f"{model.name} {what} tp{world}"))
+            if ffn.kind == "moe" and ffn.expert_params:
+                inter_e, local = ffn.expert_params // (3 * h), max(1, min(64, ffn.num_experts // world))
+                for n, k, what in ((2 * inter_e, h, "gate_up"), (h, inter_e, "down")):
+                    experts.setdefault((local, n, k), (local, GemmShape(n, k, f"{model.name} expert {what} ep{world}")))
+    dense_shapes, expert_shapes = tuple(dense.values()), tuple(experts.values())
+    if quick:  # the largest dense pair and the largest expert gate_up
+        dense_shapes = tuple(sorted(dense_shapes, key=lambda s: -s.n * s.k)[:2])
+        expert_shapes = tuple(sorted(expert_shapes, key=lambda e: -e[0] * e[1].n * e[1].k)[:1])
+    return dense_shapes, expert_shapes
 
 
-def gemm_tflops(torch, device: int, dtype: str) -> float:
-    n = GEMM_SIZE
-    a = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=f"cuda:{device}", dtype=torch.bfloat16)
-    if dtype == "fp8":
-        a8, b8 = a.to(torch.float8_e4m3fn), b.t().contiguous().t().to(torch.float8_e4m3fn)
-        one = torch.ones((), device=a.device)
-        ms = _time_ms(
-            torch, lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), device
-        )
-    else:
-        ms = _time_ms(torch, lambda: a @ b, device)
-    return 2 * n**3 / (ms * 1e-3) / 1e12
+def attention_shapes(quick: bool) -> tuple[AttentionPoint, ...]:
+    """GQA-like (Llama-70B / Qwen3 at TP 8: 8 query heads per KV head) and MLA-like (DeepSeek-V3 at TP 8: 16
+    heads; absorbed decode over one 576-wide latent, prefill with 192-wide q.k and 128-wide v) points."""
+    ctxs = (4096,) if quick else (2048, 8192)
+    length = 2048 if quick else 4096
+    points = []
+    for ctx in ctxs:
+        points.append(AttentionPoint("decode", "gqa", 32, 32, 4, 128, 128, ctx))
+        points.append(AttentionPoint("decode", "mla", 32, 16, 1, 576, 512, ctx))
+    points.append(AttentionPoint("prefill", "gqa", 1, 32, 4, 128, 128, length))
+    points.append(AttentionPoint("prefill", "mla", 1, 16, 16, 192, 128, length))
+    return tuple(points)
 
 
-def mem_bw_gbs(torch, device: int) -> float:
-    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device=f"cuda:{device}")
-    dst = torch.empty_like(src)
-    ms = _time_ms(torch, lambda: dst.copy_(src), device)
-    return 2 * COPY_BYTES / (ms * 1e-3) / 1e9  # a copy reads and writes every byte
+def nccl_settings(hw: HardwareProfile) -> list[dict[str, str]]:
+    """Each non-default NCCL_* choice of the default search space that applies to this box, one at a time."""
+    from autotune.search.space import load_space
+
+    out = []
+    for dim in load_space().dimensions:
+        if not dim.field.startswith("comm.nccl."):
+            continue
+        wanted = dim.requires.get("interconnect")
+        if wanted and hw.interconnect not in wanted:
+            continue
+        out += [{dim.field.rsplit(".", 1)[1]: str(v)} for v in dim.choices if v is not None]
+    return out
 
 
-def p2p_gbs(torch, src: int, dst: int) -> float:
-    a = torch.empty(P2P_BYTES, dtype=torch.uint8, device=f"cuda:{src}")
-    b = torch.empty(P2P_BYTES, dtype=torch.uint8, device=f"cuda:{dst}")
-    ms = _time_ms(torch, lambda: b.copy_(a, non_blocking=True), src)
-    return P2P_BYTES / (ms * 1e-3) / 1e9
+def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool) -> BenchPlan:
+    cc = torch.cuda.get_device_capability(0)
+    dtypes = ["bf16"]
+    if hw.gpu.features.fp8 and cc >= CC_FP8 and hasattr(torch, "_scaled_mm"):
+        dtypes.append("fp8")
+    if not quick and hw.gpu.features.int8 and hasattr(torch, "_int_mm"):
+        dtypes.append("int8")
+    if hw.gpu.features.fp4 and cc >= CC_FP4 and hasattr(torch, "float4_e2m1fn_x2"):
+        dtypes.append("fp4")
+    dense, experts = serving_shapes(world, quick)
+    return BenchPlan(
+        dtypes=tuple(dtypes),
+        gemm_shapes=dense,
+        buckets=FULL_BUCKETS,
+        experts=experts,
+        attention=attention_shapes(quick),
+        repeats=5 if quick else 20,
+        copy_bytes=(256 if quick else 1024) << 20,
+        p2p_bytes=(64 if quick else 256) << 20,
+        comm_jobs=tuple(bench_comm.jobs(world, quick, "nccl", [] if quick else nccl_settings(hw))),
+    )
 
 
-def calibrate(result):
-    """The probe result with `measured` filled from GEMM, memory and P2P copy benchmarks."""
+def cpu_plan() -> BenchPlan:
+    """The harness on CPU tensors (`--bench-device cpu`, tests): tiny shapes, collectives over 2 gloo processes."""
+    return BenchPlan(
+        dtypes=("bf16",),
+        gemm_shapes=(GemmShape(96, 64, "cpu check"),),
+        buckets=FULL_BUCKETS,
+        experts=((2, GemmShape(64, 64, "cpu check")),),
+        attention=(
+            AttentionPoint("decode", "gqa", 2, 4, 2, 16, 16, 64),
+            AttentionPoint("prefill", "gqa", 1, 4, 2, 16, 16, 32),
+        ),
+        repeats=5,
+        copy_bytes=1 << 20,
+        p2p_bytes=1 << 16,
+        comm_jobs=(bench_comm.CommJob(2, "gloo", (), bench_comm.COLLECTIVES, (2,), (1024, 65536)),),
+    )
+
+
+def calibrate(result, quick: bool = False, device: str = "cuda"):
+    """The probe result with `measured` filled by the benchmarks on this box's CUDA devices (`device="cpu"`:
+    the harness check of cpu_plan, figures of this CPU)."""
     if result.profile is None:
         raise MiTuneError("probe --bench: no accelerators found to benchmark")
+    if device == "cpu":
+        try:
+            import torch
+        except ImportError:
+            raise MiTuneError("probe --bench needs torch: pip install 'mi-tune[gpu]'") from None
+        return measure(result, cpu_plan(), torch, device="cpu", world=2)
+    if device != "cuda":
+        raise MiTuneError(f"--bench-device: expected cuda or cpu, got {device!r}")
     torch = _torch()
+    world = min(result.profile.num_gpus, torch.cuda.device_count())
+    plan = bench_plan(result.profile, torch, world, quick)
+    return measure(result, plan, torch, device="cuda", world=world)
+
+
+def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1):
+    """Run `plan` and return the result with `measured` and a `sources` line. `device="cpu"` runs the same
+    harness on CPU tensors (tests; collectives then use gloo): figures of the CPU, not of any accelerator."""
     hw = result.profile
-    dtypes = ["bf16"] + (["fp8"] if hw.gpu.features.fp8 and hasattr(torch, "_scaled_mm") else [])
-    gemm = {dtype: round(gemm_tflops(torch, 0, dtype), 1) for dtype in dtypes}
-    n = min(hw.num_gpus, torch.cuda.device_count())
-    p2p = tuple(tuple(0.0 if i == j else round(p2p_gbs(torch, i, j), 1) for j in range(n)) for i in range(n))
-    measured = Measured(gemm_tflops=gemm, mem_bw_gbs=round(mem_bw_gbs(torch, 0), 1), p2p_gbs=p2p if n > 1 else ())
-    profile = dataclasses.replace(hw, measured=measured, sources=(*hw.sources, "probe --bench micro-benchmarks"))
-    return dataclasses.replace(result, profile=profile)
+    t0 = time.perf_counter()
+    cuda = device == "cuda"
+    first = "cuda:0" if cuda else "cpu"
+    timer = Timer(torch, first, plan.repeats)
+    notes: list[str] = []
+    ops = bench_ops.gemm_points(torch, timer, plan.dtypes, plan.gemm_shapes, plan.buckets, notes)
+    ops += bench_ops.grouped_points(torch, timer, plan.experts, plan.buckets, notes)
+    ops += bench_ops.attention_points(torch, timer, plan.attention, notes)
+    _free(torch, cuda)
+    large = {}
+    for dtype in plan.dtypes:
+        rates = [p.tflops for p in ops if p.op_class == "gemm" and p.dtype == dtype and p.bucket == "m>1024"]
+        if rates:
+            large[dtype] = bench_ops.sig(statistics.median(rates))
+    mem = _mem_bw_gbs(torch, timer, plan.copy_bytes)
+    p2p = _p2p(torch, plan, world) if cuda and world > 1 else ()
+    if cuda and world < 2:
+        notes.append("P2P copies and collectives skipped: one GPU visible")
+    host = _host_copies(torch, plan, hw, world) if cuda else {}
+    collectives: dict = {}
+    for job in plan.comm_jobs:
+        try:
+            collectives.update(bench_comm.run(job))
+        except Exception as exc:  # a setting NCCL refuses, a hung group: keep the other curves
+            setting = " ".join(f"{k}={v}" for k, v in job.env) or "defaults"
+            notes.append(f"collectives at {setting} failed: {bench_ops.reason(exc)}")
+    notes += _pcie_ipc_note()
+    versions = tool_versions(torch, result)
+    measured = Measured(
+        gemm_tflops=large,
+        mem_bw_gbs=mem,
+        p2p_gbs=p2p,
+        collectives=collectives,
+        ops=tuple(ops),
+        host_copy_gbs=host,
+        versions=versions,
+        notes=tuple(notes),
+    )
+    took = time.perf_counter() - t0
+    where = "" if cuda else " on the CPU (harness check, not accelerator figures)"
+    line = f"probe --bench{where}: " + ", ".join(f"{k} {v}" for k, v in versions.items())
+    profile = dataclasses.replace(hw, measured=measured, sources=(*hw.sources, line))
+    return dataclasses.replace(result, profile=profile, notes=(*result.notes, f"probe --bench took {took:.0f} s"))
+
+
+def _free(torch, cuda: bool) -> None:
+    if cuda:
+        torch.cuda.empty_cache()
+
+
+def _mem_bw_gbs(torch, timer: Timer, nbytes: int) -> float:
+    src = torch.empty(nbytes, dtype=torch.uint8, device=timer.device)
+    dst = torch.empty_like(src)
+    us = timer.us(lambda: dst.copy_(src))
+    return bench_ops.sig(2 * nbytes / (us * 1e-6) / 1e9)  # a copy reads and writes every byte
+
+
+def _p2p(torch, plan: BenchPlan, world: int) -> tuple[tuple[float, ...], ...]:
+    bufs = [torch.empty(plan.p2p_bytes, dtype=torch.uint8, device=f"cuda:{i}") for i in range(world)]
+    rows = []
+    for i in range(world):
+        timer = Timer(torch, f"cuda:{i}", max(3, plan.repeats // 2))
+        rows.append(tuple(0.0 if i == j else bench_ops.copy_gbs(torch, timer, bufs[i], bufs[j]) for j in range(world)))
+    del bufs
+    return tuple(rows)
+
+
+def numa_cpus(sysfs_root: str = "/sys") -> dict[int, set[int]]:
+    """NUMA node -> its CPUs, from <sysfs>/devices/system/node/node*/cpulist ("0-31,64-95")."""
+    out = {}
+    for node in sorted(Path(sysfs_root, "devices/system/node").glob("node[0-9]*")):
+        try:
+            text = (node / "cpulist").read_text().strip()
+        except OSError:
+            continue
+        cpus: set[int] = set()
+        for part in filter(None, text.split(",")):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        if cpus:
+            out[int(node.name[4:])] = cpus
+    return out
+
+
+def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int) -> dict[str, float]:
+    """Pinned host<->device GB/s from a buffer on each NUMA node (the thread pinned to the node's CPUs, so the
+    first touch places the pages there) to the first GPU of each NUMA node (GPU 0 when none is reported)."""
+    nodes = numa_cpus()
+    if not hasattr(os, "sched_setaffinity") or not nodes:
+        return {}
+    gpus = sorted({next((a.index for a in hw.accelerators if a.numa_node == n and a.index < world), 0) for n in nodes})
+    saved = os.sched_getaffinity(0)
+    out = {}
+    try:
+        for node, cpus in nodes.items():
+            os.sched_setaffinity(0, cpus)
+            host = torch.empty(plan.p2p_bytes, dtype=torch.uint8).pin_memory()
+            host.fill_(1)
+            for g in gpus:
+                dev = torch.empty(plan.p2p_bytes, dtype=torch.uint8, device=f"cuda:{g}")
+                timer = Timer(torch, f"cuda:{g}", max(3, plan.repeats // 2))
+                out[f"h2d/numa{node}/gpu{g}"] = bench_ops.copy_gbs(torch, timer, host, dev)
+                out[f"d2h/numa{node}/gpu{g}"] = bench_ops.copy_gbs(torch, timer, dev, host)
+                del dev
+            del host
+    finally:
+        os.sched_setaffinity(0, saved)
+    return out
+
+
+def _pcie_ipc_note() -> list[str]:
+    """The engines' PCIe-IPC all-reduce is not timed here: it runs inside the engine's own process group with
+    its IPC workspace; say which library would provide it."""
+    found = [name for name in PCIE_IPC_LIBRARIES if importlib.util.find_spec(name) is not None]
+    if not found:
+        return [f"PCIe-IPC all-reduce skipped: none of {', '.join(PCIE_IPC_LIBRARIES)} is installed"]
+    return [
+        f"PCIe-IPC all-reduce not timed: {', '.join(found)} installed, but its kernel is not driven outside an "
+        "engine here (perf/comm.py models it)"
+    ]
+
+
+def tool_versions(torch, result) -> dict[str, str]:
+    out = {"torch": str(torch.__version__), "cuda": str(torch.version.cuda or "none")}
+    try:
+        nccl = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    except Exception:  # a torch built without NCCL
+        nccl = None
+    out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or "none")
+    driver = next((s.split("driver ", 1)[1].split(")", 1)[0] for s in result.profile.sources if "driver " in s), "")
+    out["driver"] = driver or "unknown"
+    return out

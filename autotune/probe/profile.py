@@ -8,11 +8,13 @@ guessing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from autotune.catalog.devices import VENDORS, DeviceSpec, find_device, find_device_by_pci
 from autotune.probe import sysfs
 from autotune.probe.host import read_host
 from autotune.probe.nvml import BRAND_GEFORCE, NvmlGpu, NvmlScan, probe_nvml
+from autotune.specs import MiTuneError
 from autotune.specs.hardware import Accelerator, Features, HardwareProfile, HostInfo
 
 NVIDIA = 0x10DE
@@ -65,6 +67,16 @@ def probe(sysfs_root: str = "/sys", proc_root: str = "/proc", use_nvml: bool = T
         sources=(origin, *sorted({f"datasheet: {s.source}" for s in specs if s is not None})),
     )
     return ProbeResult(host, profile, tuple(notes), tuple(s for s in scan.switches if bdfs & set(s.members)))
+
+
+def probe_roots(sysfs_root: str | Path | None = None, proc_root: str | Path | None = None) -> ProbeResult:
+    """`probe --sysfs-root/--proc-root`: a recorded tree probes exactly as a live machine. NVML answers for the
+    live machine only, so it is bypassed when either root is given. A root that is not a directory is bad input."""
+    for flag, root in (("--sysfs-root", sysfs_root), ("--proc-root", proc_root)):
+        if root is not None and not Path(root).is_dir():
+            raise MiTuneError(f"{flag} {root}: expected a directory (a recorded {flag[2:-5]} tree)")
+    recorded = sysfs_root is not None or proc_root is not None
+    return probe(str(sysfs_root or "/sys"), str(proc_root or "/proc"), use_nvml=not recorded)
 
 
 def _from_nvml(nvml: NvmlScan, scan: sysfs.SysfsScan, notes: list[str]):

@@ -21,9 +21,47 @@ def format_probe(result: ProbeResult) -> str:
             hw, [[P2P_MARKS[ok] if i != j else "X" for j, ok in enumerate(row)] for i, row in enumerate(hw.p2p)]
         )
         lines += ["", _summary(hw), *_switch_lines(result)]
+        if hw.measured is not None:
+            lines += ["", *measured_lines(hw)]
     if result.notes:
         lines += ["", "notes:", *(f"  - {note}" for note in result.notes)]
     return "\n".join(lines)
+
+
+def measured_lines(hw: HardwareProfile) -> list[str]:
+    """What `probe --bench` measured: per op class x dtype the median achieved rate of each bucket, copies,
+    collective bus bandwidth at the largest message, the tool versions and what was skipped."""
+    from autotune.perf.rates import probed_points
+
+    m = hw.measured
+    lines = ["measured (probe --bench): " + ", ".join(f"{k} {v}" for k, v in m.versions.items())]
+    probed = probed_points(hw)
+    for op_class, dtype in sorted({(k[0], k[1]) for k in probed}):
+        cells = [
+            f"{bucket} {tf:.4g} TFLOPS / {gbs:.4g} GB/s"
+            for (c, d, bucket), (tf, gbs) in probed.items()
+            if (c, d) == (op_class, dtype)
+        ]
+        lines.append(f"  {op_class} {dtype}: " + "; ".join(cells))
+    floors = [p for p in m.ops if p.bucket == "launch"]
+    if floors:
+        lines.append("  kernel floor: " + ", ".join(f"{p.op_class} {p.dtype} {p.time_us:.3g} us" for p in floors))
+    if m.mem_bw_gbs:
+        lines.append(f"  device memory copy: {m.mem_bw_gbs:g} GB/s")
+    pairs = [gbs for i, row in enumerate(m.p2p_gbs) for j, gbs in enumerate(row) if i != j]
+    if pairs:
+        lines.append(f"  P2P copy: {min(pairs):g}-{max(pairs):g} GB/s over {len(pairs)} ordered pairs")
+    if m.host_copy_gbs:
+        lines.append("  pinned host copy: " + ", ".join(f"{k} {v:g} GB/s" for k, v in sorted(m.host_copy_gbs.items())))
+    for name, curve in sorted(m.collectives.items()):
+        last = max(curve, key=lambda pt: pt.message_bytes)
+        first = min(curve, key=lambda pt: pt.message_bytes)
+        lines.append(
+            f"  {name}: {first.latency_us:.4g} us at {first.message_bytes} B, "
+            f"busbw {last.busbw_gbs:.4g} GB/s at {last.message_bytes} B"
+        )
+    lines += [f"  - {note}" for note in m.notes]
+    return lines
 
 
 def _host_line(host: HostInfo) -> str:

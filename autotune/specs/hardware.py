@@ -63,13 +63,32 @@ class CollectivePoint:
 
 
 @dataclass(frozen=True)
+class OpPoint:
+    """One timed kernel of `probe --bench`: an op class x dtype x rates-table bucket at one shape."""
+
+    op_class: str  # gemm | grouped_moe | attention (perf/rates.py op classes)
+    dtype: str  # bf16 | fp8 | int8 | fp4
+    bucket: str  # m<=16 ... m>1024, decode, prefill; "launch": a tiny shape timing the kernel floor
+    shape: str  # what ran, e.g. "m=16 n=4096 k=7168" or "b=32 hq=32 hkv=8 d=128 ctx=4096"
+    time_us: float  # median GPU time of one call
+    tflops: float  # achieved: the op's FLOPs / time_us
+    gbs: float  # achieved: bytes the op must move (weights, activations, KV) / time_us
+
+
+@dataclass(frozen=True)
 class Measured:
-    """Micro-benchmark curves that replace the datasheet defaults in perf when present."""
+    """Micro-benchmark curves that replace the datasheet defaults in perf when present (`probe --bench`)."""
 
     gemm_tflops: dict[str, float] = field(default_factory=dict)  # dtype -> achieved large-GEMM TFLOPS
     mem_bw_gbs: float = 0.0
     p2p_gbs: tuple[tuple[float, ...], ...] = ()
-    collectives: dict[str, tuple[CollectivePoint, ...]] = field(default_factory=dict)  # "all_reduce/8" -> curve
+    # "all_reduce/8" -> curve at NCCL defaults; "all_reduce/8 NCCL_PROTO=LL": under that NCCL setting;
+    # "pcie_ipc_all_reduce/8": the engines' PCIe-IPC kernel
+    collectives: dict[str, tuple[CollectivePoint, ...]] = field(default_factory=dict)
+    ops: tuple[OpPoint, ...] = ()  # GEMM / grouped-MoE / attention points (perf/rates.py reads them per bucket)
+    host_copy_gbs: dict[str, float] = field(default_factory=dict)  # "h2d/numa0/gpu0" -> pinned-memory GB/s
+    versions: dict[str, str] = field(default_factory=dict)  # torch, cuda, nccl, driver the figures were taken with
+    notes: tuple[str, ...] = ()  # what was skipped and why
 
 
 @dataclass(frozen=True)
