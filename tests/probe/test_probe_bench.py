@@ -120,7 +120,9 @@ def test_cli_bench_on_cpu_then_estimate_shows_probe_provenance(box_tree, tmp_pat
     out = capsys.readouterr().out
     assert "measured (probe --bench): torch " in out and "all_reduce/2:" in out and "gemm bf16: m<=16" in out
     plan = tmp_path / "tp2.yaml"
-    plan.write_text("schema: mi-tune/plan/v1\nengine: sglang\nmode: aggregated\nphases:\n  both: {gpus: [0, 1], tp: 2}\n")
+    plan.write_text(
+        "schema: mi-tune/plan/v1\nengine: sglang\nmode: aggregated\nphases:\n  both: {gpus: [0, 1], tp: 2}\n"
+    )
     est = ["estimate", str(plan), "--model", "llama-3.1-70b", "--hardware", str(hw_path), "--json"]
     assert run([*est, "--isl", "512", "--osl", "64", "--concurrency", "4"]) == 0
     prediction = json.loads(capsys.readouterr().out)
@@ -185,7 +187,9 @@ def test_a_dtype_the_device_cannot_run_is_skipped_with_a_note():
     timer = bench_ops.Timer(torch, "cpu", 2)
     shape = bench_ops.GemmShape(32, 32, "t")
     points = bench_ops.gemm_points(torch, timer, ("bf16", "nope"), (shape,), ("m<=16",), notes)
-    assert {p.dtype for p in points} == {"bf16"} and notes == ["gemm nope skipped: ValueError: unknown GEMM dtype 'nope'"]
+    assert {p.dtype for p in points} == {"bf16"} and notes == [
+        "gemm nope skipped: ValueError: unknown GEMM dtype 'nope'"
+    ]
 
 
 def test_collective_point_contract_unchanged():
