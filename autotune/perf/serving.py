@@ -58,7 +58,23 @@ def aggregated_point(
     advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
     decoding = min(seqs - 1, chunk / (width + advance))
     decoding = max(decoding, 1.0)
-    prompt_tokens = max(1.0, min(decoding * advance, chunk - decoding * width))
+    need = decoding * advance  # prompt tokens the decoding sequences' successors bring per step, on average
+    piece = max(1.0, min(w.isl, chunk - decoding * width))  # a prompt's share of a step with the budget free
+    if need < piece:  # the prompts run as fast as the budget allows (the scheduler does not ration them): a
+        # share need/piece of the steps carries one `piece`, the others only decode (sim/engine.py agrees); a
+        # request holds its slot for ceil(isl/piece) prompt steps, then osl/accepted decode steps
+        steps = w.osl / accepted
+        decoding = max(1.0, seqs * steps / (steps + math.ceil(w.isl / piece)))
+        piece = max(1.0, min(w.isl, chunk - decoding * width))
+        need = min(decoding * advance, piece)
+        mixed = step(StepInput(decoding / pp, decode_ctx, piece / pp, w.isl / 2))
+        decode = step(StepInput(decoding / pp, decode_ctx))
+        share = need / piece
+        t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
+        rate = decoding * accepted / w.osl / t_ms * 1e3  # requests/s per instance
+        ttft = mixed.step_ms * w.isl / piece
+        return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
+    prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
     mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, w.isl / 2))
     t_ms = mixed.step_ms
     rate = min(decoding * accepted / w.osl, prompt_tokens / w.isl) / t_ms * 1e3  # requests/s per instance

@@ -44,8 +44,9 @@ class Prediction:
     output_tok_s_per_gpu: float = 0.0
     request_rate_rps: float = 0.0
     concurrency: int = 0  # requests in flight at the operating point
-    ttft_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99
-    tpot_ms: dict[str, float] = field(default_factory=dict)  # p50, p90, p99
+    # latencies: "mean" (steady state, or the simulated mean), and p50/p90/p95/p99 when simulated (sim/)
+    ttft_ms: dict[str, float] = field(default_factory=dict)
+    tpot_ms: dict[str, float] = field(default_factory=dict)
     slo_met: bool = True
     memory: dict[str, MemoryFit] = field(default_factory=dict)  # per phase
     steps: tuple[StepBreakdown, ...] = ()
@@ -55,3 +56,8 @@ class Prediction:
     rates: dict[str, str] = field(default_factory=dict)
     capacity_rps: float = 0.0  # the most requests/s the plan sustains (its maximum-throughput operating point)
     note: str = ""  # caveat on a feasible prediction, e.g. an offered rate above capacity_rps
+    e2e_ms: dict[str, float] = field(default_factory=dict)  # end-to-end latency per request, simulated
+    queue_ms: dict[str, float] = field(default_factory=dict)  # arrival to admission into a batch, simulated
+    goodput_rps: float = 0.0  # requests/s that meet every SLO (all of them without an SLO), simulated
+    simulated_requests: int = 0  # requests the discrete-event simulator ran (0: steady-state figures only)
+    slo_percentile: float = 0.0  # the percentile slo_met was checked on (0: on steady-state means)

@@ -1,0 +1,340 @@
+"""Discrete-event simulation of one deployment serving a request trace, stepped with the performance model's step
+costs (perf/ops.step_fn, through StepCache: the simulator never costs a step itself).
+
+Each engine instance runs continuous batching the way vLLM's and SGLang's schedulers do at a step boundary:
+decoding requests first (each runs `width` tokens: 1, or 1 + draft tokens), then prompts already admitted take
+chunks of the remaining token budget (`chunked_prefill_tokens`), then waiting requests are admitted in arrival
+order while the budget, `max_running` and the KV cache allow. KV is reserved for a request's whole length (input +
+output) when it is admitted, so a full cache queues requests instead of preempting them (vLLM's recompute
+preemption is not modelled: it changes who waits, not how much work is done). A prefix-cache hit rate h skips the
+first h * input tokens of each prompt's compute (their KV is still held). With pp > 1 a step runs the batch as pp
+micro-batches in flight, as the steady-state model does (perf/serving.py). A request's first token comes at the
+end of the step that finishes its prompt; with speculative decoding each step advances a request by the expected
+accepted length on average.
+
+Decode-only stretches with an unchanged batch are advanced in one segment up to the next event (a request
+finishing, an arrival that can be admitted, or the context growing by a bucket), so the cost grows with the
+number of requests, not the number of steps.
+
+Deployments: replicas of one instance behind a round-robin router (vllm-router runs with --policy round_robin,
+engines/routers.py); in a closed loop each replica keeps its share of the concurrency (the router alternates,
+so the shares stay even). Disaggregated: prefill-only instances (round-robin) whose finished prompts move their
+KV to a decode instance (round-robin) in `kv_transfer_ms`; the client sees the first token when the KV lands.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from autotune.perf.ops import StepInput
+from autotune.sim.trace import Request
+from autotune.specs import StepBreakdown
+
+INF = math.inf
+EXACT_BELOW = 32  # batch sizes and token counts up to this are costed exactly; above, on a 2^(1/8) grid
+TOKEN_GRID = 8  # buckets per doubling of a token/sequence count (representative within +-4.4%)
+CTX_GRID = 4  # buckets per doubling of an attention context (+-9%)
+CTX_DRIFT = 0.1  # a decode segment ends once its mean context has grown by this share (a new context bucket)
+
+
+def _bucket(x: float) -> float:
+    return float(round(x)) if x <= EXACT_BELOW else 2.0 ** (round(TOKEN_GRID * math.log2(x)) / TOKEN_GRID)
+
+
+def _ctx_bucket(x: float) -> float:
+    return 2.0 ** (round(CTX_GRID * math.log2(x)) / CTX_GRID) if x > 1 else 1.0
+
+
+class StepCache:
+    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context),
+    each rounded to its bucket; the step itself is perf's (`step` = ops.step_fn of the phase)."""
+
+    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int):
+        self.step, self.pp, self.memo = step, pp, {}
+
+    def ms(self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float) -> float:
+        key = (
+            _bucket(decode_seqs) if decode_seqs else 0.0,
+            _ctx_bucket(decode_ctx) if decode_seqs else 0.0,
+            _bucket(prefill_tokens) if prefill_tokens else 0.0,
+            _ctx_bucket(prefill_ctx) if prefill_tokens else 0.0,
+        )
+        hit = self.memo.get(key)
+        if hit is None:
+            d, dctx, p, pctx = key
+            pp = self.pp
+            hit = self.memo[key] = self.step(StepInput(d / pp, dctx, p / pp, pctx)).step_ms
+        return hit
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    role: str  # both | prefill | decode
+    cache: StepCache
+    max_running: int
+    chunk: int  # token budget per step
+    kv_tokens: int  # KV cache capacity, tokens
+    width: int = 1  # tokens each decoding request runs per step (1 + draft tokens)
+    accepted: float = 1.0  # tokens each decoding request advances per step, on average
+    prefix_hit_rate: float = 0.0
+
+
+class Outcome:
+    """Per-request times (ms) filled in by the simulation."""
+
+    def __init__(self, trace: tuple[Request, ...]):
+        n = len(trace)
+        self.arrival_ms = [r.arrival_s * 1e3 for r in trace]
+        self.isl = [r.input_tokens for r in trace]
+        self.osl = [r.output_tokens for r in trace]
+        self.admit_ms = [0.0] * n  # admitted to a batch (first instance)
+        self.first_ms = [0.0] * n  # first token at the client
+        self.done_ms = [0.0] * n
+        self.in_system_area_ms = 0.0  # integral of requests held by instances over time (Little's law check)
+        self.steps = 0
+
+
+class Instance:
+    def __init__(self, spec: InstanceSpec, out: Outcome, on_done: Callable[[int, float], None]):
+        self.s, self.out, self.on_done = spec, out, on_done
+        self.clock = 0.0
+        self.steps = 0
+        self.future: list[tuple[float, int]] = []  # (arrival ms, request) not yet at the instance
+        self.waiting: deque[int] = deque()
+        self.prefilling: deque[list] = deque()  # [request, prompt tokens left, context so far]
+        self.decoders: list[tuple[int, int]] = []  # heap of (step at whose end it finishes, request)
+        self.ctx_sum = 0.0  # sum over decoders of (context when it joined - accepted * step it joined at)
+        self.kv_used = 0
+        self.emitted: list[tuple[int, float]] = []  # prefill role: (request, time its prompt finished)
+        self.terms: dict[int, float] = {}  # decoder -> its term of ctx_sum
+
+    def arrive(self, t_ms: float, rid: int) -> None:
+        heapq.heappush(self.future, (t_ms, rid))
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.future or self.waiting or self.prefilling or self.decoders)
+
+    def next_time(self) -> float:
+        """When this instance acts next: now if it holds work, else when its next request arrives."""
+        if self.waiting or self.prefilling or self.decoders:
+            return self.clock
+        return max(self.clock, self.future[0][0]) if self.future else INF
+
+    def _admit(self, budget: int) -> None:
+        s, out = self.s, self.out
+        while self.waiting and len(self.decoders) + len(self.prefilling) < s.max_running:
+            rid = self.waiting[0]
+            need = out.isl[rid] + out.osl[rid]
+            idle = not self.decoders and not self.prefilling  # a request larger than the cache still runs alone
+            if self.kv_used + need > s.kv_tokens and not idle:
+                return
+            if s.role != "decode" and budget <= 0:
+                return
+            self.waiting.popleft()
+            self.kv_used += need
+            if s.role == "decode":
+                self._join_decode(rid, out.isl[rid] + 1, out.osl[rid] - 1)
+                continue
+            out.admit_ms[rid] = self.clock
+            hit = int(out.isl[rid] * s.prefix_hit_rate)
+            self.prefilling.append([rid, out.isl[rid] - hit, hit])
+            budget -= out.isl[rid] - hit
+
+    def _join_decode(self, rid: int, ctx: int, tokens_left: int) -> None:
+        if tokens_left <= 0:
+            self._finish(rid)
+            return
+        steps = math.ceil(tokens_left / self.s.accepted - 1e-9)
+        heapq.heappush(self.decoders, (self.steps + steps, rid))
+        term = self.terms[rid] = ctx - self.s.accepted * self.steps
+        self.ctx_sum += term
+
+    def _finish(self, rid: int) -> None:
+        self.kv_used -= self.out.isl[rid] + self.out.osl[rid]
+        self.out.done_ms[rid] = self.clock
+        self.on_done(rid, self.clock)
+
+    def advance(self, horizon_ms: float) -> None:
+        """Run one step, or one decode-only segment ending no later than `horizon_ms` (when another instance
+        may hand this one a request)."""
+        s, out = self.s, self.out
+        if not (self.waiting or self.prefilling or self.decoders):
+            self.clock = max(self.clock, self.future[0][0])
+        while self.future and self.future[0][0] <= self.clock:
+            self.waiting.append(heapq.heappop(self.future)[1])
+        n = len(self.decoders)
+        budget = s.chunk - n * s.width
+        # prompts already admitted take their chunks first, in order
+        chunks, left = [], budget
+        for item in self.prefilling:
+            if left <= 0:
+                break
+            take = min(item[1], left)
+            chunks.append((item, take))
+            left -= take
+        before = len(self.prefilling)
+        self._admit(left)
+        for item in list(self.prefilling)[before:]:
+            if left <= 0:
+                break
+            take = min(item[1], left)
+            chunks.append((item, take))
+            left -= take
+        accepted = s.accepted
+        dctx = self.ctx_sum / n + accepted * self.steps if n else 0.0
+        if chunks:
+            p = sum(t for _, t in chunks)
+            pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
+            k, ms = 1, s.cache.ms(n, dctx, p, pctx)
+        elif n:
+            ms = s.cache.ms(n, dctx, 0, 0)
+            k = self.decoders[0][0] - self.steps
+            k = min(k, max(1, int(CTX_DRIFT * dctx / accepted)))
+            room = len(self.decoders) + len(self.prefilling) < s.max_running
+            if self.future and room:  # stop at the step boundary after the next arrival
+                k = min(k, max(1, math.ceil((self.future[0][0] - self.clock) / ms)))
+            if horizon_ms < INF:
+                k = min(k, max(1, int((horizon_ms - self.clock) / ms)))
+            if k > 1:  # cost the segment at its middle context
+                ms = s.cache.ms(n, dctx + accepted * (k - 1) / 2, 0, 0)
+        else:  # waiting requests that cannot be admitted with nothing running cannot happen (_admit runs one alone)
+            return
+        dt = k * ms
+        out.in_system_area_ms += (n + len(self.prefilling) + len(self.waiting)) * dt
+        self.clock += dt
+        self.steps += k
+        out.steps += k
+        for item, take in chunks:
+            item[1] -= take
+            item[2] += take
+        while self.prefilling and self.prefilling[0][1] <= 0:
+            rid = self.prefilling.popleft()[0]
+            if s.role == "prefill":
+                self.kv_used -= out.isl[rid] + out.osl[rid]
+                self.emitted.append((rid, self.clock))
+            else:
+                out.first_ms[rid] = self.clock
+                self._join_decode(rid, out.isl[rid] + 1, out.osl[rid] - 1)
+        # prompts finished out of order (a later one fully inside the same step) are rare: handle them too
+        if any(item[1] <= 0 for item in self.prefilling):
+            rest = deque()
+            for item in self.prefilling:
+                if item[1] > 0:
+                    rest.append(item)
+                elif s.role == "prefill":
+                    self.kv_used -= out.isl[item[0]] + out.osl[item[0]]
+                    self.emitted.append((item[0], self.clock))
+                else:
+                    out.first_ms[item[0]] = self.clock
+                    self._join_decode(item[0], out.isl[item[0]] + 1, out.osl[item[0]] - 1)
+            self.prefilling = rest
+        while self.decoders and self.decoders[0][0] <= self.steps:
+            _, rid = heapq.heappop(self.decoders)
+            self.ctx_sum -= self.terms.pop(rid)
+            self._finish(rid)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the simulator needs of a plan: instance specs per pool, replica counts, the KV hand-off."""
+
+    mode: str  # aggregated | disaggregated
+    instance: InstanceSpec  # aggregated: every replica; disaggregated: the decode instances
+    replicas: int
+    prefill: InstanceSpec | None = None
+    prefill_replicas: int = 0
+    kv_transfer_ms: float = 0.0
+
+
+def simulate(dep: Deployment, trace: tuple[Request, ...], concurrency: int = 0) -> Outcome:
+    """Run the trace through the deployment. `concurrency` > 0: closed loop (the trace's arrival times are
+    ignored; each finished request releases the next one); 0: the trace's arrival times."""
+    out = Outcome(trace)
+    n = len(trace)
+    if dep.mode == "aggregated":
+        _aggregated(dep, out, n, concurrency)
+    else:
+        _disaggregated(dep, out, n, concurrency)
+    return out
+
+
+def _aggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> None:
+    replicas = dep.replicas
+    for r in range(min(replicas, n)):  # replicas do not interact: each runs its round-robin share of the trace
+        share = max(1, concurrency // replicas + (r < concurrency % replicas)) if concurrency else 0
+        _replica(dep.instance, out, list(range(r, n, replicas)), share)
+
+
+def _replica(spec: InstanceSpec, out: Outcome, mine: list[int], share: int) -> None:
+    queue = deque(mine)
+
+    def release(_rid: int, t: float) -> None:
+        if queue:
+            rid = queue.popleft()
+            out.arrival_ms[rid] = t  # a closed loop sends the next request when one finishes
+            inst.arrive(t, rid)
+
+    inst = Instance(spec, out, release if share else _ignore)
+    if share:
+        for _ in range(min(share, len(queue))):
+            rid = queue.popleft()
+            out.arrival_ms[rid] = 0.0
+            inst.arrive(0.0, rid)
+    else:
+        for rid in mine:
+            inst.arrive(out.arrival_ms[rid], rid)
+    while inst.busy:
+        inst.advance(INF)
+
+
+def _ignore(_rid: int, _t: float) -> None:
+    return None
+
+
+def _disaggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> None:
+    pre = [Instance(dep.prefill, out, _ignore) for _ in range(dep.prefill_replicas)]
+    queue = deque(range(n))
+    sent = [0]  # requests handed to the prefill pool so far (round-robin)
+
+    def send(t: float) -> None:
+        if queue:
+            rid = queue.popleft()
+            out.arrival_ms[rid] = t
+            pre[sent[0] % len(pre)].arrive(t, rid)
+            sent[0] += 1
+
+    def release(_rid: int, t: float) -> None:
+        if concurrency:
+            send(t)
+
+    dec = [Instance(dep.instance, out, release) for _ in range(dep.replicas)]
+    if concurrency:
+        for _ in range(min(concurrency, n)):
+            send(0.0)
+    else:
+        while queue:
+            send(out.arrival_ms[queue[0]])
+    handed = 0
+    everyone = (*pre, *dec)
+    while True:
+        active = [(i.next_time(), k) for k, i in enumerate(everyone) if i.busy]
+        if not active:
+            return
+        t, k = min(active)
+        inst = everyone[k]
+        if inst.s.role == "decode":  # a request may arrive from another instance at (its time + KV transfer) at best
+            others = [tt for tt, kk in active if kk != k]
+            horizon = (min(others) + dep.kv_transfer_ms) if others else INF
+        else:
+            horizon = INF
+        inst.advance(horizon)
+        for rid, done in inst.emitted:
+            out.first_ms[rid] = done + dep.kv_transfer_ms
+            dec[handed % len(dec)].arrive(done + dep.kv_transfer_ms, rid)
+            handed += 1
+        inst.emitted.clear()

@@ -1,0 +1,173 @@
+"""A plan's prediction with simulated percentiles: build the deployment the simulator runs from a plan (the
+performance model's step functions and memory fit), run the workload's trace through it, and summarise.
+
+Throughput is measured over the middle of the run (between the 10th and the 90th percentile completion), where a
+closed or Poisson loop is in its steady state; a burst is measured over the whole run (it has no steady state:
+its throughput is the requests over the time the last one finished). Goodput counts the requests of that window
+that meet every SLO (TTFT and TPOT each within its limit, per request). `slo_met` holds when the workload's
+`slo_percentile`-th percentile TTFT and TPOT are within their limits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from autotune.perf.ops import speculation, step_fn
+from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
+from autotune.sim.trace import make_trace
+from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
+
+PERCENTILES = (50, 90, 95, 99)
+WINDOW = (0.1, 0.9)  # share of completions that bounds the throughput window
+
+
+def _instance(
+    role: str, plan: Plan, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile, kv_tokens: int, w: Workload
+) -> InstanceSpec:
+    label = {"both": "mixed"}.get(role, role)
+    step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label)
+    width, accepted = speculation(phase) if role != "prefill" else (1, 1.0)
+    return InstanceSpec(
+        role=role,
+        cache=StepCache(step, phase.pp),
+        max_running=phase.batching.max_running,
+        chunk=phase.batching.chunked_prefill_tokens,
+        kv_tokens=kv_tokens,
+        width=width,
+        accepted=accepted,
+        prefix_hit_rate=w.prefix_hit_rate,
+    )
+
+
+def deployment(plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, base: Prediction) -> Deployment:
+    """The deployment of a feasible plan; `base` is its steady-state prediction (memory fit, KV transfer)."""
+    if plan.mode == "aggregated":
+        phase = plan.phases["both"]
+        spec = _instance("both", plan, phase, model, hw, base.memory["both"].kv_tokens, w)
+        return Deployment("aggregated", spec, phase.replicas)
+    pre, dec = plan.phases["prefill"], plan.phases["decode"]
+    return Deployment(
+        "disaggregated",
+        _instance("decode", plan, dec, model, hw, base.memory["decode"].kv_tokens, w),
+        dec.replicas,
+        prefill=_instance("prefill", plan, pre, model, hw, base.memory["prefill"].kv_tokens, w),
+        prefill_replicas=pre.replicas,
+        kv_transfer_ms=base.kv_transfer_ms,
+    )
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """Mean and p50/p90/p95/p99 (linear interpolation between order statistics, numpy's default)."""
+    if not values:
+        return {}
+    xs = sorted(values)
+    return {"mean": math.fsum(xs) / len(xs), **{f"p{q}": _at(xs, q) for q in PERCENTILES}}
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    ttft_ms: dict[str, float]
+    tpot_ms: dict[str, float]
+    e2e_ms: dict[str, float]
+    queue_ms: dict[str, float]
+    requests_per_s: float
+    input_tok_s: float
+    output_tok_s: float
+    goodput_rps: float
+    in_system: float  # time-averaged requests held by the instances
+    makespan_ms: float
+    slo_met: bool
+
+
+def meets(ttft_ms: float, tpot_ms: float, w: Workload) -> bool:
+    return (not w.ttft_ms or ttft_ms <= w.ttft_ms) and (not w.tpot_ms or tpot_ms <= w.tpot_ms)
+
+
+def summarize(out: Outcome, w: Workload) -> Summary:
+    n = len(out.done_ms)
+    ttft = [out.first_ms[i] - out.arrival_ms[i] for i in range(n)]
+    tpot = [(out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) if out.osl[i] > 1 else 0.0 for i in range(n)]
+    e2e = [out.done_ms[i] - out.arrival_ms[i] for i in range(n)]
+    queue = [out.admit_ms[i] - out.arrival_ms[i] for i in range(n)]
+    order = sorted(range(n), key=out.done_ms.__getitem__)
+    makespan = out.done_ms[order[-1]] - min(out.arrival_ms)
+    if w.arrival == "burst" or n < 10:
+        window, span = order, makespan
+    else:
+        a, b = int(n * WINDOW[0]), int(n * WINDOW[1])
+        window, span = order[a + 1 : b + 1], out.done_ms[order[b]] - out.done_ms[order[a]]
+    span_s = max(span, 1e-9) / 1e3
+    good = sum(meets(ttft[i], tpot[i], w) for i in window)
+    timed_tpot = [tpot[i] for i in range(n) if out.osl[i] > 1]
+    t_pct, p_pct = percentiles(ttft), percentiles(timed_tpot)
+    q = f"p{w.slo_percentile:g}"
+    slo_ttft = t_pct.get(q) or _at(sorted(ttft), w.slo_percentile)
+    slo_tpot = (p_pct.get(q) or _at(sorted(timed_tpot), w.slo_percentile)) if timed_tpot else 0.0
+    return Summary(
+        ttft_ms=t_pct,
+        tpot_ms=p_pct,
+        e2e_ms=percentiles(e2e),
+        queue_ms=percentiles(queue),
+        requests_per_s=len(window) / span_s,
+        input_tok_s=sum(out.isl[i] for i in window) / span_s,
+        output_tok_s=sum(out.osl[i] for i in window) / span_s,
+        goodput_rps=good / span_s,
+        in_system=out.in_system_area_ms / max(makespan, 1e-9),
+        makespan_ms=makespan,
+        slo_met=meets(slo_ttft, slo_tpot, w),
+    )
+
+
+def _at(xs: list[float], q: float) -> float:
+    """The q-th percentile of sorted values."""
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def closed_concurrency(w: Workload, base: Prediction) -> int:
+    """Requests kept in flight by a closed loop: the workload's, or the steady-state operating point's."""
+    if w.arrival != "closed":
+        return 0
+    return w.concurrency or max(1, base.concurrency)
+
+
+def simulate_prediction(
+    plan: Plan,
+    model: ModelSpec,
+    hw: HardwareProfile,
+    w: Workload,
+    base: Prediction,
+    seed: int = 0,
+    num_requests: int | None = None,
+) -> Prediction:
+    """`base` (the steady-state prediction of a feasible plan) with simulated percentiles, throughput and
+    goodput over the workload's trace."""
+    if not base.feasible:
+        return base
+    trace = make_trace(w, num_requests, seed)
+    concurrency = closed_concurrency(w, base)
+    out = simulate(deployment(plan, model, hw, w, base), trace, concurrency)
+    s = summarize(out, w)
+    total = s.input_tok_s + s.output_tok_s
+    gpus = plan.num_gpus
+    return dataclasses.replace(
+        base,
+        input_tok_s=s.input_tok_s,
+        output_tok_s=s.output_tok_s,
+        total_tok_s=total,
+        total_tok_s_per_gpu=total / gpus,
+        output_tok_s_per_gpu=s.output_tok_s / gpus,
+        request_rate_rps=s.requests_per_s,
+        concurrency=concurrency or int(round(s.in_system)),
+        ttft_ms=s.ttft_ms,
+        tpot_ms=s.tpot_ms,
+        e2e_ms=s.e2e_ms,
+        queue_ms=s.queue_ms,
+        goodput_rps=s.goodput_rps,
+        slo_met=s.slo_met,
+        simulated_requests=len(trace),
+        slo_percentile=w.slo_percentile,
+    )
