@@ -305,33 +305,12 @@ def recorded_hardware(best: BestConfig, best_path: str | Path) -> HardwareProfil
     return load_hardware(beside)
 
 
-def rebuild_report(run_dir: str) -> dict[str, Path]:
-    """Re-read a run directory (best.yaml, hardware.yaml, study storage) and write its report again."""
-    from autotune.engines import format_launch
-    from autotune.report import write_report
-    from autotune.search import SearchRequest, load_space, run_study
+def rebuild_report(run_dir: str, repredict: bool = False) -> dict[str, Path]:
+    """Write a run directory's report again from its own files (best.yaml, trials.csv, summary.json, ...): the
+    predictions stored by the search, its recorded elapsed time; `repredict` adds this mi-tune's re-prediction."""
+    from autotune.report import build_report
 
-    out = Path(run_dir)
-    best = load_best(out / "best.yaml")
-    model, _ = resolve_model(best.model.path or best.model.name)
-    hw = recorded_hardware(best, out / "best.yaml")
-    req = SearchRequest(
-        model=model,
-        hardware=hw,
-        workload=best.workload,
-        space=load_space(_space_path(best)),
-        num_gpus=hw.num_gpus,
-        trials=0,
-        seed=best.provenance.seed,
-        storage=best.provenance.storage,
-        study_name=best.provenance.study,
-    )
-    result = run_study(req)
-    return write_report(out, best, result, format_launch(best.launch), 0.0)
-
-
-def _space_path(best: BestConfig) -> str | None:
-    return None if best.provenance.space == "default" else best.provenance.space
+    return build_report(Path(run_dir), repredict=repredict)
 
 
 __all__ = [

@@ -294,11 +294,16 @@ def serve(
 
 
 @app.command()
-def report(run_dir: str = typer.Argument(..., help="A run directory written by `mi-tune search`.")):
-    """Rebuild the report of a run directory from its study storage."""
+def report(
+    run_dir: str = typer.Argument(..., help="A run directory written by `mi-tune search`."),
+    repredict: bool = typer.Option(
+        False, "--repredict", help="Also predict the stored plans again with this mi-tune, beside the stored figures."
+    ),
+):
+    """Rebuild the report of a run directory from its own files (the predictions stored by the search)."""
     from autotune import api
 
-    files = api.rebuild_report(run_dir)
+    files = api.rebuild_report(run_dir, repredict)
     print(f"wrote {files['report']} and {files['html']}")
 
 

@@ -1,16 +1,25 @@
-"""Report: tables (pandas), plots (matplotlib Agg), markdown and a self-contained HTML page."""
+"""Report: tables (pandas), plots (matplotlib Agg), markdown and a self-contained HTML page.
+
+The search writes its data files (rundata.py lists them) and the report is then built from those files alone,
+the same way `mi-tune report RUN_DIR` rebuilds it: a moved or copied run directory gives the same report."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from autotune.report.html import markdown_to_html
 from autotune.report.markdown import render
-from autotune.report.plots import breakdown_plot, pareto_plot
-from autotune.report.tables import alternatives_frame, infeasible_reasons, pareto_frame, top_plans, trials_frame
+from autotune.report.plots import breakdown_plot, concurrency_plot, history_plot, memory_plot, pareto_plot
+from autotune.report.rundata import RunData, load_run, save_model, top_plan_specs, write_summary
+from autotune.report.tables import (
+    alternatives_frame,
+    latency_column,
+    pareto_frame,
+    top_plans,
+    trials_frame,
+)
 from autotune.search import SearchResult
-from autotune.specs import BestConfig, to_dict
+from autotune.specs import BestConfig, MiTuneError, Prediction, to_dict
 
 
 def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
@@ -41,40 +50,102 @@ def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
 
 
 def write_report(out: Path, best: BestConfig, result: SearchResult, launch_text: str, elapsed_s: float) -> dict:
-    """Write trials.csv, pareto.csv, summary.json, plots/*.png, report.md, report.html; returns their paths."""
+    """Write the run's data files (trials.csv, pareto.csv, alternatives.csv, summary.json, model.json), then
+    build report.md, report.html and plots/*.png from them; returns the paths."""
     out.mkdir(parents=True, exist_ok=True)
     trials = trials_frame(result)
-    front = pareto_frame(trials)
-    files = {
-        "trials": out / "trials.csv",
-        "pareto": out / "pareto.csv",
-        "summary": out / "summary.json",
-        "report": out / "report.md",
-        "html": out / "report.html",
-    }
+    files = {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "alternatives": out / "alternatives.csv"}
     trials.to_csv(files["trials"], index=False)
-    front.to_csv(files["pareto"], index=False)
-    files["summary"].write_text(json.dumps(summary(best, result, elapsed_s), indent=2) + "\n")
-    files["pareto_png"] = pareto_plot(
-        trials, front, best.baseline.prediction, best.plan.describe(), out / "plots" / "pareto.png"
-    )
-    files["breakdown_png"] = breakdown_plot(
-        {"best": best.prediction, "default": best.baseline.prediction}, out / "plots" / "breakdown.png"
-    )
-    text = render(
-        best,
-        trials,
-        top_plans(trials),
-        front,
-        infeasible_reasons(trials),
-        result.choices,
-        launch_text,
-        elapsed_s,
-        alternatives_frame(result.alternatives),
-    )
+    if not (best.workload.objective == "pareto" and files["pareto"].is_file()):  # else the search wrote its front
+        pareto_frame(trials, latency_column(trials, "tpot")).to_csv(files["pareto"], index=False)
+    alternatives_frame(result.alternatives).to_csv(files["alternatives"], index=False)
+    data = summary(best, result, elapsed_s)
+    data["choices"] = {k: list(v) for k, v in result.choices.items()}
+    data["top_plans"] = top_plan_specs(result.records, list(top_plans(trials)["plan"]))
+    files["summary"] = write_summary(out / "summary.json", data)
+    files["model"] = save_model(result.request.model, out)
+    files.update(build_report(out, launch_text, model=result.request.model))
+    return files
+
+
+def build_report(out: Path, launch_text: str | None = None, *, model=None, repredict: bool = False) -> dict:
+    """report.md, report.html and the figures of a run directory, from its own files only. The stored
+    predictions are shown as stored; `repredict` adds the same plans predicted again by this mi-tune."""
+    run = load_run(out, model)
+    best = run.best
+    if launch_text is None:
+        from autotune.engines import format_launch
+
+        launch_text = format_launch(best.launch)
+    plots = out / "plots"
+    files = {
+        "pareto_png": pareto_plot(
+            run.trials, best.prediction, best.baseline.prediction, plots / "pareto.png", _searched_front(run)
+        ),
+        "breakdown_png": breakdown_plot(_labelled(best), plots / "breakdown.png"),
+        "memory_png": memory_plot(_labelled(best), plots / "memory.png"),
+        "history_png": history_plot(run.trials, plots / "history.png"),
+    }
+    curve_note = ""
+    if run.model is not None:
+        files["concurrency_png"] = _concurrency(run, plots / "concurrency.png")
+    else:
+        name = best.model.path or best.model.name
+        curve_note = f"Not drawn: model '{name}' cannot be found and the run has no model.json."
+    stored = _stored(best)
+    repredicted = _repredict(run) if repredict else None
+    figures = {k.removesuffix("_png"): str(v.relative_to(out)) for k, v in files.items()}
+    text = render(run, figures, launch_text, stored, repredicted, curve_note)
+    files["report"] = out / "report.md"
+    files["html"] = out / "report.html"
     files["report"].write_text(text)
     files["html"].write_text(markdown_to_html(text, out, f"mi-tune: {best.model.name} on {best.hardware.name}"))
     return files
 
 
-__all__ = ["summary", "top_plans", "trials_frame", "write_report"]
+def _labelled(best: BestConfig) -> dict[str, Prediction]:
+    return {"best": best.prediction, "engine default": best.baseline.prediction}
+
+
+def _searched_front(run: RunData) -> set[str]:
+    """The plans of a multi-objective search's front (pareto.csv as the search wrote it)."""
+    if run.best.workload.objective != "pareto" or "plan" not in run.front:
+        return set()
+    return set(run.front["plan"])
+
+
+def _stored(best: BestConfig) -> dict[str, Prediction]:
+    stored = {best.plan.describe(): best.prediction, best.baseline.label: best.baseline.prediction}
+    if best.same_numerics is not None:
+        stored[best.same_numerics.label] = best.same_numerics.prediction
+    return stored
+
+
+def _concurrency(run: RunData, path: Path) -> Path:
+    from autotune import __version__
+    from autotune.report.curves import concurrency_curve, concurrency_levels
+
+    best, hw = run.best, run.hardware
+    levels = concurrency_levels(max(best.prediction.concurrency, best.baseline.prediction.concurrency))
+    plans = {
+        "best plan": (best.plan, best.prediction),
+        "engine default": (best.baseline.plan, best.baseline.prediction),
+    }
+    curves = {k: concurrency_curve(plan, run.model, hw, best.workload, levels) for k, (plan, _) in plans.items()}
+    return concurrency_plot(curves, {k: p for k, (_, p) in plans.items()}, __version__, path)
+
+
+def _repredict(run: RunData) -> dict[str, Prediction]:
+    from autotune.search.evaluate import evaluate
+
+    if run.model is None:
+        raise MiTuneError(f"--repredict: model '{run.best.model.name}' cannot be found and the run has no model.json")
+    best = run.best
+    plans = {best.plan.describe(): best.plan, best.baseline.label: best.baseline.plan}
+    if best.same_numerics is not None:
+        plans[best.same_numerics.label] = best.same_numerics.plan
+    plans.update(run.top_specs)
+    return {label: evaluate(plan, run.model, run.hardware, best.workload) for label, plan in plans.items()}
+
+
+__all__ = ["build_report", "load_run", "summary", "top_plans", "trials_frame", "write_report"]

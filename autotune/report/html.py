@@ -9,11 +9,13 @@ from pathlib import Path
 
 STYLE = "\n".join(
     (
-        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}",
-        "table{border-collapse:collapse;margin:.8em 0;font-size:13px}",
-        "td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}",
+        "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}",
+        ".table{overflow-x:auto;margin:.8em 0}table{border-collapse:collapse;font-size:13px}",
+        "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}",
+        "th{background:#f3f3f3}td.num,th.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}",
         "pre{background:#f5f5f5;padding:1em;overflow-x:auto;font-size:12px}",
-        "img{max-width:100%}h1{font-size:1.6em}h2{border-bottom:1px solid #ddd}",
+        "img{max-width:100%;height:auto;display:block;margin:.5em 0}h1{font-size:1.6em}",
+        "h2{border-bottom:1px solid #ddd}",
     )
 )
 
@@ -34,6 +36,24 @@ def _inline(text: str, base: Path) -> str:
     return re.sub(r"!\[(.*?)\]\((.+?)\)", image, text)
 
 
+def _table(rows: list[list[str]], base: Path) -> str:
+    """A markdown table as HTML; a `---:` alignment cell right-aligns its column (numbers)."""
+    rule = next((r for r in rows[1:2] if all(set(c) <= set("-:") and c for c in r)), None)
+    right = [c.endswith(":") for c in rule] if rule else []
+    head, body = rows[0], [r for r in rows[1:] if r is not rule]
+
+    def cells(row: list[str], tag: str) -> str:
+        return "".join(
+            f"<{tag} class='num'>{_inline(c, base)}</{tag}>"
+            if i < len(right) and right[i]
+            else f"<{tag}>{_inline(c, base)}</{tag}>"
+            for i, c in enumerate(row)
+        )
+
+    rows_html = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in body)
+    return f"<div class='table'><table><tr>{cells(head, 'th')}</tr>{rows_html}</table></div>"
+
+
 def markdown_to_html(markdown: str, base: Path, title: str) -> str:
     out, lines, i = [], markdown.splitlines(), 0
     while i < len(lines):
@@ -50,14 +70,7 @@ def markdown_to_html(markdown: str, base: Path, title: str) -> str:
             while i < len(lines) and lines[i].startswith("|"):
                 rows.append([c.strip() for c in lines[i].strip("|").split("|")])
                 i += 1
-            head, body = rows[0], [r for r in rows[1:] if not all(set(c) <= {"-"} for c in r)]
-            out.append(
-                "<table><tr>"
-                + "".join(f"<th>{_inline(c, base)}</th>" for c in head)
-                + "</tr>"
-                + "".join("<tr>" + "".join(f"<td>{_inline(c, base)}</td>" for c in r) + "</tr>" for r in body)
-                + "</table>"
-            )
+            out.append(_table(rows, base))
             continue
         heading = re.match(r"(#{1,3}) (.*)", line)
         if heading:

@@ -5,18 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 from autotune.perf.rates import is_prior
+from autotune.report.tables import markdown_table as _table
 from autotune.specs import BestConfig, PhasePlan, Prediction, StepBreakdown
-
-
-def _table(frame: pd.DataFrame, floatfmt: str = "{:,.1f}") -> str:
-    if frame.empty:
-        return "_none_\n"
-    cols = list(frame.columns)
-    lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "---|" * len(cols)]
-    for _, row in frame.iterrows():
-        cells = [floatfmt.format(v) if isinstance(v, float) else str(v) for v in row]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def _phase_rows(phases: dict[str, PhasePlan]) -> pd.DataFrame:
@@ -38,23 +28,28 @@ def _phase_rows(phases: dict[str, PhasePlan]) -> pd.DataFrame:
                 "all-reduce": p.comm.allreduce,
                 "all-to-all": p.comm.all2all,
                 "two-batch": p.overlap.two_batch,
-                "max running": p.batching.max_running,
-                "chunk": p.batching.chunked_prefill_tokens,
+                "max running (requests)": p.batching.max_running,
+                "prefill chunk (tokens)": p.batching.chunked_prefill_tokens,
             }
         )
     return pd.DataFrame(rows)
 
 
-def _metrics(p: Prediction) -> dict:
-    return {
+def _metrics(label: str, p: Prediction) -> dict:
+    row = {
+        "plan": label,
         "total tok/s": p.total_tok_s,
         "input tok/s": p.input_tok_s,
         "output tok/s": p.output_tok_s,
-        "total tok/s/GPU": p.total_tok_s_per_gpu,
-        "TTFT ms": p.ttft_ms.get("mean", 0.0),
-        "TPOT ms": p.tpot_ms.get("mean", 0.0),
-        "in flight": p.concurrency,
+        "tok/s per GPU": p.total_tok_s_per_gpu,
+        "TTFT mean (ms)": p.ttft_ms.get("mean", float("nan")),
+        "TPOT mean (ms)": p.tpot_ms.get("mean", float("nan")),
     }
+    for metric in ("ttft", "tpot"):
+        if "p95" in getattr(p, f"{metric}_ms"):
+            row[f"{metric.upper()} P95 (ms)"] = getattr(p, f"{metric}_ms")["p95"]
+    row["in flight (requests)"] = p.concurrency
+    return row
 
 
 def _step_rows(label: str, steps: tuple[StepBreakdown, ...]) -> list[dict]:
@@ -66,13 +61,13 @@ def _step_rows(label: str, steps: tuple[StepBreakdown, ...]) -> list[dict]:
                 "plan": label,
                 "step": s.phase,
                 "tokens/step": s.batch_tokens,
-                "step ms": s.step_ms,
-                "compute ms": s.compute_ms,
-                "memory ms": s.memory_ms,
-                "comm ms": comm,
-                "comm detail": ", ".join(f"{k} {v:.1f}" for k, v in s.comm_ms.items()) or "-",
-                "overlap saved ms": s.overlap_saved_ms,
-                "launch ms": s.launch_ms,
+                "step (ms)": s.step_ms,
+                "compute (ms)": s.compute_ms,
+                "memory (ms)": s.memory_ms,
+                "comm (ms)": comm,
+                "comm detail (ms)": ", ".join(f"{k} {v:.1f}" for k, v in s.comm_ms.items()) or "-",
+                "overlap saved (ms)": s.overlap_saved_ms,
+                "launch (ms)": s.launch_ms,
             }
         )
     return rows
@@ -123,17 +118,75 @@ def _rates(p: Prediction) -> str:
     return f"{priors} of {len(rows)} rates rest on datasheet priors.\n\n" + _table(pd.DataFrame(rows))
 
 
+TRIAL_HEADERS = {
+    "objective": "objective (tok/s)",
+    "total_tok_s_per_gpu": "tok/s per GPU",
+    "ttft_ms": "TTFT mean (ms)",
+    "tpot_ms": "TPOT mean (ms)",
+    "ttft_p95_ms": "TTFT P95 (ms)",
+    "tpot_p95_ms": "TPOT P95 (ms)",
+    "concurrency": "in flight (requests)",
+    "repredicted": "objective re-predicted (tok/s)",
+}
+
+
+def _trial_table(frame: pd.DataFrame, repredicted: dict[str, Prediction] | None) -> str:
+    wanted = ["plan", "objective", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "ttft_p95_ms", "tpot_p95_ms"]
+    shown = [c for c in [*wanted, "concurrency", "trial"] if c in frame and frame[c].notna().any()]
+    frame = frame[shown].copy()
+    if repredicted is not None:
+        frame.insert(2, "repredicted", [_objective(repredicted.get(p)) for p in frame["plan"]])
+    return _table(frame, TRIAL_HEADERS)
+
+
+def _objective(p: Prediction | None) -> float:
+    return float("nan") if p is None else p.total_tok_s if p.feasible and p.slo_met else 0.0
+
+
+def _repredicted(stored: dict[str, Prediction], fresh: dict[str, Prediction], version: str) -> str:
+    rows = []
+    for label, p in stored.items():
+        q = fresh.get(label)
+        if q is None:
+            continue
+        rows.append(
+            {
+                "plan": label,
+                "stored tok/s": p.total_tok_s,
+                "re-predicted tok/s": q.total_tok_s if q.feasible else float("nan"),
+                "change": f"{q.total_tok_s / p.total_tok_s - 1:+.1%}" if q.feasible and p.total_tok_s else "-",
+                "stored TPOT mean (ms)": p.tpot_ms.get("mean", float("nan")),
+                "re-predicted TPOT mean (ms)": q.tpot_ms.get("mean", float("nan")) if q.feasible else float("nan"),
+                "re-predicted note": "" if q.feasible else q.reason,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    if not frame.empty and not frame["re-predicted note"].any():
+        frame = frame.drop(columns="re-predicted note")
+    return (
+        f"## Stored and re-predicted\nThe search's stored predictions beside the same plans predicted again now "
+        f"by mi-tune {version} (`mi-tune report --repredict`).\n\n{_table(frame)}"
+    )
+
+
+def _figure(figures: dict[str, str], name: str, alt: str, missing: str = "") -> str:
+    return f"![{alt}]({figures[name]})" if name in figures else f"_{missing or 'figure not drawn'}_"
+
+
 def render(
-    best: BestConfig,
-    trials: pd.DataFrame,
-    top: pd.DataFrame,
-    front: pd.DataFrame,
-    reasons: pd.Series,
-    choices: dict,
+    run,
+    figures: dict[str, str],
     launch_text: str,
-    elapsed_s: float,
-    alternatives: pd.DataFrame | None = None,
+    stored: dict[str, Prediction],
+    repredicted: dict[str, Prediction] | None = None,
+    curve_note: str = "",
 ) -> str:
+    """report.md of a run (rundata.RunData); `figures` maps figure names to paths relative to the run directory,
+    `stored` labels the stored predictions a --repredict table compares against."""
+    from autotune import __version__
+    from autotune.report.tables import infeasible_reasons, latency_column, top_plans
+
+    best, trials = run.best, run.trials
     w, hw, p, base = best.workload, best.hardware, best.prediction, best.baseline
     load = (
         f"concurrency {w.concurrency}"
@@ -153,16 +206,19 @@ def render(
         )
         or "none"
     )
-    metrics = pd.DataFrame([{"plan": "best", **_metrics(p)}, {"plan": "engine default", **_metrics(base.prediction)}])
+    metrics = pd.DataFrame([_metrics("best", p), _metrics("engine default", base.prediction)])
     steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
     feasible = int(trials["feasible"].sum())
     space = pd.DataFrame(
         [
             {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
-            for k, v in choices.items()
+            for k, v in run.choices.items()
         ]
     )
-    shown = ["plan", "objective", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency", "trial"]
+    reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
+    latency = latency_column(trials, "tpot").replace("_ms", "").replace("_", " ").upper()
+    alternatives = run.alternatives
+    fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
     return f"""# mi-tune report: {best.model.name} on {hw.name}
 
 **Box:** {hw.summary}
@@ -176,34 +232,46 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 
 {_table(_phase_rows(best.phases))}
 {_table(metrics)}
-### Why
+{fresh}### Why
 {why(p, base.prediction)}
 
 {_table(steps)}
-![step breakdown](plots/breakdown.png)
+{_figure(figures, "breakdown", "step time per phase")}
+
+### Memory per GPU
+{_figure(figures, "memory", "memory per GPU")}
+
+### Throughput against concurrency
+Computed when this report was built (mi-tune {__version__}): the best plan and the engine default predicted
+at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored operating points.
+{curve_note}
+
+{_figure(figures, "concurrency", "throughput against concurrency", curve_note)}
 
 ### Rates and their provenance
 {_rates(p)}
 
 ### Each choice against its alternatives
-The best plan re-predicted with one setting changed to each other value the engine's rules admit on this box
-(layouts are compared in the top plans below).
+The best plan re-predicted at search time with one setting changed to each other value the engine's rules admit
+on this box (layouts are compared in the top plans below).
 
-{_table(alternatives) if alternatives is not None and not alternatives.empty else "_no setting had an alternative_"}
+{_table(alternatives) if not alternatives.empty else "_no setting had an alternative_"}
 
 ## Top plans
-{_table(top[shown]) if not top.empty else "_none_"}
-## Pareto front (throughput per GPU vs TPOT)
-![pareto](plots/pareto.png)
+{_trial_table(top_plans(trials), repredicted)}
+## Pareto front (throughput per GPU against {latency})
+{_figure(figures, "pareto", "pareto front")}
 
-{_table(front[shown]) if not front.empty else "_none_"}
+{_trial_table(run.front, repredicted) if not run.front.empty else "_none_"}
 ## Rejected plans
 {feasible} of {len(trials)} trials were feasible. Most frequent reasons:
 
-{_table(reasons.rename("trials").reset_index().rename(columns={"index": "reason"}))}
+{_table(reasons)}
 ## Search
-{len(trials)} trials in {elapsed_s:.1f} s, seed {best.provenance.seed}, study `{best.provenance.study}` in \
+{len(trials)} trials in {run.elapsed_s:.1f} s, seed {best.provenance.seed}, study `{best.provenance.study}` in \
 `{best.provenance.storage}`, space `{best.provenance.space}`.
+
+{_figure(figures, "history", "search history")}
 
 {_table(space)}
 ## Launch ({best.launch.engine} {best.launch.engine_version})
@@ -214,7 +282,7 @@ The best plan re-predicted with one setting changed to each other value the engi
 ## How to read these numbers
 Predictions come from mi-tune's analytical model (v2): each step's op list costed against this box's rates
 table (see "Rates and their provenance" for which rates are priors), collectives costed on this box's link
-matrix, and steady-state continuous batching. TTFT and TPOT are
-steady-state means, not percentiles. They are predictions, not measurements: run `mi-tune serve` and an
-engine benchmark client to measure.
+matrix, and steady-state continuous batching. Tables and figures show the predictions stored when the search ran
+(the throughput-against-concurrency figure and any re-predicted column are computed when the report is built).
+They are predictions, not measurements: run `mi-tune serve` and an engine benchmark client to measure.
 """

@@ -1,6 +1,8 @@
-"""Tables of a search: every trial, the Pareto front, the distinct top plans."""
+"""Tables of a search (every trial, the Pareto front, the distinct top plans) and their markdown form."""
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 
@@ -28,6 +30,9 @@ def _row(r: TrialRecord) -> dict:
         "concurrency": p.concurrency,
         "reason": r.reason,
     }
+    for metric in ("ttft", "tpot"):  # percentiles where the prediction carries them (p50, p95, p99, ...)
+        values = getattr(p, f"{metric}_ms")
+        row.update({f"{metric}_{k}_ms": v for k, v in sorted(values.items()) if k != "mean"})
     row.update({f"param.{k}": v for k, v in sorted(r.params.items())})
     return row
 
@@ -36,12 +41,18 @@ def trials_frame(result: SearchResult) -> pd.DataFrame:
     return pd.DataFrame([_row(r) for r in result.records]).sort_values("trial").reset_index(drop=True)
 
 
-def pareto_frame(trials: pd.DataFrame) -> pd.DataFrame:
-    """Feasible plans not beaten on both throughput per GPU (higher) and TPOT (lower), one row per plan."""
+def latency_column(trials: pd.DataFrame, metric: str) -> str:
+    """The column a latency axis uses: P95 where the predictions carry it, the steady-state mean otherwise."""
+    p95 = f"{metric}_p95_ms"
+    return p95 if p95 in trials and trials[p95].notna().any() else f"{metric}_ms"
+
+
+def pareto_frame(trials: pd.DataFrame, latency: str = "tpot_ms") -> pd.DataFrame:
+    """Feasible plans not beaten on both throughput per GPU (higher) and `latency` (lower), one row per plan."""
     ok = (
-        trials[trials["feasible"]]
+        trials[trials["feasible"] & trials[latency].notna()]
         .drop_duplicates("plan")
-        .sort_values(["tpot_ms", "total_tok_s_per_gpu"], ascending=[True, False])
+        .sort_values([latency, "total_tok_s_per_gpu"], ascending=[True, False])
     )
     front, best = [], -1.0
     for idx, row in ok.iterrows():
@@ -49,6 +60,12 @@ def pareto_frame(trials: pd.DataFrame) -> pd.DataFrame:
             front.append(idx)
             best = row["total_tok_s_per_gpu"]
     return ok.loc[front].reset_index(drop=True)
+
+
+def best_so_far(trials: pd.DataFrame) -> pd.Series:
+    """The best objective reached by each trial number (0 until a feasible trial meets the SLO)."""
+    ordered = trials.sort_values("trial")
+    return pd.Series(ordered["objective"].clip(lower=0).cummax().to_numpy(), index=ordered["trial"].to_numpy())
 
 
 def top_plans(trials: pd.DataFrame, k: int = 5) -> pd.DataFrame:
@@ -82,8 +99,53 @@ def alternatives_frame(rows: tuple[Alternative, ...]) -> pd.DataFrame:
                 "chosen": "yes" if a.chosen else "",
                 "total tok/s": a.total_tok_s,
                 "vs chosen": f"{a.total_tok_s / base - 1:+.1%}" if base else "-",
-                "tpot ms": p.tpot_ms.get("mean", float("nan")) if p.feasible else float("nan"),
+                "TPOT mean (ms)": p.tpot_ms.get("mean", float("nan")) if p.feasible else float("nan"),
                 "comm per step": ", ".join(f"{k} {v:.2f} ms" for k, v in step.comm_ms.items()) if step else p.reason,
             }
         )
     return pd.DataFrame(out)
+
+
+def _decimals(values: pd.Series) -> int:
+    """One precision per column, so its numbers line up: none above 100, one above 10, else two."""
+    finite = values.dropna().abs()
+    top = finite.max() if len(finite) else 0.0
+    return 0 if top >= 100 else 1 if top >= 10 else 2
+
+
+def _cell(value, decimals: int) -> str:
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else ("yes" if value else "no")
+    if isinstance(value, float):
+        return "-" if pd.isna(value) else f"{value:,.{decimals}f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+NUMBER_TEXT = re.compile(r"[+-]?[\d,.]+%?|-|")  # a text column of numbers (a change in %, say) aligns right too
+
+
+def _right_aligned(column: pd.Series) -> bool:
+    if pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_numeric_dtype(column):
+        return True
+    return all(isinstance(v, str) and NUMBER_TEXT.fullmatch(v) for v in column) and column.ne("").any()
+
+
+def markdown_table(frame: pd.DataFrame, headers: dict[str, str] | None = None) -> str:
+    """A markdown table: numeric columns right-aligned at one precision each, `headers` renames columns
+    (units in the header, not in every cell)."""
+    if frame.empty:
+        return "_none_\n"
+    right = {c: _right_aligned(frame[c]) for c in frame}
+    decimals = {c: _decimals(frame[c].astype(float)) if pd.api.types.is_float_dtype(frame[c]) else 0 for c in frame}
+    names = [(headers or {}).get(c, str(c)) for c in frame.columns]
+    lines = ["| " + " | ".join(names) + " |", "|" + "".join("---:|" if right[c] else "---|" for c in frame)]
+    for row in frame.itertuples(index=False):
+        cells = [
+            _cell(v.item() if hasattr(v, "item") else v, decimals[c]) for c, v in zip(frame.columns, row, strict=True)
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
