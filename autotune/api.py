@@ -54,6 +54,7 @@ class SearchOptions:
     out: str | None = None
     progress: bool = False
     keep_precision: bool = False
+    measure: object | None = None  # measure.MeasureOptions: then launch, bench and fit the top plans
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class SearchOutcome:
     files: dict[str, Path]
     elapsed_s: float
     trials: int
+    measured: object | None = None  # measure.MeasureOutcome when --measure ran
 
 
 # ------------------------------------------------------------------ inputs
@@ -226,10 +228,18 @@ def search(opts: SearchOptions) -> SearchOutcome:
     files = {"best": save(best, out / "best.yaml")}
     files.update(write_report(out, best, result, format_launch(best.launch), elapsed))
     top = top_plans(trials_frame(result)).to_dict("records")
-    return SearchOutcome(out, best, top, (note,) if note else (), files, elapsed, len(result.records))
+    measured = measure_run(out, opts.measure) if opts.measure else None
+    return SearchOutcome(out, best, top, (note,) if note else (), files, elapsed, len(result.records), measured)
 
 
 # ------------------------------------------------------------------ other commands
+def measure_run(run_dir: str | Path, opts):
+    """Launch, bench and fit the top plans of a run directory (autotune/measure.py); a MeasureOutcome."""
+    from autotune.measure import measure
+
+    return measure(run_dir, opts)
+
+
 def estimate(
     plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None
 ) -> tuple[Plan, Prediction]:
@@ -318,6 +328,7 @@ __all__ = [
     "SearchOutcome",
     "ServeLaunch",
     "estimate",
+    "measure_run",
     "rebuild_report",
     "recorded_hardware",
     "resolve_hardware",

@@ -5,6 +5,7 @@ Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal failure.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import os
@@ -143,6 +144,9 @@ def search(
     study: str = typer.Option(None, "--study", help="Study name inside the storage."),
     workers: int = typer.Option(1, "--workers", min=1, help="Parallel trial workers (results then vary)."),
     out: str = typer.Option(None, "--out", help="Run directory (default results/<model>-<hardware>-<time>/)."),
+    measure: int = typer.Option(0, "--measure", help="Then launch, bench and fit the top K plans."),
+    measure_port: int = typer.Option(8000, "--measure-port", help="With --measure: the endpoint's port."),
+    stand_in: str = typer.Option(None, "--stand-in", help="Test: --measure launches the stand-in engine."),
     keep_precision: bool = typer.Option(
         False, "--keep-precision", help="Keep the checkpoint's numerics: no online FP8 weights, no FP8 KV cache."
     ),
@@ -175,6 +179,11 @@ def search(
         progress=sys.stderr.isatty(),
         keep_precision=keep_precision,
     )
+    if measure:
+        from autotune.measure import MeasureOptions
+
+        _check_port(measure_port)
+        opts = dataclasses.replace(opts, measure=MeasureOptions(measure, port=measure_port, stand_in=stand_in))
     outcome = api.search(opts)
     for note in outcome.notes:
         print(note)
@@ -198,6 +207,10 @@ def search(
             else "keeping the checkpoint's numerics: no feasible plan was sampled (try --keep-precision)"
         )
     print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
+    if outcome.measured is not None:
+        from autotune.measure import format_outcome
+
+        print(format_outcome(outcome.measured))
 
 
 @app.command()
@@ -273,6 +286,7 @@ def serve(
         "--port",
         help="Port of the client endpoint (default 8000); servers behind a router take the ports above it.",
     ),
+    stand_in: str = typer.Option(None, "--stand-in", help="Test: run the stand-in engine (timing JSON)."),
 ):
     """Rebuild the launch of a best.yaml from its plan, model and hardware, and start it (or print it)."""
     from autotune import api
@@ -284,6 +298,10 @@ def serve(
     for warning in served.warnings:
         print(f"mi-tune: warning: {warning}", file=sys.stderr)
     launch = served.launch
+    if stand_in:
+        from autotune.engines.standin import substitute
+
+        launch = substitute(launch, stand_in)
     print(format_launch(launch))
     if dry_run:
         return
@@ -291,6 +309,80 @@ def serve(
     code = run_launch(launch)
     if code:
         raise typer.Exit(code)
+
+
+@app.command()
+def bench(
+    url: str = typer.Option(None, "--url", help="OpenAI-compatible server, e.g. http://127.0.0.1:8000."),
+    from_file: str = typer.Option(
+        None, "--from-file", help="Report a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL."
+    ),
+    model: str = typer.Option("", "--model", help="Model id to request (default: the first /v1/models lists)."),
+    endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
+    workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1)."),
+    isl: int = typer.Option(4096, "--isl", help="Input tokens per request."),
+    osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
+    concurrency: int = typer.Option(0, "--concurrency", help="Closed loop: requests in flight."),
+    rate: float = typer.Option(0.0, "--rate", help="Open loop: Poisson arrivals, requests/s."),
+    burst: int = typer.Option(0, "--burst", help="Send N requests at once."),
+    num_requests: int = typer.Option(0, "--num-requests", help="Requests to send (0 = the workload's)."),
+    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="Goodput SLO: TTFT, ms (0 = none)."),
+    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="Goodput SLO: TPOT, ms (0 = none)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the trace and the prompt tokens."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+):
+    """Load an OpenAI-compatible server (streaming) and report throughput, TTFT/TPOT/ITL/E2E and goodput."""
+    from autotune import loadgen
+    from autotune.specs import load_workload
+
+    if (url is None) == (from_file is None):
+        raise MiTuneError("--url / --from-file: give one of them")
+    if from_file:
+        report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
+    else:
+        if workload_file:
+            workload = load_workload(workload_file)
+            extra = {"concurrency": concurrency, "rate_rps": rate, "burst": burst, "ttft_ms": ttft_ms,
+                     "tpot_ms": tpot_ms}  # fmt: skip
+            given = {k: v for k, v in extra.items() if v}
+            if given.keys() & {"concurrency", "rate_rps", "burst"}:  # the flags' arrival replaces the file's
+                given = {"concurrency": 0, "rate_rps": 0.0, "burst": 0, **given}
+            try:
+                workload = dataclasses.replace(workload, **given)
+            except ValueError as exc:
+                raise MiTuneError(f"--workload {workload_file}: {exc}") from None
+        else:
+            workload = _workload(isl, osl, 0 if burst else concurrency, rate, ttft_ms, tpot_ms, "throughput")
+            if burst:
+                if concurrency or rate:
+                    raise MiTuneError("--burst: give one of --concurrency, --rate and --burst")
+                workload = dataclasses.replace(workload, burst=burst)
+        if num_requests < 0:
+            raise MiTuneError(f"--num-requests: expected a positive count, got {num_requests}")
+        report = loadgen.bench(
+            url, workload, model=model, endpoint=endpoint, num_requests=num_requests or None, seed=seed
+        )
+    print(dump_json(report) if as_json else loadgen.format_report(report))
+
+
+@app.command()
+def measure(
+    run_dir: str = typer.Argument(..., help="A run directory written by `mi-tune search`."),
+    top: int = typer.Option(2, "--top", help="Plans to launch and bench, best predicted first."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address the engines bind."),
+    port: int = typer.Option(8000, "--port", help="Port of the endpoint benched (routed servers take ports above)."),
+    num_requests: int = typer.Option(0, "--num-requests", help="Requests per plan (0 = 4 rounds of the concurrency)."),
+    ready_timeout: float = typer.Option(1800.0, "--ready-timeout", help="Seconds an engine may take to be healthy."),
+    stand_in: str = typer.Option(None, "--stand-in", help="Test: launch the stand-in engine (timing JSON)."),
+):
+    """Launch the run's top plans one by one, bench each with its workload, fit corrections, re-rank."""
+    from autotune import api
+    from autotune.measure import MeasureOptions, format_outcome
+
+    _check_host(host)
+    _check_port(port)
+    opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
+    print(format_outcome(api.measure_run(run_dir, opts)))
 
 
 @app.command()

@@ -218,3 +218,54 @@ def _sigterm_as_interrupt() -> Callable[[], None]:
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     return lambda: signal.signal(signal.SIGTERM, previous)
+
+
+class Started:
+    """A launch running in the background (`measure`): its processes, each with its last output lines; `stop()`
+    ends them all (SIGTERM to each process group, SIGKILL after the grace period). Output goes to `out`."""
+
+    def __init__(self, launch: Launch, out: TextIO):
+        self.specs = _in_start_order(launch)
+        argvs = [resolve_argv(spec.argv) for spec in self.specs]  # fail before anything starts
+        self.procs: list[subprocess.Popen] = []
+        self.tails: list[deque] = []
+        self._pumps: list[threading.Thread] = []
+        lock = threading.Lock()
+        try:
+            for spec, argv in zip(self.specs, argvs, strict=True):  # routers at once: the caller waits on health
+                proc = subprocess.Popen(
+                    argv,
+                    env=os.environ | spec.env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    errors="replace",
+                    start_new_session=True,
+                )
+                self.procs.append(proc)
+                self.tails.append(deque(maxlen=TAIL_LINES))
+                pump = threading.Thread(target=_pump, args=(spec.name, proc.stdout, out, lock, self.tails[-1]))
+                pump.daemon = True
+                pump.start()
+                self._pumps.append(pump)
+        except BaseException:
+            self.stop()
+            raise
+
+    def exited(self) -> str:
+        """exit_reason() of the first process found ended, or '' while all run."""
+        for spec, proc, tail in zip(self.specs, self.procs, self.tails, strict=True):
+            if proc.poll() is not None:
+                for pump in self._pumps:
+                    pump.join(timeout=1.0)  # its last lines
+                return exit_reason(spec.name, proc.returncode, list(tail))
+        return ""
+
+    def last_lines(self) -> str:
+        return "\n".join(f"[{s.name}] {line}" for s, tail in zip(self.specs, self.tails, strict=True) for line in tail)
+
+    def stop(self, grace_s: float = GRACE_S) -> None:
+        stop_all(self.procs, grace_s)
+        for pump in self._pumps:
+            pump.join(timeout=1.0)

@@ -109,12 +109,12 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
             algo, seconds = fn(op.nbytes)
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
-            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
+            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
         return hit
     fn = c.comm_fns.get((name, op.group))
     if fn is None:
         fn = c.comm_fns[(name, op.group)] = comm.nccl_cost_fn(c.hw, name, op.group, c.nccl)
-    return name, fn(op.nbytes)
+    return name, fn(op.nbytes) * c.table.collective_scale
 
 
 def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:

@@ -4,7 +4,8 @@ Every entry says where its figure comes from (`provenance`):
 - `datasheet-prior`: the GPU's datasheet peak x a per-architecture fraction that is a prior (no measurement);
 - `public:<id>`: an entry of autotune/catalog/calibration.yaml or shared/reference/calibration.yaml;
 - `probe`: `HardwareProfile.measured` (`probe --bench` on this box: per-bucket kernel points, copy bandwidth);
-- `measured-run` / `fitted`: corrections fitted from measured trials (not produced yet).
+- `measured-run`: a per-op-class multiplier on time fitted from measured runs (`mi-tune measure`,
+  HardwareProfile.corrections), marked on each entry it scales, e.g. `probe; measured-run x1.12`.
 A composite figure names both parts, e.g. `probe*public:gemm-fp8-vs-bf16-sm90` (the probed bf16 rate scaled by
 the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up per op (ops.py).
 """
@@ -99,6 +100,7 @@ class Rate:
 class RatesTable:
     arch: str
     entries: dict[tuple[str, str, str], Rate]  # (op class, dtype, bucket) -> rate
+    collective_scale: float = 1.0  # measured-run multiplier on collective time (ops.collective_s)
 
     def get(self, op_class: str, dtype: str, bucket: str) -> Rate:
         hit = self.entries.get((op_class, dtype, bucket))
@@ -149,11 +151,24 @@ def rates_table(hw: HardwareProfile) -> RatesTable:
     hit = _TABLES.get(hw.fingerprint)
     if hit is not None:
         return hit
-    table = build(hw)
+    table = corrected(build(hw), hw.corrections)
     if len(_TABLES) >= 64:
         _TABLES.clear()
     _TABLES[hw.fingerprint] = table
     return table
+
+
+def corrected(table: RatesTable, corrections: dict[str, float]) -> RatesTable:
+    """The table with each op class's time scaled by its fitted multiplier (HardwareProfile.corrections):
+    rates divided by it, the kernel floor multiplied; provenance gains `measured-run xM`."""
+    if not corrections:
+        return table
+    entries = {}
+    for key, r in table.entries.items():
+        m = corrections.get(key[0], 1.0)
+        prov = f"{r.provenance}; measured-run x{m:.3g}"
+        entries[key] = r if m == 1.0 else Rate(r.tflops / m, r.gbs / m, r.min_us * m, prov)
+    return RatesTable(table.arch, entries, corrections.get("collective", 1.0))
 
 
 def probed_points(hw: HardwareProfile) -> dict[tuple[str, str, str], tuple[float, float]]:
@@ -250,8 +265,11 @@ def collective_provenance(hw: HardwareProfile) -> str:
     """Collectives are costed on the topology with NCCL's tuner constants and public PCIe/NVLink fits
     (perf/comm_rates.py), or from probed curves where `probe --bench` measured them."""
     if hw.measured and hw.measured.collectives:
-        return "probe"
-    return "public:pcie-rtx6kpro-nccl-allreduce-8gpu" if hw.interconnect != "nvlink" else "datasheet-prior"
+        prov = "probe"
+    else:
+        prov = "public:pcie-rtx6kpro-nccl-allreduce-8gpu" if hw.interconnect != "nvlink" else "datasheet-prior"
+    m = hw.corrections.get("collective", 1.0)
+    return prov if m == 1.0 else f"{prov}; measured-run x{m:.3g}"
 
 
 def used(hw: HardwareProfile, steps_rates_ms: list[dict[str, float]], share: float = 0.01) -> dict[str, str]:

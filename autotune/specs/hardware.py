@@ -101,6 +101,9 @@ class HardwareProfile:
     p2p: tuple[tuple[bool, ...], ...]  # N x N, peer access possible
     pcie_switch_uplink_gbs: float = 0.0  # per switch, per direction; 0 = same as one GPU link
     measured: Measured | None = None
+    # op class (perf/rates.py: gemm, grouped_moe, attention, norm, elementwise, quant, sampling, collective) ->
+    # multiplier on its predicted time, fitted from measured runs (`mi-tune measure`, provenance measured-run)
+    corrections: dict[str, float] = field(default_factory=dict)
     sources: tuple[str, ...] = ()  # where the numbers come from (datasheets, probe)
     schema: str = SCHEMA
     interconnect: str = field(init=False)  # derived: nvlink | pcie | mixed
@@ -142,4 +145,6 @@ def _fingerprint(hw: HardwareProfile) -> str:
     from autotune.specs.io import to_dict
 
     body = {k: v for k, v in to_dict(hw).items() if k not in ("name", "source", "sources", "fingerprint")}
+    if not body.get("corrections"):
+        body.pop("corrections", None)  # profiles without fitted corrections keep the fingerprint they had
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]

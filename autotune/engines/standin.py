@@ -1,0 +1,235 @@
+"""A stand-in engine for tests: a small OpenAI-compatible server (stdlib asyncio) whose timing is set by a JSON
+file, so that `serve`, `bench` and `measure` run end to end on a machine without a GPU.
+
+Timing (all keys optional, ms):
+    TTFT of a request = ttft_ms + ttft_ms_per_input_token * its input tokens + ttft_ms_per_running * (others running)
+    each later token  = tpot_ms + tpot_ms_per_running * (others running when it is produced)
+Tokens are emitted at absolute deadlines from the request's arrival, so scheduling jitter does not accumulate.
+Other keys: `model` (the id /v1/models lists; default: the engine argv's model), `startup_s` (seconds before it
+listens, like weights loading), `fail` (print this line and exit 1 at once: an engine that cannot start).
+
+`python standin.py --timing FILE -- <engine argv>` takes --host/--port (and --served-model-name / --model-path /
+`serve MODEL`) from the engine argv it stands in for and ignores every other flag. Input tokens: a completions
+prompt of token ids counts one per id; text counts one per whitespace-separated word.
+Endpoints: GET /health, GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed or not).
+This file runs as a script with the standard library only (fast start); `substitute` is the mi-tune side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+TIMING_KEYS = {
+    "ttft_ms": 20.0,
+    "ttft_ms_per_input_token": 0.0,
+    "ttft_ms_per_running": 0.0,
+    "tpot_ms": 10.0,
+    "tpot_ms_per_running": 0.0,
+    "startup_s": 0.0,
+}
+DEFAULT_MAX_TOKENS = 16
+
+
+def load_timing(path: str | Path) -> dict:
+    """The timing file as a dict of the known keys; ValueError naming the file and the bad key."""
+    doc = json.loads(Path(path).read_text())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    unknown = set(doc) - set(TIMING_KEYS) - {"model", "fail"}
+    if unknown:
+        known = ", ".join([*TIMING_KEYS, "model", "fail"])
+        raise ValueError(f"{path}: unknown keys {', '.join(sorted(unknown))} (known: {known})")
+    timing = dict(TIMING_KEYS)
+    for key in TIMING_KEYS:
+        if key in doc:
+            value = doc[key]
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{path}: {key}: expected a number >= 0, got {value!r}")
+            timing[key] = float(value)
+    timing["model"] = str(doc.get("model", ""))
+    timing["fail"] = str(doc.get("fail", ""))
+    return timing
+
+
+def engine_args(argv: list[str]) -> tuple[str, int, str]:
+    """(host, port, model) from a vLLM / SGLang / router argv."""
+    host, port, model = "127.0.0.1", 8000, ""
+    for k, arg in enumerate(argv[:-1]):
+        value = argv[k + 1]
+        if arg == "--host":
+            host = value
+        elif arg == "--port":
+            port = int(value)
+        elif arg in ("--served-model-name", "--model-path", "--model") and not model:
+            model = value
+        elif arg == "serve" and not value.startswith("-"):
+            model = model or value
+    return host, port, model or "stand-in"
+
+
+class StandIn:
+    def __init__(self, timing: dict, model: str):
+        self.timing, self.model, self.running = timing, model, 0
+
+    def ttft_s(self, input_tokens: int) -> float:
+        t = self.timing
+        ms = t["ttft_ms"] + t["ttft_ms_per_input_token"] * input_tokens + t["ttft_ms_per_running"] * (self.running - 1)
+        return ms / 1e3
+
+    def tpot_s(self) -> float:
+        return (self.timing["tpot_ms"] + self.timing["tpot_ms_per_running"] * (self.running - 1)) / 1e3
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            method, path, body = await _read_request(reader)
+            if method == "GET" and path == "/health":
+                await _send(writer, 200, b"", "text/plain")
+            elif method == "GET" and path == "/v1/models":
+                doc = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "mi-tune"}]}
+                await _send(writer, 200, json.dumps(doc).encode())
+            elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+                await self.generate(writer, json.loads(body or b"{}"), chat=path.endswith("chat/completions"))
+            else:
+                await _send(writer, 404, json.dumps({"error": f"no route {method} {path}"}).encode())
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except ValueError as exc:
+            await _send(writer, 400, json.dumps({"error": str(exc)}).encode())
+        finally:
+            writer.close()
+
+    async def generate(self, writer: asyncio.StreamWriter, req: dict, chat: bool) -> None:
+        start = time.perf_counter()
+        input_tokens = _input_tokens(req, chat)
+        max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or DEFAULT_MAX_TOKENS)
+        stream = bool(req.get("stream"))
+        usage_wanted = bool((req.get("stream_options") or {}).get("include_usage"))
+        self.running += 1
+        try:
+            if stream:
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                    b"Connection: close\r\n\r\n"
+                )
+            deadline = start + self.ttft_s(input_tokens)
+            for k in range(max_tokens):
+                if k:
+                    deadline += self.tpot_s()
+                delay = deadline - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if stream:
+                    choice = {"index": 0, "finish_reason": "length" if k == max_tokens - 1 else None}
+                    choice.update({"delta": {"content": " tok"}} if chat else {"text": " tok"})
+                    await _chunk(writer, {"object": "chunk", "model": self.model, "choices": [choice]})
+            usage = {
+                "prompt_tokens": input_tokens,
+                "completion_tokens": max_tokens,
+                "total_tokens": input_tokens + max_tokens,
+            }
+            if stream:
+                if usage_wanted:
+                    await _chunk(writer, {"object": "chunk", "model": self.model, "choices": [], "usage": usage})
+                writer.write(_chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+                await writer.drain()
+                return
+            text = " tok" * max_tokens
+            choice = {"index": 0, "finish_reason": "length"}
+            choice.update({"message": {"role": "assistant", "content": text}} if chat else {"text": text})
+            await _send(writer, 200, json.dumps({"model": self.model, "choices": [choice], "usage": usage}).encode())
+        finally:
+            self.running -= 1
+
+
+def _input_tokens(req: dict, chat: bool) -> int:
+    if chat:
+        return sum(len(str(m.get("content", "")).split()) for m in req.get("messages") or [])
+    prompt = req.get("prompt", "")
+    if isinstance(prompt, list):
+        return len(prompt[0]) if prompt and isinstance(prompt[0], list) else len(prompt)
+    return len(str(prompt).split())
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+    line = (await reader.readline()).decode("latin-1").split()
+    if len(line) < 2:
+        raise ConnectionError("empty request")
+    headers = {}
+    while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length") or 0)
+    body = await reader.readexactly(length) if length else b""
+    return line[0], line[1].split("?")[0], body
+
+
+def _chunked(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+async def _chunk(writer: asyncio.StreamWriter, doc: dict) -> None:
+    writer.write(_chunked(b"data: " + json.dumps(doc).encode() + b"\n\n"))
+    await writer.drain()
+
+
+async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str = "application/json") -> None:
+    reason = {200: "OK", 400: "Bad Request", 404: "Not Found"}.get(status, "")
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\nConnection: close"
+    writer.write(head.encode() + b"\r\n\r\n" + body)
+    await writer.drain()
+
+
+async def _serve(timing: dict, host: str, port: int, model: str) -> None:
+    if timing["startup_s"]:
+        await asyncio.sleep(timing["startup_s"])
+    server = await asyncio.start_server(StandIn(timing, model).handle, host, port)
+    print(f"stand-in engine: listening on {host}:{port}, model {model}, timing {json.dumps(timing)}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="standin", description=__doc__.split("\n")[0])
+    parser.add_argument("--timing", required=True, help="timing JSON file")
+    parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's argv (flags ignored)")
+    args = parser.parse_args(argv)
+    try:
+        timing = load_timing(args.timing)
+    except (OSError, ValueError) as exc:
+        print(f"stand-in engine: {exc}", file=sys.stderr)
+        return 2
+    if timing["fail"]:
+        print(f"stand-in engine: {timing['fail']}", flush=True)
+        return 1
+    rest = args.engine_argv[1:] if args.engine_argv[:1] == ["--"] else args.engine_argv
+    host, port, model = engine_args(rest)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(timing, host, port, timing["model"] or model))
+    return 0
+
+
+def substitute(launch, timing_path: str | Path):
+    """The launch with every process's executable replaced by this stand-in (same argv after it, same env), so
+    the plan -> argv path runs unchanged and only what executes differs. The timing file is checked first."""
+    import dataclasses
+
+    from autotune.specs.errors import MiTuneError
+
+    path = Path(timing_path).resolve()
+    try:
+        load_timing(path)
+    except (OSError, ValueError) as exc:
+        raise MiTuneError(f"--stand-in {timing_path}: {exc}") from None
+    script = [sys.executable, str(Path(__file__).resolve()), "--timing", str(path), "--"]
+    processes = tuple(dataclasses.replace(p, argv=(*script, *p.argv)) for p in launch.processes)
+    return dataclasses.replace(launch, processes=processes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
