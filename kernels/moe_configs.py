@@ -248,10 +248,11 @@ def violations(config: Mapping[str, int], shape: MoeShape, arch: str, batch: int
             out.append(f"BLOCK_SIZE_K {config['BLOCK_SIZE_K']} does not divide the scale block {block_k}")
         if block_n % config["BLOCK_SIZE_N"]:
             out.append(f"BLOCK_SIZE_N {config['BLOCK_SIZE_N']} does not divide the scale block {block_n}")
-    # a tile taller than every expert's routed rows only adds padding: at most batch x topk rows reach one expert
-    rows_cap = max(16, 1 << math.ceil(math.log2(max(1, batch * shape.topk))))
+    # a tile taller than an expert's routed rows only adds padding: top-k picks distinct experts, so one expert gets
+    # at most one row per token
+    rows_cap = max(16, 1 << math.ceil(math.log2(max(1, batch))))
     if config["BLOCK_SIZE_M"] > rows_cap:
-        out.append(f"BLOCK_SIZE_M {config['BLOCK_SIZE_M']} > {rows_cap} rows an expert can get at batch {batch}")
+        out.append(f"BLOCK_SIZE_M {config['BLOCK_SIZE_M']} > {rows_cap}: an expert gets at most {batch} rows")
     if config["BLOCK_SIZE_N"] > 2 * shape.shard_n:  # the first GEMM's output is 2N wide (gate and up)
         out.append(f"BLOCK_SIZE_N {config['BLOCK_SIZE_N']} wider than the 2N = {2 * shape.shard_n} output")
     return out
