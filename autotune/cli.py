@@ -23,7 +23,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Find the fastest vLLM/SGLang serving plan for this box, and launch it.",
 )
-kernels_app = typer.Typer(no_args_is_help=True, help="Triton kernels: check against torch, bench, tune.")
+kernels_app = typer.Typer(no_args_is_help=True, help="Fused-MoE Triton configs for vLLM/SGLang: tune-moe, check.")
 app.add_typer(kernels_app, name="kernels")
 
 
@@ -400,51 +400,55 @@ def report(
 
 
 @kernels_app.command("check")
-def kernels_check(names: list[str] = typer.Argument(None, help="Kernels to check (default: all).")):
-    """Compare each Triton kernel with its torch reference (CPU: Triton interpreter)."""
+def kernels_check():
+    """Compare mi-tune's fused-MoE Triton kernel with its torch reference (CPU: Triton interpreter)."""
     from autotune.kernels import check
 
-    results = check(names or None)
-    rows = [
-        {
-            "kernel": r.kernel,
-            "shape": "x".join(map(str, r.shape)),
-            "dtype": r.dtype,
-            "device": r.device + (" (interpreter)" if r.is_interpreted else ""),
-            "params": r.params or "default",
-            "max_error": f"{r.max_error:.3g}",
-            "tolerance": r.tolerance,
-            "ok": "yes" if r.passed else "NO",
-        }
-        for r in results
-    ]
-    print(_table(rows, list(rows[0])) if rows else "no kernels")
-    failed = sum(not r.passed for r in results)
-    print(f"{len(results) - failed} passed, {failed} failed")
+    rows = check()
+    print(_table(rows, list(rows[0])))
+    failed = sum(row["ok"] != "yes" for row in rows)
+    print(f"{len(rows) - failed} passed, {failed} failed")
     if failed:
         raise typer.Exit(1)
 
 
-@kernels_app.command("bench")
-def kernels_bench(names: list[str] = typer.Argument(None)):
-    """Time Triton kernels against torch side by side (needs CUDA)."""
-    from autotune.kernels import bench
-
-    rows = bench(names or None)
-    print(_table(rows, list(rows[0])) if rows else "no kernels")
-
-
-@kernels_app.command("tune")
-def kernels_tune(
-    name: str = typer.Argument(...),
-    trials: int = typer.Option(30, "--trials"),
+@kernels_app.command("tune-moe")
+def kernels_tune_moe(
+    model: str = typer.Option(..., "--model", help="Catalog name (see `mi-tune models`) or a path to a config.json."),
+    tp: int = typer.Option(..., "--tp", help="Tensor-parallel size of the MoE layers' GPUs."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel size (1: experts split over tp; tp: whole experts)."),
+    dtype: str = typer.Option("bf16", "--dtype", help="bf16 | fp8_w8a8 (file names also: int8_w8a16, int4_w4a16)"),
+    engine: str = typer.Option("both", "--engine", help="vllm | sglang | both"),
+    batch_sizes: str = typer.Option("", "--batch-sizes", help="Comma-separated tokens per step (default 1..4096)."),
+    trials: int = typer.Option(40, "--trials", help="Configs timed in full per batch size."),
     seed: int = typer.Option(0, "--seed"),
-    out: str = typer.Option("kernel_configs.json", "--out"),
+    out: str = typer.Option("moe_configs", "--out", help="Directory (serve reads <run dir>/moe_configs)."),
+    block_shape: str = typer.Option(None, "--block-shape", help="FP8 weight scale block N,K or none."),
+    hardware: str = typer.Option(None, "--hardware", help="Without a GPU: the profile whose GPU names the files."),
+    preset: str = typer.Option(None, "--preset", help="Without a GPU: the preset whose GPU names the files."),
+    device_name: str = typer.Option(None, "--device-name", help="GPU name as torch prints it (overrides)."),
+    triton_version: str = typer.Option(None, "--triton-version", help="SGLang folder (default: installed)."),
+    device: str = typer.Option("cuda", "--device", help="cuda, or cpu (Triton interpreter; for tests)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the files each engine looks up and the space."),
 ):
-    """Tune a kernel's launch parameters with Optuna on this GPU (needs CUDA)."""
-    from autotune.kernels import tune
+    """Tune the engines' fused-MoE Triton configs on this GPU and write them where vLLM / SGLang read them."""
+    from autotune.kernels.moe_tune import build_request, describe, tune_moe
 
-    print(json.dumps(tune(name, trials=trials, seed=seed, out_path=out), indent=2))
+    try:
+        sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
+    except ValueError:
+        raise MiTuneError(f"--batch-sizes: expected comma-separated integers, got {batch_sizes!r}") from None
+    req, notes = build_request(
+        model, tp, ep, dtype, engine, sizes, trials, seed, out, block_shape, hardware, preset, device_name,
+        triton_version, device,
+    )
+    for note in notes:
+        print(f"mi-tune: {note}", file=sys.stderr)
+    print(describe(req))
+    if dry_run:
+        return
+    for path in tune_moe(req, log=lambda line: print(line, file=sys.stderr)):
+        print(f"wrote {path}")
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -461,6 +461,8 @@ def build_request(
         raise MiTuneError(f"--batch-sizes: expected positive integers, got {','.join(map(str, batch_sizes))}")
     if trials < 1:
         raise MiTuneError(f"--trials: expected a positive integer, got {trials}")
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise MiTuneError(f"--out {out_dir}: expected a directory, but it is an existing file")
     notes = []
     name, arch = _cuda_device()
     if device_name:
