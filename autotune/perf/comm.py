@@ -11,8 +11,10 @@ The plan's `Comm` selects the algorithm and the NCCL environment:
 - custom: the engines' P2P all-reduce kernel, only on 2 P2P GPUs or a full-NVLink group and below 8 MiB.
 - pcie_ipc: FlashInfer's PCIe-IPC all-reduce for world 2/4/8 with P2P between all ranks, up to the
   engine's workspace limit (decode-width reductions); NCCL above it.
-Measured curves (`hw.measured.collectives`) were taken at NCCL defaults: they answer for that setting, and
-other settings scale the curve by the model's ratio to it, so a setting the model ranks faster stays faster.
+Measured curves (`hw.measured.collectives`, all-reduce / all-gather / reduce-scatter / all-to-all on the first p
+GPUs) answer for the NCCL setting they were taken under: "all_reduce/8" at NCCL defaults, "all_reduce/8
+NCCL_PROTO=LL" under that setting (`probe --bench`). A setting without its own curve scales the defaults curve by
+the model's ratio to it, so a setting the model ranks faster stays faster.
 """
 
 from __future__ import annotations
@@ -178,6 +180,39 @@ def _nccl_s(hw: HardwareProfile, group: tuple[int, ...], env: NcclEnv, steps: in
     return _nccl_profile(_Holder(hw), tuple(group), env, steps, pattern).time_s(per_edge)
 
 
+# nccl_cost_fn's collective names -> the names probe --bench records curves under (probe/bench_comm.py)
+PROBED_NAMES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "dcp_allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "all2all": "all_to_all",
+}
+
+
+def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[list, list, bool]:
+    """(points sorted by size, their sizes, exact) of collective `name` ("all_gather") on `group`: the curve
+    measured under `env` itself (exact), else the NCCL-defaults curve (exact only when `env` is the defaults),
+    else empty. Curves are measured on the first p GPUs."""
+    p = len(group)
+    if not hw.measured or not hw.measured.collectives or tuple(group) != tuple(range(p)):
+        return [], [], False
+    curves, prefix = hw.measured.collectives, f"{name}/{p}"
+    curve, exact = curves.get(prefix, ()), env == MEASURED_CURVE_ENV
+    if not exact:
+        for key, points in curves.items():
+            if key.startswith(prefix + " ") and _key_env(key) == env:
+                curve, exact = points, True
+                break
+    points = sorted(curve, key=lambda pt: pt.message_bytes)
+    return points, [pt.message_bytes for pt in points], exact and bool(points)
+
+
+def _key_env(key: str) -> NcclEnv:
+    """NcclEnv of a curve key's setting: "all_reduce/8 NCCL_PROTO=LL NCCL_MIN_NCHANNELS=8"."""
+    return nccl_env(dict(item.split("=", 1) for item in key.split()[1:] if "=" in item))
+
+
 def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> float:
     """Time of a collective from the profile's measured curve (log-log interpolation between points;
     beyond the largest point, its bus bandwidth); 0 when no curve was measured for this group size."""
@@ -188,13 +223,16 @@ def measured_time_s(hw: HardwareProfile, name: str, p: int, nbytes: float) -> fl
     return _curve_time_s(points, [pt.message_bytes for pt in points], p, nbytes)
 
 
-def _curve_time_s(points: list, sizes: list[float], p: int, nbytes: float) -> float:
-    """measured_time_s on a curve's points sorted by size (`sizes`: their message sizes)."""
+def _curve_time_s(points: list, sizes: list[float], p: int, nbytes: float, bus_factor: float = 0.0) -> float:
+    """measured_time_s on a curve's points sorted by size (`sizes`: their message sizes). Beyond the largest
+    point, bytes move at its bus bandwidth / `bus_factor` (nccl-tests' busbw factor: all-reduce 2(p-1)/p, the
+    default; all-gather, reduce-scatter, all-to-all (p-1)/p)."""
     if nbytes <= sizes[0]:
         return points[0].latency_us * 1e-6
     if nbytes >= sizes[-1]:
         last = points[-1]
-        return last.latency_us * 1e-6 + (nbytes - last.message_bytes) * 2 * (p - 1) / p / (last.busbw_gbs * GB)
+        factor = bus_factor or 2 * (p - 1) / p
+        return last.latency_us * 1e-6 + (nbytes - last.message_bytes) * factor / (last.busbw_gbs * GB)
     k = bisect.bisect_right(sizes, nbytes)
     lo, hi = points[k - 1], points[k]
     frac = math.log(nbytes / lo.message_bytes) / math.log(hi.message_bytes / lo.message_bytes)
@@ -211,12 +249,12 @@ def _nccl_all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: floa
     p = len(group)
     steps, per_edge = _ring_all_reduce(p, nbytes)
     model = _nccl_s(hw, group, env, steps, "ring", per_edge)
-    if tuple(group) == tuple(range(p)):  # curves are measured on the first p GPUs
-        measured = measured_time_s(hw, "all_reduce", p, nbytes)
-        if measured:
-            if env == MEASURED_CURVE_ENV:
-                return measured
-            return measured * model / _nccl_s(hw, group, MEASURED_CURVE_ENV, steps, "ring", per_edge)
+    points, sizes, exact = probed_curve(hw, "all_reduce", tuple(group), env)
+    if points:
+        measured = _curve_time_s(points, sizes, p, nbytes)
+        if exact:
+            return measured
+        return measured * model / _nccl_s(hw, group, MEASURED_CURVE_ENV, steps, "ring", per_edge)
     return model
 
 
@@ -339,9 +377,7 @@ def all_reduce_fn(
     custom_one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
-    curve = hw.measured.collectives.get(f"all_reduce/{p}", ()) if hw.measured and group == tuple(range(p)) else ()
-    points = sorted(curve, key=lambda pt: pt.message_bytes)
-    sizes = [pt.message_bytes for pt in points]
+    points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
     curve_ring = _nccl_profile(holder, group, MEASURED_CURVE_ENV, 2 * (p - 1), "ring")
 
@@ -357,7 +393,7 @@ def all_reduce_fn(
         model = ring.time_s(per_edge)
         measured = _curve_time_s(points, sizes, p, nbytes) if points else 0.0
         if measured:  # as _nccl_all_reduce_s: the measured curve, scaled from its NCCL environment to the phase's
-            return "nccl", measured if env == MEASURED_CURVE_ENV else measured * model / curve_ring.time_s(per_edge)
+            return "nccl", measured if exact else measured * model / curve_ring.time_s(per_edge)
         return "nccl", model
 
     return cost
@@ -410,11 +446,21 @@ def nccl_cost_fn(hw: HardwareProfile, name: str, group: tuple[int, ...], comm=No
         return lambda nbytes: pair.time_s(nbytes) if nbytes > 0 else 0.0
     if p <= 1:
         return lambda nbytes: 0.0
-    if name == "all2all":
-        a2a = _nccl_profile(_Holder(hw), tuple(group), env, p - 1, "all2all")
-        return lambda nbytes: a2a.time_s(nbytes / p) if nbytes > 0 else 0.0
-    ring, share = _nccl_profile(_Holder(hw), tuple(group), env, p - 1, "ring"), (p - 1) / p
-    return lambda nbytes: ring.time_s(share * nbytes) if nbytes > 0 else 0.0
+    pattern, share = ("all2all", 1 / p) if name == "all2all" else ("ring", (p - 1) / p)
+    prof = _nccl_profile(_Holder(hw), tuple(group), env, p - 1, pattern)
+    points, sizes, exact = probed_curve(hw, PROBED_NAMES.get(name, name), tuple(group), env)
+    if not points:
+        return lambda nbytes: prof.time_s(share * nbytes) if nbytes > 0 else 0.0
+    base = prof if exact else _nccl_profile(_Holder(hw), tuple(group), MEASURED_CURVE_ENV, p - 1, pattern)
+    factor = (p - 1) / p  # nccl-tests' busbw factor of all-gather, reduce-scatter and all-to-all
+
+    def probed(nbytes: float) -> float:  # the measured curve, scaled to the phase's setting when it has none
+        if nbytes <= 0:
+            return 0.0
+        t = _curve_time_s(points, sizes, p, nbytes, factor)
+        return t if exact else t * prof.time_s(share * nbytes) / base.time_s(share * nbytes)
+
+    return probed
 
 
 def kv_transfer_s(hw: HardwareProfile, src: tuple[int, ...], dst: tuple[int, ...], nbytes: float, comm=None) -> float:

@@ -261,10 +261,15 @@ def is_prior(provenance: str) -> bool:
     return "datasheet-prior" in provenance
 
 
-def collective_provenance(hw: HardwareProfile) -> str:
+def collective_provenance(hw: HardwareProfile, name: str = "") -> str:
     """Collectives are costed on the topology with NCCL's tuner constants and public PCIe/NVLink fits
-    (perf/comm_rates.py), or from probed curves where `probe --bench` measured them."""
-    if hw.measured and hw.measured.collectives:
+    (perf/comm_rates.py), or from probed curves where `probe --bench` measured them (for `name`, an op list
+    collective such as "allgather": where that collective's curve was measured)."""
+    from autotune.perf.comm import PROBED_NAMES
+
+    curves = hw.measured.collectives if hw.measured else {}
+    wanted = PROBED_NAMES.get(name, "-") if name else ""
+    if curves and (not name or any(key.split("/", 1)[0] == wanted for key in curves)):
         prov = "probe"
     else:
         prov = "public:pcie-rtx6kpro-nccl-allreduce-8gpu" if hw.interconnect != "nvlink" else "datasheet-prior"
@@ -283,7 +288,7 @@ def used(hw: HardwareProfile, steps_rates_ms: list[dict[str, float]], share: flo
                 continue
             op_class, dtype, bucket = key.split("/", 2)
             if op_class == "collective":
-                out[key] = collective_provenance(hw)
+                out[key] = collective_provenance(hw, bucket)
             else:
                 out[key] = table.get(op_class, dtype, bucket).provenance
     return dict(sorted(out.items()))
