@@ -16,7 +16,12 @@ assert autotune.__file__.startswith(sys.argv[1]), autotune.__file__
 assert len(list_models()) == 6 and len(list_presets()) >= 6
 assert load_space().dimension("tp")
 validate_argv("vllm", ENGINE_VERSIONS["vllm"], ["vllm", "serve", "m", "-tp", "2"])
-import autotune.kernels
+import importlib.util
+import autotune.kernels, autotune.search_spaces
+from autotune.kernels import moe_configs, moe_tune
+for module in (autotune.kernels, autotune.search_spaces, moe_configs, moe_tune):
+    assert module.__file__.startswith(sys.argv[1]), module.__file__
+assert importlib.util.find_spec("autotune.kernels.fused_moe").origin.startswith(sys.argv[1])
 print("ok")
 """
 
