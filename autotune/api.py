@@ -55,6 +55,7 @@ class SearchOptions:
     progress: bool = False
     keep_precision: bool = False
     measure: object | None = None  # measure.MeasureOptions: then launch, bench and fit the top plans
+    command: tuple[str, ...] = ()  # the argv that ran this search: the manifest's resume command derives from it
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,12 @@ class SearchOutcome:
     elapsed_s: float
     trials: int
     measured: object | None = None  # measure.MeasureOutcome when --measure ran
+    new_trials: int = 0  # trials this call ran (0: the run had already done its --trials)
+    interrupted: bool = False  # Ctrl-C: the outputs hold the trials done; `resume` continues the run
+    timed_out: bool = False  # --timeout ended the search
+    strategy: str = ""  # the samplers that ran (search/runner.py)
+    resume: tuple[str, ...] = ()  # the command that resumes this run (its run directory and storage)
+    total_elapsed_s: float = 0.0  # search time over every session of this run directory
 
 
 # ------------------------------------------------------------------ inputs
@@ -129,17 +136,50 @@ def hardware_summary(hw: HardwareProfile) -> str:
 
 # ------------------------------------------------------------------ search
 def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path:
+    """--out, or a new directory under results/ (suffixed when another search took the same second)."""
     if opts.out:
-        return Path(opts.out)
+        out = Path(opts.out)
+        out.mkdir(parents=True, exist_ok=True)
+        return out
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return RESULTS_DIR / f"{model.name}-{hw.name}-{stamp}"
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 1000):
+        out = RESULTS_DIR / (f"{model.name}-{hw.name}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        try:
+            out.mkdir()
+            return out
+        except FileExistsError:
+            continue
+    raise MiTuneError(f"--out: no free run directory name under {RESULTS_DIR}; pass --out DIR")
 
 
-def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Path):
+def _resume_command(command: tuple[str, ...], out: Path) -> tuple[str, ...]:
+    """The search's argv with --out naming its run directory (added, or replacing the one given)."""
+    argv = list(command) or ["mi-tune", "search"]
+    for i, arg in enumerate(argv):
+        if arg == "--out" and i + 1 < len(argv):
+            argv[i + 1] = str(out)
+            return tuple(argv)
+        if arg.startswith("--out="):
+            argv[i] = f"--out={out}"
+            return tuple(argv)
+    return (*argv, "--out", str(out))
+
+
+def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Path, manifest=None):
+    """The study request of a search. A run directory's manifest (a resumed run) supplies its run id, and its
+    storage and study name unless --storage/--study say otherwise."""
     from autotune.search import SearchRequest, load_space
+    from autotune.search import storage as stores
 
     space = load_space(opts.space)
-    storage = opts.storage or f"sqlite:///{(out / 'study.db').resolve()}"
+    if opts.storage:
+        storage = stores.normalize(opts.storage)
+    elif manifest is not None:
+        storage = manifest.storage_url(out)
+    else:
+        storage = f"journal:{(out / stores.DEFAULT_STORAGE).resolve()}"
+    study = opts.study or (manifest.study if manifest is not None else "mi-tune")
     return SearchRequest(
         model=model,
         hardware=hw,
@@ -149,13 +189,14 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
         trials=opts.trials,
         seed=opts.seed,
         storage=storage,
-        study_name=opts.study or "mi-tune",
+        study_name=study,
         engine=opts.engine,
         mode=opts.mode,
         timeout_s=opts.timeout_s,
         workers=opts.workers,
         progress=opts.progress,
         keep_precision=opts.keep_precision,
+        run_id=manifest.run_id if manifest is not None else stores.new_run_id(),
     )
 
 
@@ -215,21 +256,96 @@ def search(opts: SearchOptions) -> SearchOutcome:
     from autotune.engines import format_launch
     from autotune.report import top_plans, trials_frame, write_report
     from autotune.search import run_study
+    from autotune.search import storage as stores
 
     model, model_ref = resolve_model(opts.model)
     hw, note = resolve_hardware(opts.hardware, opts.preset, opts.gpus)
     out = _run_dir(opts, model, hw)
-    out.mkdir(parents=True, exist_ok=True)
+    manifest, req = _start_run(opts, model, hw, out)
     save(hw, out / "hardware.yaml")
     started = time.perf_counter()
-    result = run_study(_request(opts, model, hw, out))
-    elapsed = time.perf_counter() - started
+    try:
+        result = run_study(req)
+    finally:  # the run's search time, also when it stops on an error
+        elapsed = time.perf_counter() - started
+        manifest = dataclasses.replace(manifest, elapsed_s=manifest.elapsed_s + elapsed)
+        stores.write_manifest(out, manifest)
     best = best_config(result, model_ref, hw)
+    best = dataclasses.replace(best, provenance=dataclasses.replace(best.provenance, storage=manifest.storage))
     files = {"best": save(best, out / "best.yaml")}
-    files.update(write_report(out, best, result, format_launch(best.launch), elapsed))
+    files.update(write_report(out, best, result, format_launch(best.launch), manifest.elapsed_s))
+    files["manifest"] = out / stores.MANIFEST
     top = top_plans(trials_frame(result)).to_dict("records")
-    measured = measure_run(out, opts.measure) if opts.measure else None
-    return SearchOutcome(out, best, top, (note,) if note else (), files, elapsed, len(result.records), measured)
+    measured = measure_run(out, opts.measure) if opts.measure and not result.interrupted else None
+    return SearchOutcome(
+        out,
+        best,
+        top,
+        (note,) if note else (),
+        files,
+        elapsed,
+        len(result.records),
+        measured,
+        new_trials=result.new_trials,
+        interrupted=result.interrupted,
+        timed_out=result.timed_out,
+        strategy=result.strategy,
+        resume=manifest.resume,
+        total_elapsed_s=manifest.elapsed_s,
+    )
+
+
+def search_summary(outcome: SearchOutcome) -> dict:
+    """`mi-tune search --json`: the run's outcome as plain data."""
+    best, p = outcome.best, outcome.best.prediction
+    return {
+        "run_dir": str(outcome.out),
+        "best_plan": best.plan.describe(),
+        "best_trial": best.provenance.trial,
+        "total_tok_s": p.total_tok_s,
+        "input_tok_s": p.input_tok_s,
+        "output_tok_s": p.output_tok_s,
+        "ttft_ms": p.ttft_ms.get("mean"),
+        "tpot_ms": p.tpot_ms.get("mean"),
+        "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
+        "speedup": best.baseline.speedup,
+        "numerics": list(best.numerics),
+        "new_trials": outcome.new_trials,
+        "study_trials": outcome.trials,
+        "strategy": outcome.strategy,
+        "elapsed_s": round(outcome.elapsed_s, 3),
+        "total_elapsed_s": round(outcome.total_elapsed_s, 3),
+        "interrupted": outcome.interrupted,
+        "timed_out": outcome.timed_out,
+        "resume": list(outcome.resume),
+        "files": {name: str(path) for name, path in outcome.files.items()},
+    }
+
+
+def _start_run(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Path):
+    """(manifest, request) of a run directory: a new run, or the one its manifest.yaml describes (resumed)."""
+    from autotune.search import storage as stores
+
+    previous = stores.read_manifest(out)
+    req = _request(opts, model, hw, out, previous)
+    manifest = stores.Manifest(
+        run_id=req.run_id,
+        study=req.study_name,
+        storage=stores.relative_storage(req.storage, out),
+        trials=opts.trials,
+        resume=_resume_command(opts.command, out),
+        elapsed_s=previous.elapsed_s if previous is not None else 0.0,
+        inputs={
+            "model": opts.model,
+            "hardware": opts.hardware,
+            "preset": opts.preset,
+            "gpus": opts.gpus,
+            "space": opts.space,
+            "seed": opts.seed,
+        },
+    )
+    stores.write_manifest(out, manifest)
+    return manifest, req
 
 
 # ------------------------------------------------------------------ other commands
@@ -327,6 +443,7 @@ __all__ = [
     "SearchOptions",
     "SearchOutcome",
     "ServeLaunch",
+    "search_summary",
     "estimate",
     "measure_run",
     "rebuild_report",

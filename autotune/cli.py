@@ -10,6 +10,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -137,12 +138,23 @@ def search(
         help="throughput | goodput (throughput where the SLO holds) | pareto (same search; report draws the front).",
     ),
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
-    timeout: float = typer.Option(None, "--timeout", help="Stop the search after S seconds."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Stop the search after S seconds (all workers); the outputs hold the trials done."
+    ),
     seed: int = typer.Option(0, "--seed", help="Sampler seed: the same seed gives the same result."),
     space: str = typer.Option(None, "--space", help="Search-space YAML (default: search_spaces/default.yaml)."),
-    storage: str = typer.Option(None, "--storage", help="Optuna storage URL (default: sqlite in the run dir)."),
+    storage: str = typer.Option(
+        None,
+        "--storage",
+        help="Study storage shared by processes/machines: sqlite:///PATH, journal:PATH (or a .log/.journal path), "
+        "postgresql://USER@HOST/DB (default: study.journal in the run dir).",
+    ),
     study: str = typer.Option(None, "--study", help="Study name inside the storage."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Parallel trial workers (results then vary)."),
+    workers: int = typer.Option(
+        1, "--workers", min=1, help="Worker processes on one study (each its own seed; results then vary)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar (it shows only on a terminal)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary (JSON) instead of text."),
     out: str = typer.Option(None, "--out", help="Run directory (default results/<model>-<hardware>-<time>/)."),
     measure: int = typer.Option(0, "--measure", help="Then launch, bench and fit the top K plans."),
     measure_port: int = typer.Option(8000, "--measure-port", help="With --measure: the endpoint's port."),
@@ -176,8 +188,8 @@ def search(
         study=study,
         workers=workers,
         out=out,
-        progress=sys.stderr.isatty(),
         keep_precision=keep_precision,
+        command=("mi-tune", *_ARGV),
     )
     if measure:
         from autotune.measure import MeasureOptions
@@ -185,11 +197,20 @@ def search(
         _check_port(measure_port)
         opts = dataclasses.replace(opts, measure=MeasureOptions(measure, port=measure_port, stand_in=stand_in))
     outcome = api.search(opts)
+    if as_json:
+        print(json.dumps(api.search_summary(outcome), indent=2))
+        if outcome.interrupted:
+            raise typer.Exit(130)
+        return
     for note in outcome.notes:
         print(note)
     best = outcome.best
     print(f"{best.model.name} on {best.hardware.summary}")
-    print(f"searched {outcome.trials} trials in {outcome.elapsed_s:.1f} s; top plans:")
+    stopped = " (stopped by --timeout)" if outcome.timed_out else " (interrupted)" if outcome.interrupted else ""
+    print(
+        f"searched {outcome.new_trials} new trials{stopped} in {outcome.elapsed_s:.1f} s ({outcome.trials} in the "
+        f"study; {outcome.strategy}); top plans:"
+    )
     print(_table(outcome.top, ["plan", "total_tok_s", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency"]))
     p = best.prediction
     print(
@@ -207,6 +228,13 @@ def search(
             else "keeping the checkpoint's numerics: no feasible plan was sampled (try --keep-precision)"
         )
     print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
+    if outcome.interrupted:
+        print(
+            f"mi-tune: interrupted after {outcome.new_trials} new trials; best.yaml and the report hold the "
+            f"{outcome.trials} trials done. Resume with: {shlex.join(outcome.resume)}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(130)
     if outcome.measured is not None:
         from autotune.measure import format_outcome
 
@@ -451,8 +479,12 @@ def kernels_tune_moe(
         print(f"wrote {path}")
 
 
+_ARGV: list[str] = []  # this invocation's arguments: `search` records how to resume a run
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
+    _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     try:
         app(args=argv, prog_name="mi-tune")  # standalone mode: usage errors exit 2 with the parser's message
     except SystemExit as exc:

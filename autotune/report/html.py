@@ -12,7 +12,8 @@ STYLE = "\n".join(
         "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}",
         ".table{overflow-x:auto;margin:.8em 0}table{border-collapse:collapse;font-size:13px}",
         "td,th{border:1px solid #ccc;padding:3px 7px;text-align:left;vertical-align:top}",
-        "th{background:#f3f3f3}td.num,th.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}",
+        "th{background:#f3f3f3}th.num{text-align:right}",
+        "td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}",
         "pre{background:#f5f5f5;padding:1em;overflow-x:auto;font-size:12px}",
         "img{max-width:100%;height:auto;display:block;margin:.5em 0}h1{font-size:1.6em}",
         "h2{border-bottom:1px solid #ddd}",
@@ -76,8 +77,13 @@ def markdown_to_html(markdown: str, base: Path, title: str) -> str:
         if heading:
             level = len(heading.group(1))
             out.append(f"<h{level}>{_inline(heading.group(2), base)}</h{level}>")
-        elif line.strip():
-            out.append(f"<p>{_inline(line, base)}</p>")
+        elif line.strip():  # a paragraph: consecutive text lines, joined as markdown joins them
+            j = i + 1
+            while j < len(lines) and lines[j].strip() and not re.match(r"(```|\||#{1,3} )", lines[j]):
+                j += 1
+            out.append(f"<p>{_inline(' '.join(lines[i:j]), base)}</p>")
+            i = j
+            continue
         i += 1
     body = "\n".join(out)
     return (

@@ -222,6 +222,7 @@ def render(
     return f"""# mi-tune report: {best.model.name} on {hw.name}
 
 **Box:** {hw.summary}
+
 **Workload:** input {w.isl} tokens, output {w.osl} tokens, {load}; SLO: {slo}; objective: {w.objective}.
 
 ## Best plan: {best.plan.describe()}

@@ -54,7 +54,7 @@ def pareto_plot(
 ) -> Path:
     """Throughput per GPU against TTFT and against TPOT over the feasible trials, each panel with its
     non-dominated front; `searched_front` rings the plans of a multi-objective search's own front."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.8), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8), sharey=True)
     ok = trials[trials["feasible"]]
     for ax, metric in zip(axes, ("ttft", "tpot"), strict=True):
         column = latency_column(trials, metric)
@@ -62,7 +62,8 @@ def pareto_plot(
             ax.scatter(group[column], group["total_tok_s_per_gpu"], s=12, alpha=0.45, label=f"{engine} {mode}")
         front = pareto_frame(trials, column)
         if len(front):
-            ax.step(front[column], front["total_tok_s_per_gpu"], "k--", where="post", lw=1, label="Pareto front")
+            x, y = front[column], front["total_tok_s_per_gpu"]
+            ax.step(x, y, "k--", where="post", lw=1, marker="s", ms=3, label="Pareto front (non-dominated)")
         ringed = ok[ok["plan"].isin(searched_front)]
         if len(ringed):
             ax.scatter(
@@ -71,7 +72,7 @@ def pareto_plot(
                 s=60,
                 facecolors="none",
                 edgecolors="k",
-                label="front of the multi-objective search",
+                label="front in pareto.csv",
             )
         ax.scatter(
             [_latency(best, column)],
@@ -96,7 +97,7 @@ def pareto_plot(
         ax.set_xlabel(f"{metric.upper()} (ms, {stat}; log scale)")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("total tokens/s per GPU")
-    axes[1].legend(fontsize=8, loc="best")
+    axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle("Feasible trials: throughput per GPU against latency (stored predictions)")
     return _save(fig, path)
 
@@ -110,10 +111,15 @@ def breakdown_plot(labelled: dict[str, Prediction], path: Path) -> Path:
             parts.update({f"comm: {k}": v for k, v in step.comm_ms.items()})
             parts["pipeline bubble"] = step.bubble_ms
             parts["overlap saved"] = -step.overlap_saved_ms
-            rows.append({"bar": f"{label}: {step.phase}\n{step.batch_tokens:,} tokens/step", **parts})
+            same = sum(1 for s in prediction.steps if s.phase == step.phase)
+            stage = (
+                f" {sum(1 for r in rows if r['label'] == label and r['phase'] == step.phase) + 1}" if same > 1 else ""
+            )
+            bar = f"{label}: {step.phase}{stage}\n{step.batch_tokens:,} tokens/step"
+            rows.append({"bar": bar, "label": label, "phase": step.phase, **parts})
     fig, ax = plt.subplots(figsize=(9, 1.2 + 0.75 * max(1, len(rows))))
     if rows:
-        frame = pd.DataFrame(rows).set_index("bar").fillna(0.0)
+        frame = pd.DataFrame(rows).drop(columns=["label", "phase"]).set_index("bar").fillna(0.0)
         frame = frame.loc[:, (frame != 0).any()]
         frame.iloc[::-1].plot.barh(stacked=True, ax=ax, width=0.6)
         ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))

@@ -30,43 +30,61 @@ def _basin(trial) -> tuple:
     return plan.get("engine"), plan.get("mode")
 
 
-def next_candidate(trials, score: Callable[[dict[str, Any]], float] | None = None) -> dict[str, Any] | None:
+def incumbents(trials) -> list:
+    """The best feasible trial of each (engine, mode) basin, best first."""
+    best: dict[tuple, Any] = {}
+    for t in sorted((t for t in trials if t.value is not None and t.value > 0), key=lambda t: (-t.value, t.number)):
+        best.setdefault(_basin(t), t)
+    return list(best.values())
+
+
+def next_candidate(
+    trials,
+    score: Callable[[dict[str, Any]], float] | None = None,
+    seen: set[tuple] | None = None,
+    best: list | None = None,
+) -> dict[str, Any] | None:
     """An untried neighbour of an incumbent, or None when every incumbent is a local optimum.
 
     Incumbents are the best trial of each (engine, mode) basin: one-dimension moves cannot leave a basin (a
     disaggregated plan shares no parameters with an aggregated one). The best basin is refined first, to a
     local optimum, then the next: with ~25 dimensions an incumbent has ~80 neighbours, and taking basins in
-    turn left the winning one unconverged within the refinement budget."""
-    feasible = [t for t in trials if t.value is not None and t.value > 0]
-    if not feasible:
-        return None
-    best: dict[tuple, Any] = {}
-    for t in sorted(feasible, key=lambda t: (-t.value, t.number)):
-        best.setdefault(_basin(t), t)
-    incumbents = list(best.values())
-    seen = {_key(t.params) for t in trials}
-    seen |= {_key(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs}
-    for incumbent in incumbents:  # best first
+    turn left the winning one unconverged within the refinement budget.
+
+    A long search passes `seen` (keys of the parameter sets tried) and `best` (the incumbents) kept up to date
+    as trials finish, so that a move does not rescan the whole history."""
+    if best is None:
+        best = incumbents(trials)
+    if seen is None:
+        seen = {_key(t.params) for t in trials}
+        seen |= {_key(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs}
+    for incumbent in best:  # best first
         untried = [p for p in neighbours(incumbent) if _key(p) not in seen]
         if score is None:
             if untried:
                 return untried[0]
             continue
         scored = [(score(p), k) for k, p in enumerate(untried)]
-        best = max(scored, default=None, key=lambda sk: (sk[0], -sk[1]))  # ties: the first in neighbour order
-        if best is not None and best[0] > incumbent.value:
-            return untried[best[1]]
+        top = max(scored, default=None, key=lambda sk: (sk[0], -sk[1]))  # ties: the first in neighbour order
+        if top is not None and top[0] > incumbent.value:
+            return untried[top[1]]
     return None
 
 
-def refine(study, objective, budget: int, callbacks=(), score=None) -> int:
-    """Run up to `budget` refinement trials; returns how many ran (fewer at a local optimum)."""
+def refine(study, objective, budget: int, callbacks=(), score=None, state=None) -> int:
+    """Run up to `budget` refinement trials; returns how many ran (fewer at a local optimum, or when
+    `state.stopped()`). `state` (optional) keeps `seen` and `best` current as trials finish."""
     ran = 0
-    while ran < budget:
-        candidate = next_candidate(study.get_trials(deepcopy=False), score)
+    while ran < budget and not (state is not None and state.stopped()):
+        if state is None:
+            candidate = next_candidate(study.get_trials(deepcopy=False), score)
+        else:
+            candidate = next_candidate((), score, state.seen, state.incumbents())
         if candidate is None:
             break
-        study.enqueue_trial(candidate, skip_if_exists=True)
+        if state is not None:
+            state.seen.add(_key(candidate))
+        study.enqueue_trial(candidate, skip_if_exists=state is None)
         study.optimize(objective, n_trials=1, callbacks=list(callbacks))
         ran += 1
     return ran

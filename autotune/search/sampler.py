@@ -189,3 +189,28 @@ def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> 
         return from_dict(PhasePlan, raw, "plan")
     except SpecError as exc:
         return str(exc).removeprefix("plan: ")
+
+
+class CachedAdmission:
+    """An Admission whose answers are memoised by (engine, field, values, what is known so far): a long search
+    asks the same questions at every trial, and each answer evaluates the engine's rule table."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+        self._cache: dict[tuple, Any] = {}
+
+    def _ask(self, method: str, args: tuple, known: dict[str, Any]):
+        try:
+            key = (method, args, frozenset(known.items()))
+            hash(key)
+        except TypeError:  # an unhashable fact: ask without the cache
+            return getattr(self.admission, method)(*args, known)
+        if key not in self._cache:
+            self._cache[key] = getattr(self.admission, method)(*args, known)
+        return self._cache[key]
+
+    def refusal(self, engine: str, field: str, value: Any, known: dict[str, Any]) -> str:
+        return self._ask("refusal", (engine, field, value), known)
+
+    def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
+        return self._ask("admitted", (engines, field, values), known)

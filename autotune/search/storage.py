@@ -25,3 +25,177 @@ Storage URLs accepted by `--storage`: sqlite:///PATH, journal:PATH or a path end
 (JournalFileBackend), postgresql://... (psycopg 3, `pip install 'psycopg[binary]'`). A relative file path
 is relative to the current directory when given on the command line and to RUN_DIR in manifest.yaml.
 """
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import yaml
+
+from autotune.specs import MiTuneError
+
+MANIFEST = "manifest.yaml"
+DEFAULT_STORAGE = "study.journal"  # relative to the run directory
+JOURNAL_SUFFIXES = (".log", ".journal")
+MANIFEST_FORMAT = 1
+
+
+def normalize(url: str, base: Path | None = None) -> str:
+    """A --storage value as a canonical URL: 'sqlite:///ABS', 'journal:ABS' or a PostgreSQL/MySQL URL.
+    A relative file path is resolved against `base` (default: the current directory). Bad input raises
+    MiTuneError naming --storage and what was expected."""
+    text = url.strip()
+    if not text:
+        raise MiTuneError("--storage: expected a storage URL or a journal file path, got an empty string")
+    base = base or Path.cwd()
+    if text.startswith("journal:"):
+        path = text.removeprefix("journal:").removeprefix("//")
+        if not path:
+            raise MiTuneError(f"--storage: expected journal:PATH, got {url!r}")
+        return "journal:" + str((base / path).resolve())
+    if "://" not in text:
+        if text.endswith(JOURNAL_SUFFIXES):
+            return "journal:" + str((base / text).resolve())
+        raise MiTuneError(
+            f"--storage: expected sqlite:///PATH, journal:PATH, a path ending in .log/.journal or "
+            f"postgresql://USER@HOST/DB, got {url!r}"
+        )
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError as exc:
+        raise MiTuneError(f"--storage: cannot parse {url!r}: {exc}") from None
+    scheme = parts.scheme.lower()
+    if scheme == "sqlite":
+        path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
+        if not path:
+            raise MiTuneError(f"--storage: expected sqlite:///PATH, got {url!r}")
+        return "sqlite:///" + str((base / path).resolve())
+    if scheme.split("+")[0] in ("postgresql", "postgres"):
+        if not parts.hostname and not parts.path.strip("/"):
+            raise MiTuneError(f"--storage: expected postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, got {url!r}")
+        try:
+            import psycopg  # noqa: F401
+        except ImportError:
+            raise MiTuneError(
+                "--storage: PostgreSQL needs the psycopg driver (version 3): pip install 'psycopg[binary]'"
+            ) from None
+        return "postgresql+psycopg://" + text.split("://", 1)[1]
+    if scheme.split("+")[0] == "mysql":
+        return text
+    raise MiTuneError(
+        f"--storage: unknown scheme '{parts.scheme}' in {url!r}; expected sqlite:///PATH, journal:PATH, "
+        "a .log/.journal path or postgresql://..."
+    )
+
+
+def open_storage(url: str):
+    """The Optuna storage behind a normalized URL (see `normalize`)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    if url.startswith("journal:"):
+        path = Path(url.removeprefix("journal:"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        return optuna.storages.RDBStorage(url, heartbeat_interval=None)
+    except Exception as exc:  # a server that refuses us, a database that does not exist
+        raise MiTuneError(f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def redact(url: str) -> str:
+    """A URL without its password, for messages and files."""
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+
+
+# ------------------------------------------------------------------ run directory
+@dataclass(frozen=True)
+class Manifest:
+    run_id: str
+    study: str
+    storage: str  # relative to the run directory for a file inside it; else a URL
+    trials: int
+    resume: tuple[str, ...] = ()
+    elapsed_s: float = 0.0
+    inputs: dict[str, Any] | None = None
+
+    def storage_url(self, run_dir: Path) -> str:
+        """The storage as a URL, a relative file resolved against the run directory (wherever it now is)."""
+        if "://" in self.storage or self.storage.startswith("journal:"):
+            return self.storage
+        path = (run_dir / self.storage).resolve()
+        return f"journal:{path}" if self.storage.endswith(JOURNAL_SUFFIXES) else f"sqlite:///{path}"
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(8)
+
+
+def relative_storage(url: str, run_dir: Path) -> str:
+    """How the manifest records a storage: relative to the run directory when the file lies inside it."""
+    for prefix in ("journal:", "sqlite:///"):
+        if url.startswith(prefix):
+            path = Path(url.removeprefix(prefix))
+            try:
+                rel = path.resolve().relative_to(run_dir.resolve())
+            except ValueError:
+                return url
+            if prefix == "sqlite:///" and rel.suffix in JOURNAL_SUFFIXES:
+                return url  # a SQLite file named *.log would be read back as a journal
+            return str(rel)
+    return redact(url)
+
+
+def read_manifest(run_dir: Path) -> Manifest | None:
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise MiTuneError(f"{path}: not valid YAML: {_first_line(exc)}") from None
+    if not isinstance(raw, dict) or not raw.get("run_id") or not raw.get("storage"):
+        raise MiTuneError(f"{path}: expected a mapping with run_id and storage (a run directory's manifest)")
+    return Manifest(
+        run_id=str(raw["run_id"]),
+        study=str(raw.get("study", "mi-tune")),
+        storage=str(raw["storage"]),
+        trials=int(raw.get("trials", 0)),
+        resume=tuple(str(a) for a in raw.get("resume") or ()),
+        elapsed_s=float(raw.get("elapsed_s", 0.0)),
+        inputs=raw.get("inputs"),
+    )
+
+
+def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
+    path = run_dir / MANIFEST
+    doc = {
+        "format": MANIFEST_FORMAT,
+        "run_id": manifest.run_id,
+        "study": manifest.study,
+        "storage": manifest.storage,
+        "trials": manifest.trials,
+        "elapsed_s": round(manifest.elapsed_s, 3),
+        "resume": list(manifest.resume),
+        "inputs": manifest.inputs or {},
+    }
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    os.replace(tmp, path)
+    return path

@@ -2,24 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-import math
+import signal
 import threading
-import warnings
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from autotune import capability
 from autotune.perf.precision import numerics_changes
-from autotune.search.admit import Admission
 from autotune.search.baseline import baseline_plan
 from autotune.search.evaluate import evaluate
 from autotune.search.explain import Alternative, alternatives, simplify
-from autotune.search.refine import refine
-from autotune.search.sampler import sample_plan
+from autotune.search.refine import _key
+from autotune.search.runner import Progress, Session, Stop
 from autotune.search.space import Space, dynamic_requirements, effective_choices
-from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan, Prediction, Workload, from_dict, to_dict
+from autotune.specs import (
+    HardwareProfile,
+    MiTuneError,
+    ModelSpec,
+    Plan,
+    Prediction,
+    SpecError,
+    Workload,
+    from_dict,
+    to_dict,
+)
 
 
 @dataclass(frozen=True)
@@ -31,14 +41,16 @@ class SearchRequest:
     num_gpus: int
     trials: int = 200
     seed: int = 0
-    storage: str = ""  # Optuna storage URL; empty = in memory
+    storage: str = ""  # Optuna storage URL (search/storage.py normalize); empty = in memory
     study_name: str = "mi-tune"
     engine: str = "auto"
     mode: str = "auto"
-    timeout_s: float | None = None
-    workers: int = 1
-    progress: bool = False
+    timeout_s: float | None = None  # bounds the whole search (all workers)
+    workers: int = 1  # processes (search/workers.py)
+    progress: bool = False  # a progress line on stderr
     keep_precision: bool = False  # only the checkpoint's own numerics: no online FP8 weights, no FP8 KV cache
+    run_id: str = ""  # tags this run's trials in a shared storage; `trials` then counts only them
+    worker: int = 0  # index of this process among --workers (its sampler seed is seed + worker)
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,10 @@ class SearchResult:
     choices: dict[str, tuple[Any, ...]]
     alternatives: tuple[Alternative, ...] = ()  # the best plan with one dimension changed (search/explain.py)
     best_same_numerics: TrialRecord | None = None  # the best plan that keeps the checkpoint's numerics
+    new_trials: int = 0  # trials this call ran (0 when a finished search is run again)
+    interrupted: bool = False  # stopped by SIGINT: the result holds the trials done
+    timed_out: bool = False  # stopped by --timeout
+    strategy: str = ""  # which samplers ran, with their trial counts (search/runner.py)
 
     def numerics(self, record: TrialRecord) -> tuple[str, ...]:
         """The numerics changes of a trial's plan (all phases)."""
@@ -145,46 +161,20 @@ def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
     return evaluate(plan, req.model, req.hardware, req.workload)
 
 
-TPE_SHARE = 0.75  # of the trial budget; the rest refines the incumbent (search/refine.py)
-
-
-def _sampler(req: SearchRequest):
+def open_study(req: SearchRequest, url: str | None = None):
+    """The persistent study of a request (None when it has no storage), checked to be the same search."""
     import optuna
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(
-            seed=req.seed, multivariate=True, group=True, n_startup_trials=max(10, req.trials // 10)
-        )
+    from autotune.search import storage
 
-
-def _studies(req: SearchRequest):
-    """(study to optimise, callbacks). A SQLite storage is mirrored: trials run against an in-memory study
-    (Optuna's RDB reads dominate otherwise) and each finished trial is written through at once, so an
-    interrupted search loses nothing. Other URLs (PostgreSQL, MySQL, journal files) are used directly so that
-    several processes or machines can share the study."""
-    import optuna
-
-    storage = req.storage or None
-    if storage is None or not storage.startswith("sqlite"):
-        study = optuna.create_study(
-            study_name=req.study_name, storage=storage, sampler=_sampler(req), direction="maximize", load_if_exists=True
-        )
-        _check_same_study(study, req)
-        return study, []
-    disk = optuna.create_study(study_name=req.study_name, storage=storage, direction="maximize", load_if_exists=True)
-    _check_same_study(disk, req)
-    memory = optuna.create_study(study_name=req.study_name, sampler=_sampler(req), direction="maximize")
-    for trial in disk.get_trials(deepcopy=False):
-        if trial.state.is_finished():
-            memory.add_trial(trial)
-    lock = threading.Lock()
-
-    def write_through(_study, trial) -> None:
-        with lock:
-            disk.add_trial(trial)
-
-    return memory, [write_through]
+    url = url if url is not None else req.storage
+    if not url:
+        return None
+    study = optuna.create_study(
+        study_name=req.study_name, storage=storage.open_storage(url), direction="maximize", load_if_exists=True
+    )
+    _check_same_study(study, req)
+    return study
 
 
 def run_study(req: SearchRequest) -> SearchResult:
@@ -193,59 +183,65 @@ def run_study(req: SearchRequest) -> SearchResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
     choices = study_choices(req)
-    admission = Admission(capability.box_facts(req.hardware, req.model))
-    study, callbacks = _studies(req)
-    predicted: dict[int, Prediction] = {}  # trial number -> prediction, so results need not predict again
+    stop = Stop(None if req.timeout_s is None else time.monotonic() + req.timeout_s)
+    with _interrupts(stop):
+        if req.workers > 1 and req.trials:
+            return _run_workers(req, choices, stop)
+        session = Session(req, choices, open_study(req), stop)
+        session.run()
+    study = session.memory if session.persistent is None else session.persistent
+    predicted = {key: hit[0] for key, hit in session.memo.items()}
+    return _result(req, study, choices, predicted, session.ran, stop, session.strategy())
 
-    def objective(trial: optuna.Trial) -> float:
-        def suggest(name: str, options: tuple[Any, ...]) -> Any:
-            return options[0] if len(options) == 1 else trial.suggest_categorical(name, list(options))
 
-        plan, reason = sample_plan(req.space, choices, suggest, req.num_gpus, admission)
-        prediction = predicted[trial.number] = _evaluate(req, plan, reason)
-        trial.set_user_attr("plan", to_dict(plan) if plan else None)
-        trial.set_user_attr("reason", prediction.reason)
-        return objective_value(prediction)
+def _run_workers(req: SearchRequest, choices, stop: Stop) -> SearchResult:
+    """--workers N: forked processes on the request's storage (a temporary journal when it has none)."""
+    import tempfile
 
-    scored: dict[tuple, float] = {}  # successive incumbents share most of their neighbours
+    from autotune.search.workers import run_workers
 
-    def score(params: dict[str, Any]) -> float:
-        """A candidate's objective without a trial: refinement moves to the best untried neighbour."""
-        key = tuple(sorted((k, repr(v)) for k, v in params.items()))
-        if key not in scored:
+    with tempfile.TemporaryDirectory(prefix="mi-tune-") as tmp:
+        url = req.storage or f"journal:{tmp}/study.journal"
+        req = dataclasses.replace(req, storage=url, run_id=req.run_id or "workers")
+        before = sum(_mine(t, req) for t in open_study(req).get_trials(deepcopy=False) if t.state.is_finished())
+        budget = max(0, req.trials - before)
+        progress = Progress(budget, req.progress, stop.deadline)
 
-            def fixed(name: str, options: tuple[Any, ...]) -> Any:
-                value = params.get(name, options[0])
-                return value if value in options else options[0]
+        def count() -> int:
+            return sum(_mine(t, req) for t in open_study(req).get_trials(deepcopy=False)) - before
 
-            plan, reason = sample_plan(req.space, choices, fixed, req.num_gpus, admission)
-            scored[key] = objective_value(_evaluate(req, plan, reason))
-        return scored[key]
+        try:
+            run_workers(req, choices, url, budget, stop, lambda done: progress.update(done, 0.0), count)
+        finally:
+            progress.close()
+        study = open_study(req)
+        new = sum(_mine(t, req) for t in study.get_trials(deepcopy=False) if t.state.is_finished()) - before
+        strategy = f"{req.workers} worker processes, each TPE then refinement + elite mutation"
+        return _result(req, study, choices, {}, new, stop, strategy if new else "no new trials")
 
-    def explore(n: int) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.optimize(
-                objective,
-                n_trials=n,
-                timeout=req.timeout_s,
-                n_jobs=req.workers,
-                callbacks=callbacks,
-                show_progress_bar=req.progress,
-            )
 
-    done = sum(t.state.is_finished() for t in study.trials)
-    tpe_trials = math.ceil(req.trials * TPE_SHARE)
-    if done < tpe_trials:
-        explore(tpe_trials - done)
-        done = tpe_trials
-    if done < req.trials:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            done += refine(study, objective, req.trials - done, callbacks, score)
-    if done < req.trials:  # a local optimum was reached early: spend the rest exploring
-        explore(req.trials - done)
-    return _result(req, study, choices, predicted)
+def _mine(trial, req: SearchRequest) -> bool:
+    return trial.user_attrs.get("run") == req.run_id
+
+
+@contextlib.contextmanager
+def _interrupts(stop: Stop):
+    """SIGINT (Ctrl-C) stops the search after the current trial; the trials done are written and reported.
+    A second SIGINT interrupts at once. Only the main thread can install a handler."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        if stop.interrupted.is_set():
+            raise KeyboardInterrupt
+        stop.interrupted.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _rank(record: TrialRecord, osl: int) -> tuple:
@@ -295,15 +291,21 @@ def _check_same_study(study, req: SearchRequest) -> None:
         )
 
 
-def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]) -> SearchResult:
-    """Records of every finished trial; trials resumed from storage are predicted again from their plan."""
+def _result(
+    req: SearchRequest, study, choices, predicted: dict[tuple, Prediction], new: int = 0, stop=None, strategy=""
+) -> SearchResult:
+    """Records of every finished trial of the study (all processes and runs), numbered as in the storage. A
+    trial's prediction is the one this process made, else the one stored with the trial (no re-prediction
+    with a newer model), else (older storages) predicted again from its plan."""
     records = []
-    for t in study.trials:
+    for t in study.get_trials(deepcopy=False):
         if not t.state.is_finished() or t.value is None:
             continue
         raw = t.user_attrs.get("plan")
         plan = from_dict(Plan, raw, "storage") if raw else None
-        prediction = predicted.get(t.number) or _evaluate(req, plan, t.user_attrs.get("reason", ""))
+        prediction = predicted.get(_key(t.params)) or _stored_prediction(t)
+        if prediction is None:
+            prediction = _evaluate(req, plan, t.user_attrs.get("reason", ""))
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
     feasible = [r for r in records if r.value > 0]
     if not feasible:
@@ -321,4 +323,29 @@ def _result(req: SearchRequest, study, choices, predicted: dict[int, Prediction]
     baseline = evaluate(base_plan, req.model, req.hardware, req.workload)
     compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
     same = _best_same_numerics(req, feasible) if plan_numerics(best.plan, req.model) else None
-    return SearchResult(req, tuple(records), best, base_plan, baseline, choices, tuple(compared), same)
+    interrupted = bool(stop and stop.interrupted.is_set())
+    timed_out = bool(stop and not interrupted and stop.timed_out())
+    return SearchResult(
+        req,
+        tuple(records),
+        best,
+        base_plan,
+        baseline,
+        choices,
+        tuple(compared),
+        same,
+        new_trials=new,
+        interrupted=interrupted,
+        timed_out=timed_out,
+        strategy=strategy,
+    )
+
+
+def _stored_prediction(trial) -> Prediction | None:
+    raw = trial.user_attrs.get("prediction")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return from_dict(Prediction, raw, "storage")
+    except (SpecError, TypeError, ValueError):
+        return None

@@ -101,3 +101,9 @@ def test_concurrency_curve_meets_the_stored_operating_point(searched):
     assert curve["in_flight"].is_monotonic_increasing and curve["in_flight"].iloc[-1] <= levels[-1]
     assert stored in set(curve["in_flight"]) or stored not in levels
     assert all(math.isfinite(v) and v > 0 for v in curve["total_tok_s"])
+
+
+def test_html_joins_a_paragraph_s_lines_and_keeps_blocks_apart(tmp_path):
+    page = markdown_to_html("first line\nsecond line\n\nnext\n## Head\n| a |\n|---|\n| 1 |\n", tmp_path, "t")
+    assert "<p>first line second line</p>" in page and "<p>next</p>" in page
+    assert "<h2>Head</h2>" in page and "<td>1</td>" in page
