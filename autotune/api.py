@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from autotune import __version__
+from autotune import __version__, validate
 from autotune.specs import (
     Baseline,
     BestConfig,
@@ -259,6 +259,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     from autotune.search import storage as stores
 
     model, model_ref = resolve_model(opts.model)
+    validate.context(model, opts.workload)
     hw, note = resolve_hardware(opts.hardware, opts.preset, opts.gpus)
     out = _run_dir(opts, model, hw)
     manifest, req = _start_run(opts, model, hw, out)
@@ -362,6 +363,7 @@ def estimate(
     from autotune.search import evaluate
 
     plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
+    validate.context(spec, workload)
     return plan, evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
 
 

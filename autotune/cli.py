@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 
+from autotune import validate
 from autotune.specs import MiTuneError, Workload, dump_json, dump_yaml, save
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ app.add_typer(kernels_app, name="kernels")
 def _workload(
     isl: int, osl: int, concurrency: int, rate: float, ttft_ms: float, tpot_ms: float, objective: str
 ) -> Workload:
+    validate.workload_flags(isl, osl, concurrency, rate, ttft_ms, tpot_ms)
     try:
         return Workload(
             isl=isl,
@@ -75,6 +77,7 @@ def probe(
     from autotune import probe as probe_mod
     from autotune.probe.bench import calibrate
 
+    validate.out_file("--out", out)
     result = probe_mod.probe_roots(sysfs_root, proc_root)
     if bench:
         result = calibrate(result, quick=quick, device=bench_device)
@@ -172,6 +175,8 @@ def search(
     ):
         if value not in allowed:
             raise MiTuneError(f"{flag}: expected one of {', '.join(allowed)}, got '{value}'")
+    validate.search_flags(trials, timeout, seed, workers, gpus)
+    validate.run_dir("--out", out)
     opts = api.SearchOptions(
         model=model,
         hardware=hardware,
@@ -486,9 +491,15 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
     _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=argv, prog_name="mi-tune")  # standalone mode: usage errors exit 2 with the parser's message
+        code = app(args=argv, prog_name="mi-tune", standalone_mode=False)  # parser errors come back as exceptions
+        if code == 130:  # Typer turns Ctrl-C inside a command into exit code 130
+            print("mi-tune: interrupted", file=sys.stderr)
+        return code if isinstance(code, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except typer.Abort:
+        print("mi-tune: interrupted", file=sys.stderr)
+        return 130
     except MiTuneError as exc:
         print(f"mi-tune: error: {exc}", file=sys.stderr)
         return 2
@@ -496,6 +507,12 @@ def run(argv: list[str] | None = None) -> int:
         print("mi-tune: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # internal failure: one line, traceback on request
+        if _is_click(exc, "NoArgsIsHelpError"):  # `mi-tune` or `mi-tune kernels` alone: the help
+            exc.show()
+            return exc.exit_code
+        if _is_click(exc, "ClickException"):  # a usage error (unknown flag, a value of the wrong type): one line
+            print(f"mi-tune: error: {_usage_message(exc)}", file=sys.stderr)
+            return 2
         if os.environ.get("MI_TUNE_DEBUG"):
             raise
         print(
@@ -504,6 +521,18 @@ def run(argv: list[str] | None = None) -> int:
         )
         return 1
     return 0
+
+
+def _is_click(exc: Exception, name: str) -> bool:
+    """Whether `exc` is click's exception class `name` (Typer vendors click in newer releases, so the class is
+    matched by name rather than imported)."""
+    return any(cls.__name__ == name for cls in type(exc).__mro__)
+
+
+def _usage_message(exc) -> str:
+    text = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    return f"{text} (see '{ctx.command_path} --help')" if ctx is not None else text
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
         "trials": len(result.records),
         "feasible_trials": sum(r.prediction.feasible for r in result.records),
         "elapsed_s": elapsed_s,
+        "strategy": result.strategy,
         "seed": best.provenance.seed,
     }
 

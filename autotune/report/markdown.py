@@ -218,6 +218,7 @@ def render(
     reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
     latency = latency_column(trials, "tpot").replace("_ms", "").replace("_", " ").upper()
     alternatives = run.alternatives
+    strategy = f" ({run.strategy})" if run.strategy else ""
     fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
     return f"""# mi-tune report: {best.model.name} on {hw.name}
 
@@ -269,8 +270,8 @@ on this box (layouts are compared in the top plans below).
 
 {_table(reasons)}
 ## Search
-{len(trials)} trials in {run.elapsed_s:.1f} s, seed {best.provenance.seed}, study `{best.provenance.study}` in \
-`{best.provenance.storage}`, space `{best.provenance.space}`.
+{len(trials)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
+study `{best.provenance.study}` in `{best.provenance.storage}`, space `{best.provenance.space}`.
 
 {_figure(figures, "history", "search history")}
 

@@ -44,6 +44,7 @@ class RunData:
     alternatives: pd.DataFrame
     choices: dict[str, list]
     elapsed_s: float
+    strategy: str  # the samplers the search ran (search/runner.py), as the search said
     top_specs: dict[str, Plan]  # plan label -> plan, for the top plans (re-prediction)
     hardware: HardwareProfile  # embedded in best.yaml, or (older runs) hardware.yaml
     model: ModelSpec | None  # None: the model cannot be resolved, and the run has no model.json
@@ -138,6 +139,7 @@ def load_run(run_dir: str | Path, model: ModelSpec | None = None) -> RunData:
         alternatives=read_alternatives(out / "alternatives.csv"),
         choices=summary.get("choices", {}),
         elapsed_s=float(summary.get("elapsed_s", float("nan"))),
+        strategy=str(summary.get("strategy", "")),
         top_specs=specs,
         hardware=best.hardware.profile or load_hardware(_need(out, "hardware.yaml")),
         model=model or _model(best, out),

@@ -14,6 +14,7 @@ from typing import Any
 from autotune import capability
 from autotune.perf.precision import numerics_changes
 from autotune.search.baseline import baseline_plan
+from autotune.search.diagnose import check_fits, slo_message
 from autotune.search.evaluate import evaluate
 from autotune.search.explain import Alternative, alternatives, simplify
 from autotune.search.refine import _key
@@ -183,6 +184,7 @@ def run_study(req: SearchRequest) -> SearchResult:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     logging.getLogger("optuna").setLevel(logging.WARNING)
     choices = study_choices(req)
+    check_fits(req, choices)  # a model the box cannot hold fails here, with the arithmetic, not after the trials
     stop = Stop(None if req.timeout_s is None else time.monotonic() + req.timeout_s)
     with _interrupts(stop):
         if req.workers > 1 and req.trials:
@@ -309,6 +311,9 @@ def _result(
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
     feasible = [r for r in records if r.value > 0]
     if not feasible:
+        missed = [(r.plan, r.prediction) for r in records if r.prediction.feasible and not r.prediction.slo_met]
+        if slo := slo_message(req, missed):
+            raise MiTuneError(f"no plan of '{req.model.name}' meets the SLO on '{req.hardware.name}': {slo}")
         reasons = sorted({r.reason for r in records if r.reason})
         raise MiTuneError(
             f"no plan of '{req.model.name}' fits '{req.hardware.name}' in {len(records)} trials"

@@ -23,6 +23,9 @@ class HostInfo:
     memory_gb: float  # host DRAM, binary like the accelerators'
     inter_socket_gbs: float = 0.0  # usable socket-interconnect bandwidth for PCIe peer traffic; 0 = unknown
 
+    def __post_init__(self) -> None:
+        _non_negative(self, ("sockets", "cores", "numa_nodes", "memory_gb", "inter_socket_gbs"))
+
 
 @dataclass(frozen=True)
 class Features:
@@ -48,6 +51,14 @@ class Accelerator:
     pcie_width: int
     features: Features
     nvlink_gbs: float = 0.0  # NVLink bandwidth per direction per GPU, 0 when there is none
+
+    def __post_init__(self) -> None:  # 0 = unknown (probe leaves what it cannot read at 0); never negative
+        _non_negative(self, ("index", "memory_gb", "mem_bw_gbs", "pcie_gen", "pcie_width", "nvlink_gbs"))
+        for dtype, tflops in self.peak_tflops.items():
+            if tflops < 0:
+                raise ValueError(f"peak_tflops.{dtype}: expected a value >= 0, got {tflops:g}")
+        if self.numa_node < -1:
+            raise ValueError(f"numa_node: expected a node index, or -1 when unknown, got {self.numa_node}")
 
     @property
     def pcie_gbs(self) -> float:
@@ -111,6 +122,8 @@ class HardwareProfile:
 
     def __post_init__(self) -> None:
         n = len(self.accelerators)
+        if not n:
+            raise ValueError("accelerators: expected at least one")
         if len(self.links) != n or any(len(row) != n for row in self.links):
             raise ValueError(f"links: expected a {n}x{n} matrix")
         if len(self.p2p) != n or any(len(row) != n for row in self.p2p):
@@ -131,6 +144,12 @@ class HardwareProfile:
     def gpu(self) -> Accelerator:
         """The first accelerator; perf assumes a homogeneous box."""
         return self.accelerators[0]
+
+
+def _non_negative(obj, names: tuple[str, ...]) -> None:
+    for name in names:
+        if getattr(obj, name) < 0:
+            raise ValueError(f"{name}: expected a value >= 0, got {getattr(obj, name):g}")
 
 
 def _interconnect(links: tuple[tuple[str, ...], ...]) -> str:

@@ -51,6 +51,11 @@ def from_dict(cls: type, data: Any, where: str) -> Any:
     return _convert(cls, data, where)
 
 
+def convert(tp: Any, value: Any, where: str) -> Any:
+    """Check one value against a contract type (int, str, a dataclass, ...) as the file readers do."""
+    return _convert(tp, value, where)
+
+
 def _type_name(tp: Any) -> str:
     if get_origin(tp) is Literal:
         return " | ".join(repr(a) for a in get_args(tp))
@@ -182,4 +187,4 @@ def save(obj: Any, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["to_dict", "from_dict", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]
+__all__ = ["to_dict", "from_dict", "convert", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from autotune.specs.model import DTYPE_BYTES
+
 MODES = ("aggregated", "disaggregated")
 ENGINES = ("vllm", "sglang")
+ALLREDUCE = ("custom", "nccl", "pcie_ipc")  # what both engines' emitters express (engines/vllm.py, sglang.py)
+ALL2ALL = ("allgather_reducescatter", "deepep")
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,12 @@ class Kernels:
     kv_cache_dtype: str = "auto"
     linear: str = "auto"  # dense GEMM kernel: vLLM --linear-backend, SGLang --fp8-gemm-backend
 
+    def __post_init__(self) -> None:
+        for name in ("gemm_dtype", "kv_cache_dtype"):
+            value = getattr(self, name)
+            if value != "auto" and value not in DTYPE_BYTES:
+                raise ValueError(f"{name}: expected auto or one of {', '.join(DTYPE_BYTES)}, got {value!r}")
+
 
 @dataclass(frozen=True)
 class Comm:
@@ -30,6 +40,11 @@ class Comm:
     allreduce: str = "custom"
     all2all: str = "allgather_reducescatter"
     nccl: dict[str, str] = field(default_factory=dict)  # NCCL_* environment for every worker
+
+    def __post_init__(self) -> None:
+        for name, allowed in (("allreduce", ALLREDUCE), ("all2all", ALL2ALL)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got {getattr(self, name)!r}")
 
 
 @dataclass(frozen=True)
