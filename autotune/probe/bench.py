@@ -55,10 +55,12 @@ def _torch():
 
 
 def serving_shapes(world: int, quick: bool) -> tuple[tuple[GemmShape, ...], tuple[tuple[int, GemmShape], ...]]:
-    """Dense projection shapes (gate_up, down of each catalog model's dense FFN, split over TP = `world`) and
-    expert shapes (experts per rank under EP over `world`, at most 64, and one expert's gate_up / down)."""
+    """Dense projection shapes (gate_up, down of each catalog model's dense FFN, split over TP = the largest power
+    of two <= `world`, as the engines split) and expert shapes (experts per rank under EP over that many GPUs, at
+    most 64, and one expert's gate_up / down)."""
     from autotune.catalog.models import list_models
 
+    world = 1 << (max(world, 1).bit_length() - 1)
     dense: dict[tuple[int, int], GemmShape] = {}
     experts: dict[tuple[int, int, int], tuple[int, GemmShape]] = {}
     for model in sorted(list_models(), key=lambda m: m.name):
@@ -180,7 +182,6 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     ops = bench_ops.gemm_points(torch, timer, plan.dtypes, plan.gemm_shapes, plan.buckets, notes)
     ops += bench_ops.grouped_points(torch, timer, plan.experts, plan.buckets, notes)
     ops += bench_ops.attention_points(torch, timer, plan.attention, notes)
-    _free(torch, cuda)
     large = {}
     for dtype in plan.dtypes:
         rates = [p.tflops for p in ops if p.op_class == "gemm" and p.dtype == dtype and p.bucket == "m>1024"]
@@ -191,6 +192,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     if cuda and world < 2:
         notes.append("P2P copies and collectives skipped: one GPU visible")
     host = _host_copies(torch, plan, hw, world) if cuda else {}
+    _free(torch, cuda, world)  # the collectives' processes need the memory this one cached
     collectives: dict = {}
     for job in plan.comm_jobs:
         try:
@@ -217,9 +219,10 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     return dataclasses.replace(result, profile=profile, notes=(*result.notes, f"probe --bench took {took:.0f} s"))
 
 
-def _free(torch, cuda: bool) -> None:
-    if cuda:
-        torch.cuda.empty_cache()
+def _free(torch, cuda: bool, world: int) -> None:
+    for i in range(world if cuda else 0):
+        with torch.cuda.device(i):
+            torch.cuda.empty_cache()
 
 
 def _mem_bw_gbs(torch, timer: Timer, nbytes: int) -> float:
@@ -268,7 +271,7 @@ def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int) -> dic
     try:
         for node, cpus in nodes.items():
             os.sched_setaffinity(0, cpus)
-            host = torch.empty(plan.p2p_bytes, dtype=torch.uint8).pin_memory()
+            host = torch.empty(plan.p2p_bytes, dtype=torch.uint8, pin_memory=True)
             host.fill_(1)
             for g in gpus:
                 dev = torch.empty(plan.p2p_bytes, dtype=torch.uint8, device=f"cuda:{g}")

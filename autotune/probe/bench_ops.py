@@ -10,7 +10,7 @@ What each op class measures:
   catalog models' projection shapes (n, k), m at the top of each rates-table bucket.
 - grouped_moe: `torch.bmm` over the experts one rank holds, the same rows per expert: the grouped GEMM's
   arithmetic without routing, permutation or ragged groups (the model adds those as their own ops / priors).
-- attention: `scaled_dot_product_attention` at GQA-like (hq=32, hkv=8, d=128) and MLA-like (absorbed decode:
+- attention: `scaled_dot_product_attention` at GQA-like (hq=32, hkv=4, d=128) and MLA-like (absorbed decode:
   hq=16 per rank, one latent head, d=576/512; prefill hq=16, d=192/128) shapes; decode = one query per sequence
   reading its KV (bytes = K+V), prefill = a causal square (FLOPs = 2 x q.k+v width x L^2 / 2 per head).
 """
@@ -30,6 +30,7 @@ BUCKET_M = {name: (int(bound) if bound != float("inf") else 4096) for bound, nam
 ELEM_BYTES = {"bf16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 LAUNCH_SHAPE = (1, 256, 256)  # (m, n, k) of the kernel-floor point: microseconds of launch, no work
 FP4_BLOCK = 16  # nvfp4: one e4m3 scale per 16 elements along k
+INT8_MIN_ROWS = 17  # torch._int_mm needs more than 16 rows
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,14 @@ def sig(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def gemm_fn(torch, dtype: str, m: int, n: int, k: int, device: str) -> Callable[[], object]:
-    """The GEMM call of `dtype` on (m x k) @ (k x n), operands allocated once."""
+def gemm_fn(torch, dtype: str, m: int, n: int, k: int, device: str) -> tuple[Callable[[], object], int]:
+    """(the GEMM call of `dtype` on (rows x k) @ (k x n), rows) with operands allocated once; rows = m except
+    where the kernel needs more (torch._int_mm: m > 16)."""
+    fn = _gemm_call(torch, dtype, max(m, INT8_MIN_ROWS) if dtype == "int8" else m, n, k, device)
+    return fn, max(m, INT8_MIN_ROWS) if dtype == "int8" else m
+
+
+def _gemm_call(torch, dtype: str, m: int, n: int, k: int, device: str) -> Callable[[], object]:
     if dtype == "bf16":
         a = torch.randn(m, k, device=device, dtype=torch.bfloat16)
         w = torch.randn(n, k, device=device, dtype=torch.bfloat16)
@@ -102,7 +109,7 @@ def gemm_fn(torch, dtype: str, m: int, n: int, k: int, device: str) -> Callable[
         one = torch.ones((), device=device)
         return lambda: torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
     if dtype == "int8":
-        a = torch.randint(-64, 64, (max(m, 17), k), device=device, dtype=torch.int8)  # _int_mm needs m > 16
+        a = torch.randint(-64, 64, (m, k), device=device, dtype=torch.int8)
         w = torch.randint(-64, 64, (n, k), device=device, dtype=torch.int8)
         return lambda: torch._int_mm(a, w.t())
     if dtype == "fp4":
@@ -126,16 +133,17 @@ def gemm_points(
     for dtype in dtypes:
         try:
             for bucket in buckets:
-                m = BUCKET_M[bucket]
                 for s in shapes:
-                    us = timer.us(gemm_fn(torch, dtype, m, s.n, s.k, timer.device))
+                    fn, m = gemm_fn(torch, dtype, BUCKET_M[bucket], s.n, s.k, timer.device)
+                    us = timer.us(fn)
                     nbytes = (m * s.k + s.n * s.k) * ELEM_BYTES[dtype] + m * s.n * 2  # inputs + bf16 output
                     points.append(
                         _point("gemm", dtype, bucket, f"m={m} n={s.n} k={s.k} ({s.source})", us, 2 * m * s.n * s.k,
                                nbytes)
                     )  # fmt: skip
             m, n, k = LAUNCH_SHAPE
-            us = timer.us(gemm_fn(torch, dtype, m, n, k, timer.device))
+            fn, m = gemm_fn(torch, dtype, m, n, k, timer.device)
+            us = timer.us(fn)
             points.append(_point("gemm", dtype, "launch", f"m={m} n={n} k={k}", us, 2 * m * n * k, (n * k) * 2))
         except Exception as exc:  # a dtype this torch / GPU cannot run: keep the others
             points = [p for p in points if p.dtype != dtype]
@@ -169,30 +177,49 @@ def grouped_points(
 
 
 def attention_points(torch, timer: Timer, specs: Iterable[AttentionPoint], notes: list[str]) -> list[OpPoint]:
-    """SDPA points; a shape the installed SDPA backends refuse is skipped with a note."""
+    """SDPA points. On a CUDA device only the fused backends (flash, memory-efficient, cuDNN) may run: a shape
+    none of them takes is skipped with a note rather than timed on the unfused math path no engine serves with.
+    Decode folds each KV head's query heads into its query rows (one token each: the MQA/GQA decode kernels'
+    layout, as FlashMLA runs an absorbed-MLA step); prefill repeats K/V per query head outside the timed call."""
+    import contextlib
+
     import torch.nn.functional as F
 
+    fused = contextlib.nullcontext
+    if timer.cuda:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backends = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+        fused = lambda: sdpa_kernel(backends)  # noqa: E731
     points: list[OpPoint] = []
     device = timer.device
+    bf16 = torch.bfloat16
     for p in specs:
-        q_len = 1 if p.kind == "decode" else p.ctx
+        group = p.heads // p.kv_heads
+        decode = p.kind == "decode"
+        q_len = 1 if decode else p.ctx
         try:
-            q = torch.randn(p.batch, p.heads, q_len, p.qk_dim, device=device, dtype=torch.bfloat16)
-            k = torch.randn(p.batch, p.kv_heads, p.ctx, p.qk_dim, device=device, dtype=torch.bfloat16)
-            v = torch.randn(p.batch, p.kv_heads, p.ctx, p.v_dim, device=device, dtype=torch.bfloat16)
-            causal = p.kind == "prefill"
-            kw = {"is_causal": causal, "enable_gqa": p.kv_heads != p.heads}
-            us = timer.us(lambda q=q, k=k, v=v, kw=kw: F.scaled_dot_product_attention(q, k, v, **kw))
+            if decode:  # (batch, kv head, its query heads as rows, dim) against that head's KV
+                q = torch.randn(p.batch, p.kv_heads, group, p.qk_dim, device=device, dtype=bf16)
+                k = torch.randn(p.batch, p.kv_heads, p.ctx, p.qk_dim, device=device, dtype=bf16)
+                v = torch.randn(p.batch, p.kv_heads, p.ctx, p.v_dim, device=device, dtype=bf16)
+            else:
+                q = torch.randn(p.batch, p.heads, p.ctx, p.qk_dim, device=device, dtype=bf16)
+                k = torch.randn(p.batch, p.kv_heads, p.ctx, p.qk_dim, device=device, dtype=bf16)
+                v = torch.randn(p.batch, p.kv_heads, p.ctx, p.v_dim, device=device, dtype=bf16)
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+            with fused():
+                us = timer.us(lambda q=q, k=k, v=v, c=not decode: F.scaled_dot_product_attention(q, k, v, is_causal=c))
         except Exception as exc:
             notes.append(f"attention {p.kind} {p.label} skipped: {reason(exc)}")
             continue
-        pairs = p.ctx * q_len / (2 if causal else 1)  # query-key pairs scored (a causal square: half)
+        pairs = p.ctx * q_len / (1 if decode else 2)  # query-key pairs scored per head (a causal square: half)
         flops = 2 * p.batch * p.heads * (p.qk_dim + p.v_dim) * pairs
-        kv = p.batch * p.kv_heads * p.ctx * (p.qk_dim + p.v_dim) * 2
-        nbytes = kv + 2 * (q.numel() + p.batch * p.heads * q_len * p.v_dim)
+        kv = p.batch * p.kv_heads * p.ctx * (p.qk_dim + p.v_dim) * 2  # the KV as stored (before any repeat)
+        nbytes = kv + 2 * p.batch * p.heads * q_len * (p.qk_dim + p.v_dim)  # + queries in, outputs out
         shape = (
             f"{p.label} b={p.batch} hq={p.heads} hkv={p.kv_heads} d={p.qk_dim}/{p.v_dim} "
-            f"{'ctx' if p.kind == 'decode' else 'len'}={p.ctx}"
+            f"{'ctx' if decode else 'len'}={p.ctx}"
         )
         points.append(_point("attention", "bf16", p.kind, shape, us, flops, nbytes))
         del q, k, v

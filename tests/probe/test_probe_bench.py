@@ -194,3 +194,25 @@ def test_a_dtype_the_device_cannot_run_is_skipped_with_a_note():
 
 def test_collective_point_contract_unchanged():
     assert [f.name for f in dataclasses.fields(CollectivePoint)] == ["message_bytes", "busbw_gbs", "latency_us"]
+
+
+def test_int8_runs_the_rows_its_kernel_needs_and_counts_them():
+    notes = []
+    timer = bench_ops.Timer(torch, "cpu", 2)
+    shape = bench_ops.GemmShape(32, 64, "t")
+    (point,) = [
+        p for p in bench_ops.gemm_points(torch, timer, ("int8",), (shape,), ("m<=16",), notes) if p.bucket != "launch"
+    ]
+    assert notes == [] and point.shape.startswith("m=17 n=32 k=64")  # torch._int_mm needs more than 16 rows
+    assert point.tflops == pytest.approx(2 * 17 * 32 * 64 / (point.time_us * 1e-6) / 1e12, rel=2e-3)
+
+
+def test_decode_attention_counts_the_stored_kv_once():
+    notes = []
+    timer = bench_ops.Timer(torch, "cpu", 2)
+    spec = bench_ops.AttentionPoint("decode", "gqa", 2, 8, 2, 16, 16, 128)
+    (point,) = bench_ops.attention_points(torch, timer, (spec,), notes)
+    kv = 2 * 2 * 128 * (16 + 16) * 2  # batch x kv heads x ctx x (k + v width) x bf16
+    io = 2 * 2 * 8 * 1 * (16 + 16)  # queries in and outputs out, one token per query head
+    assert notes == [] and point.gbs == pytest.approx((kv + io) / (point.time_us * 1e-6) / 1e9, rel=2e-3)
+    assert point.tflops == pytest.approx(2 * 2 * 8 * 32 * 128 / (point.time_us * 1e-6) / 1e12, rel=2e-3)
