@@ -7,14 +7,14 @@ appended as soon as the plan is done (ok, or failed with the engine's last lines
 user attribute "measured:<plan label>" when the storage is reachable (Optuna does not let a finished trial's
 attributes change, so the study's attributes hold them). A rerun skips plans measured ok.
 
-Fit (`fit_corrections`): a plan's predicted step time is a sum over op classes (Prediction.steps[*].rates_ms:
-gemm, grouped_moe, attention, norm, elementwise, quant, sampling, collective) plus a rest (launch and scheduler
-overheads, less overlap). Each measured figure gives one row: measured / predicted = rest share + sum over classes
-of (class share x its multiplier), with TPOT read against the step that sets the decode pace (the last step) and
-TTFT against the first (the prefill or mixed step). The multipliers are the MAP estimate under a Gaussian prior
-centred on 1.0: minimise sum of squared row errors + LAMBDA * sum (m - 1)^2. K plans give 2K rows for up to 8
-multipliers, so with K=2 the problem is underdetermined and the prior decides how the error is shared: a class
-moves in proportion to its share of the measured steps, and classes the measured plans barely use stay near 1.
+Fit (`fit_corrections`): every measured mean TTFT and TPOT is a row; the unknowns are one time multiplier per op
+class the measured plans use (Prediction.steps[*].rates_ms: gemm, grouped_moe, attention, norm, elementwise,
+quant, sampling, collective; perf/rates.py applies them). The fit is the MAP estimate under a log-normal prior
+centred on 1.0: minimise sum_rows (ln measured - ln predicted(m))^2 + LAMBDA * sum_classes (ln m)^2, by
+Gauss-Newton, with each row's sensitivity to each class taken from the model itself (re-predicting with the class
+5% slower). K plans give 2K rows for up to 8 multipliers: with K=2 the problem is underdetermined and the prior
+decides how the error is shared, in proportion to how much each class moves each figure; classes the measured
+plans barely use stay near 1. The error reported after the fit is in-sample (the plans it saw).
 """
 
 from __future__ import annotations
@@ -74,13 +74,15 @@ COLUMNS = (
     "error",
     "measured_at",
 )
-# Prior on the multipliers: N(1, SIGMA_PRIOR^2), i.e. the rates table is trusted to within ~x/÷1.5 per op class
-# before any run; a measured mean TTFT/TPOT against the model's step decomposition is trusted to SIGMA_ROW
-# (relative; bench noise and the operating-point mismatch of a queueing model). LAMBDA = (SIGMA_ROW/SIGMA_PRIOR)^2.
+# Prior on the log multipliers: N(0, SIGMA_PRIOR^2), i.e. the rates table is trusted to within about x/÷1.65 per op
+# class before any run; a measured mean TTFT or TPOT is trusted to SIGMA_ROW in log terms (bench noise and what
+# the serving model leaves out). LAMBDA = (SIGMA_ROW / SIGMA_PRIOR)^2.
 SIGMA_PRIOR = 0.5
 SIGMA_ROW = 0.1
 LAMBDA = (SIGMA_ROW / SIGMA_PRIOR) ** 2
 MULTIPLIER_RANGE = (0.2, 5.0)
+FIT_ITERATIONS = 4  # Gauss-Newton steps (the model is close to linear in the log multipliers)
+FD_STEP = math.log(1.05)  # finite-difference step of a log multiplier
 OP_CLASSES = ("gemm", "grouped_moe", "attention", "norm", "elementwise", "quant", "sampling", "collective")
 RERANK_PLANS = 20  # distinct plans of the study re-predicted with the corrections
 READY_TIMEOUT_S = 1800.0  # engines load large checkpoints for many minutes
@@ -322,46 +324,51 @@ def measure_plan(
 
 
 # ------------------------------------------------------------------ fit
-def class_shares(step) -> dict[str, float]:
-    """Op class -> its share of the step's time (StepBreakdown.rates_ms keys are 'class/dtype/bucket')."""
-    shares: dict[str, float] = {}
-    if step.step_ms <= 0:
-        return shares
-    for key, ms in step.rates_ms.items():
-        op_class = key.split("/", 1)[0]
-        shares[op_class] = shares.get(op_class, 0.0) + ms / step.step_ms
-    return shares
+def used_classes(predictions: list[Prediction], share: float = 0.01) -> tuple[str, ...]:
+    """Op classes carrying more than `share` of some predicted step (StepBreakdown.rates_ms keys are
+    'class/dtype/bucket'): the multipliers a fit may move."""
+    found = set()
+    for p in predictions:
+        for step in p.steps:
+            for key, ms in step.rates_ms.items():
+                if step.step_ms > 0 and ms > share * step.step_ms:
+                    found.add(key.split("/", 1)[0])
+    return tuple(c for c in OP_CLASSES if c in found)
 
 
-def fit_rows(prediction: Prediction, measured_ttft_ms: float, measured_tpot_ms: float) -> list[tuple[dict, float]]:
-    """(class shares, measured / predicted) per measured figure of one plan: TPOT against the pace-setting (last)
-    step, TTFT against the first step."""
-    rows = []
-    if not prediction.steps:
-        return rows
-    for measured, predicted, step in (
-        (measured_tpot_ms, prediction.tpot_ms.get("mean", 0.0), prediction.steps[-1]),
-        (measured_ttft_ms, prediction.ttft_ms.get("mean", 0.0), prediction.steps[0]),
-    ):
-        if measured > 0 and predicted > 0:
-            rows.append((class_shares(step), measured / predicted))
-    return rows
-
-
-def fit_corrections(rows: list[tuple[dict, float]], lam: float = LAMBDA) -> dict[str, float]:
-    """MAP multipliers under the N(1, .) prior (module docstring): m = 1 + (F'F + lam I)^-1 F' (y - 1), where
-    F holds the rows' class shares and y their measured / predicted ratios (shares plus the rest sum to 1, so
-    y - 1 is what the multipliers must explain). Classes no row uses are left out (multiplier 1)."""
+def fit_corrections(
+    predict: Callable[[dict[str, float]], list[float]],
+    measured: list[float],
+    classes: tuple[str, ...],
+    lam: float = LAMBDA,
+    iterations: int = FIT_ITERATIONS,
+) -> dict[str, float]:
+    """MAP multipliers m = exp(x): minimise sum_r (ln measured_r - ln predicted_r(m))^2 + lam * sum_c x_c^2, by
+    Gauss-Newton from m = 1. `predict(corrections)` re-predicts every measured figure (a TTFT or TPOT of a plan);
+    its sensitivity to each class is a finite difference of the model itself, so TPOT's mix of decode-only and
+    mixed steps and the queueing in TTFT are weighed as the model weighs them."""
     import numpy as np
 
-    classes = sorted({c for shares, _ in rows for c, s in shares.items() if s > 0}, key=OP_CLASSES.index)
-    if not rows or not classes:
+    targets = np.log(np.asarray(measured, dtype=float))
+    x = np.zeros(len(classes))
+    if not classes or not len(targets):
         return {}
-    f = np.array([[shares.get(c, 0.0) for c in classes] for shares, _ in rows])
-    y = np.array([ratio for _, ratio in rows])
-    delta = np.linalg.solve(f.T @ f + lam * np.eye(len(classes)), f.T @ (y - 1.0))
-    low, high = MULTIPLIER_RANGE
-    return {c: round(float(min(max(1.0 + d, low), high)), 4) for c, d in zip(classes, delta, strict=True)}
+
+    def logs(xs) -> np.ndarray:
+        return np.log(np.asarray(predict({c: float(math.exp(v)) for c, v in zip(classes, xs, strict=True)})))
+
+    for _ in range(iterations):
+        base = logs(x)
+        jac = np.empty((len(targets), len(classes)))
+        for k in range(len(classes)):
+            step = x.copy()
+            step[k] += FD_STEP
+            jac[:, k] = (logs(step) - base) / FD_STEP
+        dx = np.linalg.solve(jac.T @ jac + lam * np.eye(len(classes)), jac.T @ (targets - base) - lam * x)
+        x = np.clip(x + dx, *np.log(MULTIPLIER_RANGE))
+        if np.max(np.abs(dx)) < 1e-4:
+            break
+    return {c: round(float(math.exp(v)), 4) for c, v in zip(classes, x, strict=True)}
 
 
 def log_error(pairs: list[tuple[float, float]]) -> float:
@@ -424,29 +431,46 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes) -> Measur
     if not ok:
         notes.append("no plan was measured: nothing to fit; best.yaml unchanged")
         return MeasureOutcome(out, rows, None, "", [], files, tuple(notes))
-    fit_input, before, per_plan = [], [], []
+    per_plan = []
     for cand, row in ok:
         workload = best.workload
         if workload.arrival == "closed":  # the concurrency it was benched at
             workload = dataclasses.replace(workload, concurrency=int(row["concurrency"]))
-        prediction = evaluate(cand.plan, model, hw, workload)
-        fit_input += fit_rows(prediction, float(row["measured_ttft_ms"]), float(row["measured_tpot_ms"]))
-        before += _pairs(prediction, row)
         per_plan.append((cand, row, workload))
-    corrections = fit_corrections(fit_input)
+    measured = [float(row[c]) for _, row, _ in per_plan for c in ("measured_ttft_ms", "measured_tpot_ms")]
+
+    def predict(corrections: dict[str, float]) -> list[float]:
+        corrected = dataclasses.replace(hw, corrections=corrections)
+        figures = []
+        for cand, _, w in per_plan:
+            p = evaluate(cand.plan, model, corrected, w)
+            figures += [p.ttft_ms.get("mean", 0.0), p.tpot_ms.get("mean", 0.0)]
+        return figures
+
+    priors = [evaluate(cand.plan, model, hw, w) for cand, _, w in per_plan]
+    usable = all(v > 0 for v in measured) and all(v > 0 for v in predict({}))
+    corrections = fit_corrections(predict, measured, used_classes(priors)) if usable else {}
+    if not usable:
+        notes.append("a measured or predicted TTFT/TPOT is zero: no corrections fitted")
     fitted = dataclasses.replace(
         hw,
         corrections=corrections,
         sources=(*hw.sources, f"measured-run: {MEASURED_CSV} ({len(ok)} plans)"),
     )
+    before = [p for (_, row, _), prior in zip(per_plan, priors, strict=True) for p in _pairs(prior, row)]
     after = [p for cand, row, w in per_plan for p in _pairs(evaluate(cand.plan, model, fitted, w), row)]
-    fit = Fit(corrections, len(fit_input), log_error(before), log_error(after))
+    fit = Fit(corrections, len(measured), log_error(before), log_error(after))
     files["hardware"] = save(fitted, out / HARDWARE_MEASURED)
     column = "measured_goodput_tok_s" if best.workload.objective == "goodput" else "measured_total_tok_s"
     measured_value = {r["plan"]: float(r[column]) for _, r in ok}
     winner = max(ok, key=lambda cr: measured_value[cr[0].label])[0]
     reranked = _rerank(study, best, cands, model, hw, fitted, measured_value)
     files["reranked"] = _write_reranked(out / RERANKED_CSV, reranked)
+    if reranked and reranked[0]["measured_tok_s"] == "":
+        notes.append(
+            f"with the corrections the top plan is one not measured ({reranked[0]['plan']}); "
+            f"`mi-tune measure {out} --top {len(cands) + 1}` or more measures further down the ranking"
+        )
     if not (out / BEST_PREDICTED).is_file() and source.name == "best.yaml":
         (out / BEST_PREDICTED).write_text(source.read_text())
     files["best"] = save(_best_from(best, winner, model, fitted), out / "best.yaml")

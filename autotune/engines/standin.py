@@ -59,18 +59,19 @@ def load_timing(path: str | Path) -> dict:
 
 def engine_args(argv: list[str]) -> tuple[str, int, str]:
     """(host, port, model) from a vLLM / SGLang / router argv."""
-    host, port, model = "127.0.0.1", 8000, ""
+    host, port, names = "127.0.0.1", 8000, {}
     for k, arg in enumerate(argv[:-1]):
         value = argv[k + 1]
         if arg == "--host":
             host = value
         elif arg == "--port":
             port = int(value)
-        elif arg in ("--served-model-name", "--model-path", "--model") and not model:
-            model = value
+        elif arg in ("--served-model-name", "--model-path", "--model"):
+            names.setdefault(arg, value)
         elif arg == "serve" and not value.startswith("-"):
-            model = model or value
-    return host, port, model or "stand-in"
+            names.setdefault("serve", value)
+    order = ("--served-model-name", "--model-path", "--model", "serve")  # what the engine lists, first
+    return host, port, next((names[k] for k in order if k in names), "stand-in")
 
 
 class StandIn:

@@ -1,0 +1,191 @@
+"""measure / search --measure against the stand-in engine, the correction fit, and the rates-table hook."""
+
+import csv
+import dataclasses
+import json
+
+import pytest
+import yaml
+
+from autotune.catalog.presets import load_preset
+from autotune.cli import run
+from autotune.measure import LAMBDA, fit_corrections, log_error
+from autotune.perf import rates
+from autotune.search import evaluate
+from autotune.specs import Workload, load_best, load_hardware
+from tests.loadgen.conftest import free_port
+
+# the stand-in's known timing: slower than the model predicts llama-3.1-70b at this workload (about 32 ms TTFT,
+# 15 ms TPOT on rtx-pro-6000-x8), so a fit has something to correct
+TIMING = {"ttft_ms": 60.0, "tpot_ms": 25.0}
+WORKLOAD = ["--isl", "64", "--osl", "8", "--concurrency", "4"]
+
+
+# ------------------------------------------------------------------ fit
+def test_one_class_moves_by_its_ratio_shrunk_by_the_prior():
+    m = fit_corrections(lambda c: [10.0 * c["gemm"]], [15.0], ("gemm",))
+    assert m == {"gemm": pytest.approx(1.5 ** (1 / (1 + LAMBDA)), abs=1e-3)}
+
+
+def test_a_determined_system_is_recovered_without_the_prior():
+    def predict(c):  # two figures, each moved by both classes (log-linear, like step time shares)
+        return [10 * c["gemm"] ** 0.7 * c["collective"] ** 0.2, 8 * c["gemm"] ** 0.2 * c["collective"] ** 0.7]
+
+    true = {"gemm": 1.5, "collective": 0.8}
+    m = fit_corrections(predict, predict(true), ("gemm", "collective"), lam=1e-12)
+    assert m == pytest.approx(true, abs=2e-3)
+
+
+def test_an_underdetermined_fit_shares_the_error_by_sensitivity():
+    def predict(c):  # one figure, two classes: 60% and 20% of it
+        return [10 * (0.2 + 0.6 * c["gemm"] + 0.2 * c["attention"])]
+
+    m = fit_corrections(predict, [14.0], ("gemm", "attention"))
+    assert m["gemm"] > m["attention"] > 1.0
+    assert predict(m)[0] == pytest.approx(14.0, rel=0.05)
+
+
+def test_multipliers_stay_in_range():
+    m = fit_corrections(lambda c: [c["norm"]], [100.0], ("norm",))
+    assert m["norm"] == 5.0
+
+
+def test_log_error():
+    assert log_error([(2.0, 1.0), (1.0, 1.0)]) == pytest.approx(0.5 * 0.6931, rel=1e-3)
+
+
+# ------------------------------------------------------------------ hook
+def test_corrections_scale_op_classes_with_provenance():
+    hw = load_preset("rtx-pro-6000-x8")
+    fitted = dataclasses.replace(hw, corrections={"gemm": 2.0, "collective": 3.0})
+    assert fitted.fingerprint != hw.fingerprint
+    assert dataclasses.replace(hw, corrections={}).fingerprint == hw.fingerprint
+    base, scaled = rates.rates_table(hw), rates.rates_table(fitted)
+    key = ("gemm", "bf16", "m<=128")
+    assert scaled.entries[key].tflops == pytest.approx(base.entries[key].tflops / 2)
+    assert scaled.entries[key].min_us == pytest.approx(base.entries[key].min_us * 2)
+    assert scaled.entries[key].provenance.endswith("measured-run x2")
+    assert scaled.entries[("norm", "bf16", "any")] == base.entries[("norm", "bf16", "any")]
+    assert scaled.collective_scale == 3.0 and "measured-run x3" in rates.collective_provenance(fitted)
+
+
+def test_corrections_move_the_prediction():
+    from autotune.catalog.models import load_model
+
+    hw, model = load_preset("rtx-pro-6000-x8"), load_model("llama-3.1-70b")
+    workload = Workload(isl=64, osl=8, concurrency=4)
+    from autotune.search import baseline_plan
+
+    plan = baseline_plan("vllm", hw, hw.num_gpus)
+    before = evaluate(plan, model, hw, workload)
+    after = evaluate(plan, model, dataclasses.replace(hw, corrections={"gemm": 1.5, "collective": 1.5}), workload)
+    assert after.tpot_ms["mean"] > before.tpot_ms["mean"] * 1.2
+    assert any("measured-run" in prov for prov in after.rates.values())
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.fixture(scope="module")
+def measured_run(tmp_path_factory):
+    """`mi-tune search ... --measure 2` with the stand-in engine: the CI path serve -> bench -> fit."""
+    tmp = tmp_path_factory.mktemp("measure")
+    timing = tmp / "timing.json"
+    timing.write_text(json.dumps(TIMING))
+    out = tmp / "run"
+    argv = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--trials", "12", *WORKLOAD]
+    port = free_port()
+    code = run([*argv, "--out", str(out), "--measure", "2", "--measure-port", str(port), "--stand-in", str(timing)])
+    assert code == 0
+    return out, timing, port
+
+
+def _rows(out):
+    with (out / "measured.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_search_measure_records_both_plans(measured_run):
+    out, _, _ = measured_run
+    rows = _rows(out)
+    assert [r["status"] for r in rows] == ["ok", "ok"] and len({r["plan"] for r in rows}) == 2
+    for r in rows:
+        assert float(r["measured_tpot_ms"]) == pytest.approx(TIMING["tpot_ms"], rel=0.1)
+        assert float(r["measured_ttft_ms"]) == pytest.approx(TIMING["ttft_ms"], rel=0.15)
+        assert int(r["concurrency"]) == 4 and int(r["failed_requests"]) == 0
+        assert (out / r["plan_file"]).is_file() and (out / r["plan_file"]).with_name("engine.log").is_file()
+
+
+def test_the_fit_moves_predictions_toward_the_stand_ins_timing(measured_run):
+    out, _, _ = measured_run
+    prior = load_hardware(out / "hardware.yaml")
+    fitted = load_hardware(out / "hardware-measured.yaml")
+    assert prior.corrections == {} and fitted.corrections and all(v > 0 for v in fitted.corrections.values())
+    from autotune.catalog.models import load_model
+
+    model = load_model("llama-3.1-70b")
+    before, after = [], []
+    for r in _rows(out):
+        best = load_best(out / r["plan_file"])
+        w = dataclasses.replace(best.workload, concurrency=int(r["concurrency"]))
+        p0, p1 = evaluate(best.plan, model, prior, w), evaluate(best.plan, model, fitted, w)
+        measured = (float(r["measured_ttft_ms"]), float(r["measured_tpot_ms"]))
+        before += [(p0.ttft_ms["mean"], measured[0]), (p0.tpot_ms["mean"], measured[1])]
+        after += [(p1.ttft_ms["mean"], measured[0]), (p1.tpot_ms["mean"], measured[1])]
+        assert abs(p1.tpot_ms["mean"] - measured[1]) < abs(p0.tpot_ms["mean"] - measured[1])
+    assert log_error(after) < 0.5 * log_error(before)
+
+
+def test_best_yaml_comes_from_the_measurements(measured_run):
+    out, _, _ = measured_run
+    best = load_best(out / "best.yaml")
+    rows = {r["plan"]: float(r["measured_total_tok_s"]) for r in _rows(out)}
+    assert best.plan.describe() == max(rows, key=rows.get)
+    assert best.hardware.profile.corrections == load_hardware(out / "hardware-measured.yaml").corrections
+    assert (out / "best-predicted.yaml").is_file() and (out / "reranked.csv").is_file()
+    assert any("measured-run" in prov for prov in best.prediction.rates.values())
+
+
+def test_the_study_holds_the_measurements(measured_run):
+    from autotune.measure import _open_study
+
+    out, _, _ = measured_run
+    study, why = _open_study(out, load_best(out / "best-predicted.yaml"))
+    assert study is not None, why
+    measured = {k: v for k, v in study.user_attrs.items() if k.startswith("measured:")}
+    assert sorted(measured) == sorted(f"measured:{r['plan']}" for r in _rows(out))
+
+
+def test_rerun_keeps_measured_plans_and_records_a_failed_start(measured_run, tmp_path, capsys):
+    out, _, port = measured_run
+    failing = tmp_path / "fail.json"
+    failing.write_text(json.dumps({"fail": "CUDA error: out of memory (stand-in)"}))
+    argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(failing)]
+    assert run(argv) == 0
+    err = capsys.readouterr().err
+    assert err.count("measured before, kept") == 2
+    rows = _rows(out)
+    assert len(rows) == 3 and rows[-1]["status"] == "failed"
+    assert "exited with code 1" in rows[-1]["error"] and "out of memory (stand-in)" in rows[-1]["error"]
+
+
+def test_an_engine_that_never_gets_healthy_times_out(measured_run, tmp_path, capsys):
+    out, _, port = measured_run
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"startup_s": 30}))
+    argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(slow), "--ready-timeout", "0.5"]
+    assert run(argv) == 0
+    rows = _rows(out)
+    assert rows[-1]["status"] == "failed" and rows[-1]["error"].startswith("not healthy after")
+
+
+def test_measure_bad_input(tmp_path, capsys):
+    assert run(["measure", str(tmp_path)]) == 2
+    assert "no best.yaml" in capsys.readouterr().err
+    assert run(["measure", str(tmp_path), "--top", "0"]) == 2
+    assert "--top" in capsys.readouterr().err
+
+
+def test_measured_csv_is_plain_csv(measured_run):
+    out, _, _ = measured_run
+    header = (out / "measured.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["plan", "trial", "status"]
+    assert yaml.safe_load((out / "hardware-measured.yaml").read_text())["corrections"]
