@@ -143,7 +143,9 @@ def disaggregated_point(
         b = max(hi, 1e-3)
         rate, s = decode_rate(b)
         rate = min(rate, pre.requests_per_s)
-    ttft = pre.ttft_ms + kv_transfer_ms
+    ttft = pre.ttft_ms + kv_transfer_ms  # prefill-bound: every prefill step full
+    if rate < pre.requests_per_s * (1 - 1e-9):  # decode-bound: a closed loop's prompts mostly meet an idle
+        ttft = min(ttft, pre.lone_ttft_ms + kv_transfer_ms)  # prefill instance (the simulator has the spread)
     concurrency = rate * (ttft + steps_per_request * s.step_ms) / 1e3
     return Point(rate, ttft, s.step_ms / accepted, concurrency, (pre.step, s))
 
@@ -174,25 +176,33 @@ def aggregated_at_rate(
         return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
     advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
 
-    def mean_step(d: float) -> StepBreakdown:
-        return step(StepInput(d / pp, decode_ctx, d * advance / pp, w.isl / 2))
+    def mean_step(d: float) -> tuple[float, StepBreakdown]:
+        """(mean step ms, the step that carries prompt tokens) with `d` decoding: prompts that fit the free
+        budget run whole in a share of the steps, as in aggregated_point; otherwise every step carries some."""
+        piece = max(1.0, min(w.isl, chunk - d * width))
+        need = d * advance
+        if need < piece:
+            mixed = step(StepInput(d / pp, decode_ctx, piece / pp, w.isl / 2))
+            share = need / piece
+            return share * mixed.step_ms + (1 - share) * step(StepInput(d / pp, decode_ctx)).step_ms, mixed
+        mixed = step(StepInput(d / pp, decode_ctx, need / pp, w.isl / 2))
+        return mixed.step_ms, mixed
 
     lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (width + advance)))
     for _ in range(40):
         mid = (lo + hi) / 2
-        if mid * accepted / w.osl / mean_step(mid).step_ms < r:
+        if mid * accepted / w.osl / mean_step(mid)[0] < r:
             lo = mid
         else:
             hi = mid
     d = hi
-    mean = mean_step(d)
-    seen = mean if d >= 1.0 else step(StepInput(1.0 / pp, decode_ctx, advance / pp, w.isl / 2))
-    tpot = seen.step_ms / accepted
+    mean_ms, mean = mean_step(d)
+    tpot = (mean_ms if d >= 1.0 else mean_step(1.0)[0]) / accepted
     budget = max(1.0, chunk - d * width)
     piece = min(w.isl, budget)
     prompt = step(StepInput(d / pp, decode_ctx, piece / pp, w.isl / 2))
     rho = min(1.0, d * advance / budget)
-    ttft = prompt.step_ms * w.isl / piece + mean.step_ms / 2 + md1_wait_ms(rho, mean.step_ms * w.isl / budget)
+    ttft = prompt.step_ms * w.isl / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * w.isl / budget)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (mean,))
 
 

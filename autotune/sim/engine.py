@@ -264,9 +264,11 @@ def simulate(dep: Deployment, trace: tuple[Request, ...], concurrency: int = 0) 
 
 
 def _aggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> None:
-    replicas = dep.replicas
-    for r in range(min(replicas, n)):  # replicas do not interact: each runs its round-robin share of the trace
-        share = max(1, concurrency // replicas + (r < concurrency % replicas)) if concurrency else 0
+    # replicas do not interact: each runs its round-robin share of the trace; a closed loop with fewer requests in
+    # flight than replicas keeps only that many replicas busy at a time, as if `concurrency` replicas served it
+    replicas = min(dep.replicas, concurrency or dep.replicas, n)
+    for r in range(replicas):
+        share = concurrency // replicas + (r < concurrency % replicas) if concurrency else 0
         _replica(dep.instance, out, list(range(r, n, replicas)), share)
 
 
@@ -313,25 +315,45 @@ def _disaggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> N
             send(t)
 
     dec = [Instance(dep.instance, out, release) for _ in range(dep.replicas)]
-    if concurrency:
-        for _ in range(min(concurrency, n)):
-            send(0.0)
-    else:
+    if not concurrency:  # open loop: the prefill pool does not depend on the decode pool; run it first
         while queue:
             send(out.arrival_ms[queue[0]])
+        emitted = []
+        for inst in pre:
+            while inst.busy:
+                inst.advance(INF)
+            emitted += inst.emitted
+        emitted.sort(key=lambda e: (e[1], e[0]))
+        for k, (rid, done) in enumerate(emitted):  # handed to decode instances round-robin, in the order ready
+            out.first_ms[rid] = done + dep.kv_transfer_ms
+            dec[k % len(dec)].arrive(done + dep.kv_transfer_ms, rid)
+        for inst in dec:
+            while inst.busy:
+                inst.advance(INF)
+        return
+    for _ in range(min(concurrency, n)):
+        send(0.0)
     handed = 0
     everyone = (*pre, *dec)
+    spec = dep.prefill
     while True:
         active = [(i.next_time(), k) for k, i in enumerate(everyone) if i.busy]
         if not active:
             return
         t, k = min(active)
         inst = everyone[k]
-        if inst.s.role == "decode":  # a request may arrive from another instance at (its time + KV transfer) at best
-            others = [tt for tt, kk in active if kk != k]
-            horizon = (min(others) + dep.kv_transfer_ms) if others else INF
-        else:
-            horizon = INF
+        horizon = INF
+        if inst.s.role == "decode":  # stop where a request from elsewhere could land on it
+            # a finish elsewhere sends the next request, which lands no sooner than its first prompt chunk
+            # on an idle prefill instance and the KV transfer later
+            if queue:
+                first = min(spec.chunk, out.isl[queue[0]] - int(out.isl[queue[0]] * spec.prefix_hit_rate))
+                loop_ms = spec.cache.ms(0, 0, max(1, first), max(1, first) / 2) + dep.kv_transfer_ms
+            else:
+                loop_ms = INF
+            for tt, kk in active:
+                if kk != k:
+                    horizon = min(horizon, tt + (dep.kv_transfer_ms if kk < len(pre) else loop_ms))
         inst.advance(horizon)
         for rid, done in inst.emitted:
             out.first_ms[rid] = done + dep.kv_transfer_ms

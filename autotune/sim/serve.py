@@ -84,7 +84,8 @@ def meets(ttft_ms: float, tpot_ms: float, w: Workload) -> bool:
     return (not w.ttft_ms or ttft_ms <= w.ttft_ms) and (not w.tpot_ms or tpot_ms <= w.tpot_ms)
 
 
-def summarize(out: Outcome, w: Workload) -> Summary:
+def summarize(out: Outcome, w: Workload, concurrency: int = 0) -> Summary:
+    """`concurrency`: the requests a closed loop kept in flight (0: open loop or burst)."""
     n = len(out.done_ms)
     ttft = [out.first_ms[i] - out.arrival_ms[i] for i in range(n)]
     tpot = [(out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) if out.osl[i] > 1 else 0.0 for i in range(n)]
@@ -97,6 +98,8 @@ def summarize(out: Outcome, w: Workload) -> Summary:
     else:
         a, b = int(n * WINDOW[0]), int(n * WINDOW[1])
         window, span = order[a + 1 : b + 1], out.done_ms[order[b]] - out.done_ms[order[a]]
+        if concurrency:  # closed loop: N in flight, so throughput = N / mean latency (robust to waves)
+            span = math.fsum(e2e[i] for i in window) / concurrency
     span_s = max(span, 1e-9) / 1e3
     good = sum(meets(ttft[i], tpot[i], w) for i in window)
     timed_tpot = [tpot[i] for i in range(n) if out.osl[i] > 1]
@@ -150,7 +153,7 @@ def simulate_prediction(
     trace = make_trace(w, num_requests, seed)
     concurrency = closed_concurrency(w, base)
     out = simulate(deployment(plan, model, hw, w, base), trace, concurrency)
-    s = summarize(out, w)
+    s = summarize(out, w, concurrency)
     total = s.input_tok_s + s.output_tok_s
     gpus = plan.num_gpus
     return dataclasses.replace(
