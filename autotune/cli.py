@@ -193,6 +193,7 @@ def search(
         study=study,
         workers=workers,
         out=out,
+        progress=sys.stderr.isatty() and not quiet,
         keep_precision=keep_precision,
         command=("mi-tune", *_ARGV),
     )
