@@ -275,6 +275,7 @@ def space_summary(shape: MoeShape, arch: str, batches: Iterable[int]) -> list[di
 # ---- the files -------------------------------------------------------------------------------------------------
 
 SIDECAR_SCHEMA = "mi-tune/moe-tune/v1"
+SIDECAR_SUFFIX = ".mi-tune.json"
 
 
 def config_document(best: Mapping[int, Mapping[str, int]], engine: str, triton_version: str) -> dict:
@@ -289,7 +290,7 @@ def config_document(best: Mapping[int, Mapping[str, int]], engine: str, triton_v
 def sidecar_path(config_file: Path) -> Path:
     """The benchmark record beside a config file: <name>.mi-tune.json (no engine reads it: neither name matches an
     engine's lookup)."""
-    return config_file.with_name(config_file.name.removesuffix(".json") + ".mi-tune.json")
+    return config_file.with_name(config_file.name.removesuffix(".json") + SIDECAR_SUFFIX)
 
 
 def write_json(path: Path, doc: dict) -> None:

@@ -1,0 +1,58 @@
+"""Which plans run the engines' fused-MoE Triton kernel, and the config shapes they look up (kernels.moe_configs).
+
+A phase runs it when its MoE kernel (kernels.moe, or the engine's pick for `auto`: perf.efficiency.auto_moe_kernel)
+is `triton` and its experts compute in bf16/fp16 or FP8 w8a8 (FP8 weights on a chip with FP8 tensor cores; other
+formats go to other kernels). The shape is what that engine keys its tuned file by for the phase's layout: the MoE
+group is the phase's tp x dp GPUs, split into whole experts when ep > 1.
+"""
+
+from __future__ import annotations
+
+from autotune.kernels import moe_configs as mc
+from autotune.perf import efficiency, precision
+from autotune.specs import HardwareProfile, ModelSpec
+from autotune.specs.plan import PhasePlan, Plan
+
+# expert compute dtype -> the fused-MoE config dtype (kernels.moe_configs.DTYPE_SELECTORS)
+TRITON_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_w8a8"}
+
+
+def phase_moe_kernel(plan: Plan, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
+    """The MoE kernel a phase runs: its kernels.moe, or the engine's choice for `auto`."""
+    if phase.kernels.moe != "auto":
+        return phase.kernels.moe
+    deepep = phase.comm.all2all == "deepep" and phase.ep > 1
+    expert = precision.compute_dtype(model, phase, hw, "expert")
+    return efficiency.auto_moe_kernel(plan.engine, expert, hw.gpu.arch, deepep, phase.ep)
+
+
+def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict[str, mc.MoeShape]:
+    """phase name -> the fused-MoE shape it looks a tuned config up by; phases off the Triton path are absent."""
+    if not model.is_moe:
+        return {}
+    out = {}
+    for name, phase in plan.phases.items():
+        if phase_moe_kernel(plan, phase, model, hw) != "triton":
+            continue
+        stored = precision.expert_dtype(model, phase)
+        computed = precision.compute_dtype(model, phase, hw, "expert")
+        dtype = TRITON_DTYPES.get(computed) if stored == computed or stored in ("bf16", "fp16") else None
+        if dtype is None:  # FP4 / INT4 / weight-only FP8: not the w8a8 or bf16 Triton kernel tune-moe times
+            continue
+        cc = _compute_capability(hw.gpu.arch)
+        out[name] = mc.moe_shape(
+            model,
+            engine=plan.engine,
+            tp=phase.tp * phase.dp,
+            ep=phase.ep,
+            dtype=dtype,
+            block_shape=mc.default_block_shape(model, dtype),
+            compute_capability=cc,
+        )
+    return out
+
+
+def _compute_capability(arch: str) -> float:
+    """sm_90 -> 9.0, sm_120 -> 12.0; non-NVIDIA architectures -> 0.0 (SGLang fuses shared experts on sm >= 80 only)."""
+    digits = arch.removeprefix("sm_")
+    return float(f"{digits[:-1]}.{digits[-1]}") if arch.startswith("sm_") and digits.isdigit() else 0.0
