@@ -388,7 +388,10 @@ def _plan_inputs(plan_path: str, hardware: str | None, preset: str | None, model
         raise MiTuneError(f"{plan_path}: a plan file names no model; pass --model")
     spec, _ = resolve_model(model_name)
     hw, _ = resolve_hardware(hardware, preset)
-    return plan, spec, hw
+    # fused-MoE kernel times `kernels tune-moe` measured into <plan's directory>/moe_configs (provenance probe)
+    from autotune.kernels.moe_tune import hardware_with_tuned_moe
+
+    return plan, spec, hardware_with_tuned_moe(hw, Path(plan_path).parent)
 
 
 @dataclass(frozen=True)
@@ -402,6 +405,7 @@ def serve_launch(best_path: str, host: str | None = None, port: int | None = Non
     with a warning when the launch recorded in the file differs from the rebuilt one."""
     from autotune.engines import build_launch
     from autotune.engines.compare import first_difference
+    from autotune.engines.tuned_moe import with_tuned_moe_configs
 
     best = load_best(best_path)
     spec, _ = resolve_model(best.model.path or best.model.name)
@@ -417,7 +421,10 @@ def serve_launch(best_path: str, host: str | None = None, port: int | None = Non
         warnings.append(f"{best_path}: {where} differs from the launch rebuilt from the plan; running the rebuilt one")
     host = DEFAULT_HOST if host is None else host
     port = DEFAULT_PORT if port is None else port
-    return ServeLaunch(build_launch(best.plan, spec, hw, host=host, port=port), tuple(warnings))
+    launch = build_launch(best.plan, spec, hw, host=host, port=port)
+    # fused-MoE configs tuned into <run dir>/moe_configs by `kernels tune-moe`: the engine's variable points there
+    launch = with_tuned_moe_configs(launch, best.plan, spec, hw, Path(best_path).parent)
+    return ServeLaunch(launch, tuple(warnings))
 
 
 def recorded_hardware(best: BestConfig, best_path: str | Path) -> HardwareProfile:
