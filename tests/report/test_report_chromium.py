@@ -25,7 +25,9 @@ window.addEventListener("load", () => {{
 """
 
 
-def _chromium() -> str:
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """Checked before the search fixture runs: a missing browser skips (or, in CI, fails) at once."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
     if found:
         return found
@@ -57,8 +59,7 @@ def _render(chromium: str, page, profile) -> dict:
     return json.loads(html.unescape(found.group(1)))
 
 
-def test_every_figure_of_report_html_loads_in_chromium(searched, tmp_path):
-    chromium = _chromium()
+def test_every_figure_of_report_html_loads_in_chromium(chromium, searched, tmp_path):
     page = tmp_path / "report.html"
     text = (searched / "report.html").read_text()
     assert text.count("</body>") == 1
