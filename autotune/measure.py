@@ -388,6 +388,7 @@ def _pairs(prediction: Prediction, row: dict) -> list[tuple[float, float]]:
 # ------------------------------------------------------------------ the loop
 def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None] | None = None) -> MeasureOutcome:
     from autotune.api import resolve_model
+    from autotune.engines.supervisor import _sigterm_as_interrupt
 
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(run_dir)
@@ -404,20 +405,24 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
     csv_path = out / MEASURED_CSV
     done = latest_rows(read_rows(csv_path))
     cands = candidates(best, study, opts.top)
-    for n, cand in enumerate(cands):
-        if done.get(cand.label, {}).get("status") == "ok":
-            log(f"[{n}] {cand.label}: measured before, kept")
-            continue
-        row = measure_plan(cand, n, best, model, hw, out, opts, log)
-        append_row(csv_path, row)  # at once: an interrupted run keeps every finished plan
-        done[cand.label] = row
-        if row["status"] != "ok":
-            log(f"[{n}] {cand.label}: {row['error'].splitlines()[0] if row['error'] else 'failed'}")
-        if study is not None:
-            try:
-                study.set_user_attr(f"measured:{cand.label}", {k: row.get(k, "") for k in COLUMNS})
-            except Exception as exc:  # a read-only or vanished storage: measured.csv still has it
-                notes.append(f"study attribute not written: {type(exc).__name__}: {exc}")
+    restore = _sigterm_as_interrupt()  # a SIGTERM stops the running engine too (measure_plan's finally)
+    try:
+        for n, cand in enumerate(cands):
+            if done.get(cand.label, {}).get("status") == "ok":
+                log(f"[{n}] {cand.label}: measured before, kept")
+                continue
+            row = measure_plan(cand, n, best, model, hw, out, opts, log)
+            append_row(csv_path, row)  # at once: an interrupted run keeps every finished plan
+            done[cand.label] = row
+            if row["status"] != "ok":
+                log(f"[{n}] {cand.label}: {row['error'].splitlines()[0] if row['error'] else 'failed'}")
+            if study is not None:
+                try:
+                    study.set_user_attr(f"measured:{cand.label}", {k: row.get(k, "") for k in COLUMNS})
+                except Exception as exc:  # a read-only or vanished storage: measured.csv still has it
+                    notes.append(f"study attribute not written: {type(exc).__name__}: {exc}")
+    finally:
+        restore()
     rows = [done[c.label] for c in cands if c.label in done]
     return _conclude(out, best, source, model, hw, study, cands, rows, notes)
 

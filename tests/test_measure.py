@@ -189,3 +189,36 @@ def test_measured_csv_is_plain_csv(measured_run):
     header = (out / "measured.csv").read_text().splitlines()[0].split(",")
     assert header[:3] == ["plan", "trial", "status"]
     assert yaml.safe_load((out / "hardware-measured.yaml").read_text())["corrections"]
+
+
+def test_an_interrupted_measure_keeps_finished_plans_and_stops_the_engine(tmp_path, monkeypatch):
+    from autotune import loadgen
+    from autotune.engines import supervisor
+    from autotune.measure import MeasureOptions, measure
+
+    out = tmp_path / "run"
+    argv = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--trials", "4", *WORKLOAD]
+    assert run([*argv, "--out", str(out)]) == 0
+    timing = tmp_path / "t.json"
+    timing.write_text(json.dumps({"ttft_ms": 5.0, "tpot_ms": 1.0}))
+    started, real_bench, calls = [], loadgen.bench, []
+
+    class Recorded(supervisor.Started):
+        def __init__(self, *args):
+            super().__init__(*args)
+            started.append(self)
+
+    def bench(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_bench(*args, **kwargs)
+
+    monkeypatch.setattr(supervisor, "Started", Recorded)
+    monkeypatch.setattr(loadgen, "bench", bench)
+    opts = MeasureOptions(top=2, port=free_port(), stand_in=str(timing), num_requests=4)
+    with pytest.raises(KeyboardInterrupt):
+        measure(out, opts, log=lambda line: None)
+    assert [r["status"] for r in _rows(out)] == ["ok"]  # the first plan's row was written before the second began
+    assert len(started) == 2 and all(p.poll() is not None for s in started for p in s.procs)
+    assert not (out / "hardware-measured.yaml").exists()

@@ -88,14 +88,14 @@ class StandIn:
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            method, path, body = await _read_request(reader)
+            method, path, body, arrived = await _read_request(reader)
             if method == "GET" and path == "/health":
                 await _send(writer, 200, b"", "text/plain")
             elif method == "GET" and path == "/v1/models":
                 doc = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "mi-tune"}]}
                 await _send(writer, 200, json.dumps(doc).encode())
             elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
-                await self.generate(writer, json.loads(body or b"{}"), chat=path.endswith("chat/completions"))
+                await self.generate(writer, json.loads(body or b"{}"), path.endswith("chat/completions"), arrived)
             else:
                 await _send(writer, 404, json.dumps({"error": f"no route {method} {path}"}).encode())
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -105,8 +105,8 @@ class StandIn:
         finally:
             writer.close()
 
-    async def generate(self, writer: asyncio.StreamWriter, req: dict, chat: bool) -> None:
-        start = time.perf_counter()
+    async def generate(self, writer: asyncio.StreamWriter, req: dict, chat: bool, start: float) -> None:
+        """Stream (or return) max_tokens tokens; `start` is when the request line arrived."""
         input_tokens = _input_tokens(req, chat)
         max_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or DEFAULT_MAX_TOKENS)
         stream = bool(req.get("stream"))
@@ -157,8 +157,9 @@ def _input_tokens(req: dict, chat: bool) -> int:
     return len(str(prompt).split())
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes, float]:
     line = (await reader.readline()).decode("latin-1").split()
+    arrived = time.perf_counter()
     if len(line) < 2:
         raise ConnectionError("empty request")
     headers = {}
@@ -167,7 +168,7 @@ async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes]:
         headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length") or 0)
     body = await reader.readexactly(length) if length else b""
-    return line[0], line[1].split("?")[0], body
+    return line[0], line[1].split("?")[0], body, arrived
 
 
 def _chunked(data: bytes) -> bytes:

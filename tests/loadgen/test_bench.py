@@ -97,3 +97,16 @@ def test_failed_requests_are_counted_not_fatal(stand_in):
 def test_api_rejects_a_closed_loop_without_concurrency():
     with pytest.raises(MiTuneError, match="--concurrency"):
         bench("http://127.0.0.1:9", Workload(isl=4, osl=2))
+
+
+def test_cli_bench_reads_a_workload_file(stand_in, tmp_path, capsys):
+    url = stand_in({"ttft_ms": 20.0, "tpot_ms": 3.0}, "vllm", "serve", "m")
+    path = tmp_path / "w.yaml"
+    path.write_text("schema: mi-tune/workload/v1\nisl: 12\nosl: 5\nburst: 3\n")
+    assert run(["bench", "--url", url, "--workload", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["completed"] == 3 and doc["concurrency"] == 0  # the file's burst: all three at once
+    assert doc["output_tok_s"] * doc["duration_s"] == pytest.approx(15)
+    # an arrival flag replaces the file's
+    assert run(["bench", "--url", url, "--workload", str(path), "--concurrency", "1", "--num-requests", "2"]) == 0
+    assert "concurrency 1" in capsys.readouterr().out
