@@ -25,7 +25,7 @@ def _inline(text: str, base: Path) -> str:
     text = html.escape(text, quote=False)
     text = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
     text = re.sub(r"`(.+?)`", r"<code>\1</code>", text)
-    text = re.sub(r"_(none)_", r"<i>\1</i>", text)
+    text = re.sub(r"(?<!\w)_([^_\n]+?)_(?!\w)", r"<i>\1</i>", text)  # _emphasis_, not snake_case
 
     def image(m: re.Match) -> str:
         path = base / m.group(2)

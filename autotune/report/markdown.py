@@ -169,6 +169,12 @@ def _repredicted(stored: dict[str, Prediction], fresh: dict[str, Prediction], ve
     )
 
 
+def _alternatives(frame: pd.DataFrame | None) -> str:
+    if frame is None:
+        return "_not recorded in this run directory (alternatives.csv is missing)_"
+    return _table(frame) if not frame.empty else "_no setting had an alternative_"
+
+
 def _figure(figures: dict[str, str], name: str, alt: str, missing: str = "") -> str:
     return f"![{alt}]({figures[name]})" if name in figures else f"_{missing or 'figure not drawn'}_"
 
@@ -217,7 +223,6 @@ def render(
     )
     reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
     latency = latency_column(trials, "tpot").replace("_ms", "").replace("_", " ").upper()
-    alternatives = run.alternatives
     strategy = f" ({run.strategy})" if run.strategy else ""
     fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
     return f"""# mi-tune report: {best.model.name} on {hw.name}
@@ -246,7 +251,6 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 ### Throughput against concurrency
 Computed when this report was built (mi-tune {__version__}): the best plan and the engine default predicted
 at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored operating points.
-{curve_note}
 
 {_figure(figures, "concurrency", "throughput against concurrency", curve_note)}
 
@@ -257,7 +261,7 @@ at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored oper
 The best plan re-predicted at search time with one setting changed to each other value the engine's rules admit
 on this box (layouts are compared in the top plans below).
 
-{_table(alternatives) if not alternatives.empty else "_no setting had an alternative_"}
+{_alternatives(run.alternatives)}
 
 ## Top plans
 {_trial_table(top_plans(trials), repredicted)}

@@ -41,7 +41,7 @@ class RunData:
     best: BestConfig
     trials: pd.DataFrame
     front: pd.DataFrame
-    alternatives: pd.DataFrame
+    alternatives: pd.DataFrame | None  # None: not recorded by the search that wrote the run directory
     choices: dict[str, list]
     elapsed_s: float
     strategy: str  # the samplers the search ran (search/runner.py), as the search said
@@ -78,8 +78,11 @@ def read_trials(path: Path) -> pd.DataFrame:
     return frame
 
 
-def read_alternatives(path: Path) -> pd.DataFrame:
-    if not path.is_file() or not path.read_text().strip():
+def read_alternatives(path: Path) -> pd.DataFrame | None:
+    """None when the run directory has no alternatives.csv (written by an older mi-tune)."""
+    if not path.is_file():
+        return None
+    if not path.read_text().strip():
         return pd.DataFrame()
     frame = pd.read_csv(path, dtype={c: str for c in ALTERNATIVE_TEXT}, keep_default_na=False)
     for column in frame.columns:

@@ -129,3 +129,34 @@ def test_model_snapshot_draws_the_curve_when_the_model_is_gone(searched, tmp_pat
     assert run(["report", str(copy)]) == 0
     assert "Not drawn: model" in (copy / "report.md").read_text()
     assert run(["report", str(copy), "--repredict"]) == 2
+
+
+def test_a_run_directory_from_before_the_report_files_still_reports(searched, tmp_path):
+    """No alternatives.csv, model.json or pareto.csv, and a summary.json without choices/top plans/strategy."""
+    copy = _copy(searched, tmp_path)
+    for name in ("alternatives.csv", "model.json", "pareto.csv"):
+        (copy / name).unlink()
+    summary = json.loads((copy / "summary.json").read_text())
+    for key in ("choices", "top_plans", "strategy"):
+        del summary[key]
+    (copy / "summary.json").write_text(json.dumps(summary))
+    assert run(["report", str(copy), "--repredict"]) == 0
+    report = (copy / "report.md").read_text()
+    assert "alternatives.csv is missing" in report
+    assert all(f"](plots/{name}.png)" in report for name in FIGURES)  # catalog model: the curve is drawn
+    front = report.split("## Pareto front")[1].split("## Rejected")[0]
+    assert front.count("\n| ") >= 2  # the front computed from trials.csv
+
+
+def test_an_engine_default_that_cannot_run_still_gives_five_figures(searched, tmp_path):
+    copy = _copy(searched, tmp_path)
+
+    def infeasible(data):
+        data["baseline"]["prediction"] = {"feasible": False, "reason": "out of memory (edited)"}
+
+    _edit_yaml(copy / "best.yaml", infeasible)
+    for png in (copy / "plots").glob("*.png"):
+        png.unlink()
+    assert run(["report", str(copy)]) == 0
+    assert sorted(p.stem for p in (copy / "plots").glob("*.png")) == sorted(FIGURES)
+    assert "The engine default cannot run here (out of memory (edited))." in (copy / "report.md").read_text()
