@@ -361,10 +361,12 @@ def estimate(
     plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None
 ) -> tuple[Plan, Prediction]:
     from autotune.search import evaluate
+    from autotune.sim.serve import simulate_prediction
 
     plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
     validate.context(spec, workload)
-    return plan, evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
+    steady = evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
+    return plan, simulate_prediction(plan, spec, hw, workload, steady)  # percentiles over the workload's trace
 
 
 def explain(plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None):

@@ -30,9 +30,28 @@ app.add_typer(kernels_app, name="kernels")
 
 
 def _workload(
-    isl: int, osl: int, concurrency: int, rate: float, ttft_ms: float, tpot_ms: float, objective: str
+    isl: int,
+    osl: int,
+    concurrency: int,
+    rate: float,
+    ttft_ms: float,
+    tpot_ms: float,
+    objective: str,
+    file: str | None = None,
+    dataset: str | None = None,
+    **extra,
 ) -> Workload:
     validate.workload_flags(isl, osl, concurrency, rate, ttft_ms, tpot_ms)
+    if file or dataset or extra:  # --workload / --dataset / the simulator's workload flags (sim/workloads.py)
+        from autotune.sim.workloads import build, load_workload_file
+
+        flags = dict(isl=isl, osl=osl, concurrency=concurrency, rate_rps=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
+        flags.update(objective=objective, **extra)
+        if file or dataset:  # a file or a profile: only flags given away from their defaults override it
+            flags = {k: v for k, v in flags.items() if v != getattr(Workload(), k)}
+            if flags.keys() & {"concurrency", "rate_rps", "burst"}:  # the flags' arrival replaces the file's
+                flags = {"concurrency": 0, "rate_rps": 0.0, "burst": 0, **flags}
+        return build(load_workload_file(file) if file else None, dataset, flags)
     try:
         return Workload(
             isl=isl,
@@ -45,6 +64,21 @@ def _workload(
         )
     except ValueError as exc:
         raise MiTuneError(f"workload flags: {exc}") from None
+
+
+def _sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo) -> dict:
+    """The simulator's workload flags given away from their defaults (Workload fields)."""
+    flags = dict(
+        burst=burst,
+        length_dist="file" if lengths_file and length_dist == "fixed" else length_dist,
+        isl_std=isl_std,
+        osl_std=osl_std,
+        lengths_file=lengths_file,
+        prefix_hit_rate=prefix_hit_rate,
+        num_requests=num_requests,
+        slo_percentile=slo,
+    )
+    return {k: v for k, v in flags.items() if v != getattr(Workload(), k)}
 
 
 def _table(rows: list[dict], columns: list[str]) -> str:
@@ -133,12 +167,25 @@ def search(
     osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
     concurrency: int = typer.Option(0, "--concurrency", help="Requests in flight (0 = as many as fit)."),
     rate: float = typer.Option(0.0, "--rate", help="Arrival rate, requests/s (instead of --concurrency)."),
-    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: mean time to first token, ms (0 = none)."),
-    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: mean time per output token, ms (0 = none)."),
+    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: time to first token at --slo-percentile, ms."),
+    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: time per output token at --slo-percentile, ms."),
     objective: str = typer.Option(
         "throughput",
         "--objective",
-        help="throughput | goodput (throughput where the SLO holds) | pareto (same search; report draws the front).",
+        help="throughput | goodput (throughput where the SLO holds) | pareto (multi-objective study: throughput "
+        "per GPU vs P95 TTFT vs P95 TPOT; pareto.csv holds the front, best.yaml the most throughput meeting the SLO).",
+    ),
+    workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1); flags override."),
+    dataset: str = typer.Option(None, "--dataset", help="Built-in length profile, e.g. sharegpt-stats."),
+    burst: int = typer.Option(0, "--burst", help="N requests all at t=0 (instead of --concurrency/--rate)."),
+    length_dist: str = typer.Option("fixed", "--length-dist", help="fixed | normal | lognormal | file"),
+    isl_std: float = typer.Option(0.0, "--isl-std", help="Input tokens' standard deviation (normal/lognormal)."),
+    osl_std: float = typer.Option(0.0, "--osl-std", help="Output tokens' standard deviation (normal/lognormal)."),
+    lengths_file: str = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, output) token counts."),
+    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Share of prompt tokens cached, 0..1."),
+    num_requests: int = typer.Option(1000, "--num-requests", help="Requests the simulator runs."),
+    slo_percentile: float = typer.Option(
+        95.0, "--slo-percentile", help="Percentile --ttft-ms/--tpot-ms are checked on (default 95)."
     ),
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(
@@ -184,7 +231,11 @@ def search(
         gpus=gpus,
         engine=engine,
         mode=mode,
-        workload=_workload(isl, osl, concurrency, rate, ttft_ms, tpot_ms, objective),
+        workload=_workload(
+            isl, osl, concurrency, rate, ttft_ms, tpot_ms, objective, workload_file, dataset,
+            **_sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests,
+                         slo_percentile),
+        ),  # fmt: skip
         trials=trials,
         timeout_s=timeout,
         seed=seed,
@@ -257,8 +308,18 @@ def estimate(
     osl: int = typer.Option(1024, "--osl"),
     concurrency: int = typer.Option(0, "--concurrency"),
     rate: float = typer.Option(0.0, "--rate"),
-    ttft_ms: float = typer.Option(0.0, "--ttft-ms"),
-    tpot_ms: float = typer.Option(0.0, "--tpot-ms"),
+    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: TTFT at --slo-percentile, ms."),
+    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: TPOT at --slo-percentile, ms."),
+    workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1); flags override."),
+    dataset: str = typer.Option(None, "--dataset", help="Built-in length profile, e.g. sharegpt-stats."),
+    burst: int = typer.Option(0, "--burst", help="N requests all at t=0."),
+    length_dist: str = typer.Option("fixed", "--length-dist", help="fixed | normal | lognormal | file"),
+    isl_std: float = typer.Option(0.0, "--isl-std"),
+    osl_std: float = typer.Option(0.0, "--osl-std"),
+    lengths_file: str = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, output) token counts."),
+    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate"),
+    num_requests: int = typer.Option(1000, "--num-requests", help="Requests the simulator runs."),
+    slo_percentile: float = typer.Option(95.0, "--slo-percentile", help="Percentile the SLO is checked on."),
     as_json: bool = typer.Option(False, "--json"),
     explain: bool = typer.Option(
         False, "--explain", help="Also predict each single-setting change the engine's rules admit on this box."
@@ -267,7 +328,10 @@ def estimate(
     """Predict one plan on a box."""
     from autotune import api
 
-    workload = _workload(isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput")
+    workload = _workload(
+        isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput", workload_file, dataset,
+        **_sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo_percentile),
+    )  # fmt: skip
     plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
     if explain and prediction.feasible:
         from autotune.report.tables import alternatives_frame
@@ -371,6 +435,7 @@ def bench(
 
     if (url is None) == (from_file is None):
         raise MiTuneError("--url / --from-file: give one of them")
+    validate.at_least("--burst", burst, 0, "0 = no burst")
     if from_file:
         report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
     else:
@@ -415,6 +480,8 @@ def measure(
 
     _check_host(host)
     _check_port(port)
+    validate.at_least("--num-requests", num_requests, 0, "0 = 4 rounds of the concurrency")
+    validate.above("--ready-timeout", ready_timeout, 0, " seconds")
     opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
     print(format_outcome(api.measure_run(run_dir, opts)))
 
@@ -463,10 +530,11 @@ def kernels_tune_moe(
     device_name: str = typer.Option(None, "--device-name", help="GPU name as torch prints it (overrides)."),
     triton_version: str = typer.Option(None, "--triton-version", help="SGLang folder (default: installed)."),
     device: str = typer.Option("cuda", "--device", help="cuda, or cpu (Triton interpreter; for tests)."),
+    own_kernel: bool = typer.Option(False, "--own-kernel", help="Time mi-tune's kernel even with the engine here."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the files each engine looks up and the space."),
 ):
     """Tune the engines' fused-MoE Triton configs on this GPU and write them where vLLM / SGLang read them."""
-    from autotune.kernels.moe_tune import build_request, describe, tune_moe
+    from autotune.kernels.moe_tune import build_request, check_device, describe, tune_moe
 
     try:
         sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
@@ -474,8 +542,10 @@ def kernels_tune_moe(
         raise MiTuneError(f"--batch-sizes: expected comma-separated integers, got {batch_sizes!r}") from None
     req, notes = build_request(
         model, tp, ep, dtype, engine, sizes, trials, seed, out, block_shape, hardware, preset, device_name,
-        triton_version, device,
+        triton_version, device, own_kernel,
     )
+    if not dry_run:
+        check_device(req)
     for note in notes:
         print(f"mi-tune: {note}", file=sys.stderr)
     print(describe(req))
