@@ -48,8 +48,10 @@ class BatchResult:
     tried: list[dict] = field(default_factory=list)
 
 
-def kernel_source(engine: str) -> str:
-    """What `tune-moe` will time for `engine`: the installed engine's kernel, or mi-tune's (said so)."""
+def kernel_source(engine: str, use_engine: bool = True) -> str:
+    """What `tune-moe` will time for `engine`: the installed engine's kernel, or mi-tune's (said so, and why)."""
+    if not use_engine:
+        return f"{OWN_KERNEL} (--own-kernel)"
     if importlib.util.find_spec(ENGINE_MODULES[engine]) is not None:
         return f"{engine} (installed) fused-MoE Triton kernel"
     return f"{OWN_KERNEL} ({engine} not installed: mi-tune's kernel of the same design)"
@@ -170,8 +172,11 @@ def make_measure(shape: mc.MoeShape, device: str, *, use_engine: bool = True) ->
         down = timer(lambda: fm.down_gemm(layer, h, ids, w, config, aligned), iters)
         return {"total_us": up + down, "up_us": up, "down_us": down}
 
-    mode = " under Triton's CPU interpreter (timings are not GPU times)" if interpret else ""
-    return measure_own, lambda batch: default_config(shape, batch), kernel_source(shape.engine) + mode
+    if interpret:
+        source = f"{OWN_KERNEL} under Triton's CPU interpreter (timings are not GPU times)"
+    else:
+        source = kernel_source(shape.engine, use_engine)
+    return measure_own, lambda batch: default_config(shape, batch), source
 
 
 def default_config(shape: mc.MoeShape, batch: int) -> dict[str, int]:
@@ -317,7 +322,7 @@ def plan_files(req: TuneRequest) -> list[dict]:
             "shape": shape,
             "file": up,
             "env": f"{mc.CONFIG_DIR_ENV[engine]}={mc.engine_config_dir(req.out_dir, engine)}",
-            "kernel": kernel_source(engine),
+            "kernel": kernel_source(engine, req.use_engine),
         }
         if engine == "sglang":
             row["down_file"] = mc.config_path(req.out_dir, shape, req.device_name, req.triton_version, down=True)
@@ -342,6 +347,7 @@ def tune_moe(req: TuneRequest, log: Callable[[str], None] = print) -> list[Path]
     """Tune every engine's shape at every batch size, write the config files and sidecars; returns the paths."""
     if req.dtype not in mc.TUNABLE_DTYPES:
         raise MiTuneError(f"--dtype {req.dtype}: tune-moe benchmarks {', '.join(mc.TUNABLE_DTYPES)} only")
+    check_device(req)
     written: list[Path] = []
     results_by_shape: dict[tuple, tuple[list[BatchResult], str]] = {}
     for row in plan_files(req):
@@ -351,6 +357,8 @@ def tune_moe(req: TuneRequest, log: Callable[[str], None] = print) -> list[Path]
         key = (shape.num_experts, shape.shard_n, shape.topk, shape.engine if engine_timed else "mi-tune")
         if key not in results_by_shape:
             measure, default_of, source = make_measure(shape, req.device, use_engine=req.use_engine)
+            if engine_timed:
+                _first_call(measure, default_of, req.batch_sizes[0], source)
             log(
                 f"{shape.engine}: E={shape.num_experts} N={shape.shard_n} K={shape.hidden} top-k={shape.topk} "
                 f"{shape.dtype}: timing {source}"
@@ -367,6 +375,27 @@ def tune_moe(req: TuneRequest, log: Callable[[str], None] = print) -> list[Path]
         results, source = results_by_shape[key]
         written += write_files(req, shape, results, source)
     return written
+
+
+def check_device(req: TuneRequest) -> None:
+    """A GPU run needs torch, triton and a CUDA device; the interpreter run (--device cpu) only torch and triton."""
+    from autotune.kernels.runtime import import_torch, require_cuda
+
+    import_torch()
+    if req.device == "cuda":
+        require_cuda("tune-moe", "cuda")
+
+
+def _first_call(measure: Measure, default_of: Callable, batch: int, source: str) -> None:
+    """Run the engine's kernel once with its default config, so that an engine API this adapter does not fit is one
+    clear error naming the way out, not a failure in the middle of a study."""
+    try:
+        measure(default_of(batch), batch, 1)
+    except Exception as exc:
+        raise MiTuneError(
+            f"{source}: calling the engine's fused MoE failed ({type(exc).__name__}: {exc}); "
+            "rerun with --own-kernel to time mi-tune's kernel of the same design"
+        ) from None
 
 
 def _installed(engine: str) -> bool:
@@ -477,6 +506,7 @@ def build_request(
     device_name: str | None = None,
     triton_version: str | None = None,
     device: str = "cuda",
+    own_kernel: bool = False,
 ) -> tuple[TuneRequest, list[str]]:
     """A TuneRequest from the CLI's values, and notes to print (where the GPU name came from). The GPU is this
     machine's CUDA device when there is one (its name and arch are what the engines will see), else --device-name,
@@ -525,6 +555,7 @@ def build_request(
         device_name=name,
         arch=arch,
         triton_version=triton_version or _triton_version(),
+        use_engine=not own_kernel,
     )
     for e in engines:
         shape_for(req, e)  # shape errors (divisibility, dtype) before anything runs
