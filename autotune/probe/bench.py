@@ -27,6 +27,7 @@ from autotune.specs.hardware import HardwareProfile
 FULL_BUCKETS = ("m<=16", "m<=128", "m<=1024", "m>1024")
 CC_FP8, CC_FP4 = (8, 9), (10, 0)  # torch._scaled_mm FP8 needs sm_89+ (Ada/Hopper); nvfp4 block scales sm_100+
 PCIE_IPC_LIBRARIES = ("flashinfer", "sgl_kernel")
+SLOW_P2P_SHARE = 0.4  # a pair under 40% of the median pair's copy bandwidth is flagged (a heuristic threshold)
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
             large[dtype] = bench_ops.sig(statistics.median(rates))
     mem = _mem_bw_gbs(torch, timer, plan.copy_bytes)
     p2p = _p2p(torch, plan, world) if cuda and world > 1 else ()
+    notes += p2p_notes(p2p)
     if cuda and world < 2:
         notes.append("P2P copies and collectives skipped: one GPU visible")
     host = _host_copies(torch, plan, hw, world) if cuda else {}
@@ -240,6 +242,19 @@ def _p2p(torch, plan: BenchPlan, world: int) -> tuple[tuple[float, ...], ...]:
         rows.append(tuple(0.0 if i == j else bench_ops.copy_gbs(torch, timer, bufs[i], bufs[j]) for j in range(world)))
     del bufs
     return tuple(rows)
+
+
+def p2p_notes(p2p: tuple[tuple[float, ...], ...], slow_share: float = SLOW_P2P_SHARE) -> list[str]:
+    """A pair whose copy runs far below the box's median pair: its peer access is likely staged through host
+    memory (NVML may still report P2P, e.g. a patched GeForce driver, or ACS redirecting through the root)."""
+    pairs = {(i, j): gbs for i, row in enumerate(p2p) for j, gbs in enumerate(row) if i != j}
+    if not pairs:
+        return []
+    median = statistics.median(pairs.values())
+    slow = [f"GPU{i}->GPU{j} {gbs:g}" for (i, j), gbs in sorted(pairs.items()) if gbs < slow_share * median]
+    if not slow:
+        return []
+    return [f"P2P copies far below the median pair ({median:g} GB/s): {', '.join(slow)} GB/s; check ACS/IOMMU"]
 
 
 def numa_cpus(sysfs_root: str = "/sys") -> dict[int, set[int]]:

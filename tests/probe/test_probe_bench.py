@@ -216,3 +216,11 @@ def test_decode_attention_counts_the_stored_kv_once():
     io = 2 * 2 * 8 * 1 * (16 + 16)  # queries in and outputs out, one token per query head
     assert notes == [] and point.gbs == pytest.approx((kv + io) / (point.time_us * 1e-6) / 1e9, rel=2e-3)
     assert point.tflops == pytest.approx(2 * 2 * 8 * 32 * 128 / (point.time_us * 1e-6) / 1e12, rel=2e-3)
+
+
+def test_a_pair_far_below_the_median_copy_is_flagged():
+    p2p = ((0.0, 50.0, 48.0), (51.0, 0.0, 9.0), (49.0, 50.0, 0.0))
+    assert bench.p2p_notes(p2p) == [
+        "P2P copies far below the median pair (49.5 GB/s): GPU1->GPU2 9 GB/s; check ACS/IOMMU"
+    ]
+    assert bench.p2p_notes(((0.0, 50.0), (45.0, 0.0))) == [] and bench.p2p_notes(()) == []
