@@ -160,7 +160,8 @@ def make_measure(shape: mc.MoeShape, device: str, *, use_engine: bool = True) ->
 
         def measure_engine(config, batch, iters):
             x, w, ids = inputs(batch)
-            return {"total_us": timer(lambda: run(config, x, w, ids), iters)}
+            ids32 = ids.to(torch.int32)  # both engines' top-k returns int32 ids
+            return {"total_us": timer(lambda: run(config, x, w, ids32), iters)}
 
         return measure_engine, engine_default, source
 
@@ -236,7 +237,7 @@ def _engine_call(shape: mc.MoeShape, layer: dict, torch):
     from sglang.srt.layers.moe.topk import StandardTopKOutput
 
     def run(config, x, w, ids):
-        topk = StandardTopKOutput(w, ids.to(torch.int32), None)
+        topk = StandardTopKOutput(w, ids, None)
         with override_config(config):
             return fused_moe(
                 x,
