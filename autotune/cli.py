@@ -42,6 +42,7 @@ def _workload(
     **extra,
 ) -> Workload:
     validate.workload_flags(isl, osl, concurrency, rate, ttft_ms, tpot_ms)
+    validate.simulator_flags(extra)
     if file or dataset or extra:  # --workload / --dataset / the simulator's workload flags (sim/workloads.py)
         from autotune.sim.workloads import build, load_workload_file
 

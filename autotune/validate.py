@@ -54,6 +54,31 @@ def workload_flags(isl: int, osl: int, concurrency: int, rate: float, ttft_ms: f
         raise MiTuneError(f"--concurrency {concurrency} and --rate {rate:g}: give one of them, not both")
 
 
+# The simulator's workload flags: Workload field -> (flag, lowest value, highest value (excluded), unit or meaning)
+SIM_FLAGS = {
+    "burst": ("--burst", 0, None, "0 = no burst"),
+    "isl_std": ("--isl-std", 0, None, "tokens"),
+    "osl_std": ("--osl-std", 0, None, "tokens"),
+    "prefix_hit_rate": ("--prefix-hit-rate", 0, 1, "a share of the prompt"),
+    "num_requests": ("--num-requests", 1, None, "requests the simulator runs"),
+    "slo_percentile": ("--slo-percentile", 0, 100, "a percentile"),
+}
+
+
+def simulator_flags(given: dict) -> None:
+    """The simulator's workload flags that were given, keyed by Workload field as the CLI passes them on."""
+    for name, value in given.items():
+        if name not in SIM_FLAGS or isinstance(value, str):
+            continue
+        flag, low, high, meaning = SIM_FLAGS[name]
+        _number(flag, value)
+        if high is None:
+            at_least(flag, value, low, meaning)
+        elif not low <= value < high or (name == "slo_percentile" and value == low):
+            bounds = f"{low:g} < x < {high:g}" if name == "slo_percentile" else f"{low:g} <= x < {high:g}"
+            raise MiTuneError(f"{flag}: expected {meaning}, {bounds}, got {_fmt(value)}")
+
+
 def search_flags(trials: int, timeout_s: float | None, seed: int, workers: int, gpus: int) -> None:
     at_least("--trials", trials, 1)
     above("--timeout", timeout_s, 0, " seconds (leave it out for no limit)")

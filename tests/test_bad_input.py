@@ -23,6 +23,7 @@ SPACE_HEAD = (
 TP = "  - {name: tp, field: tp, choices: [1, 2, 4, 8]}\n"
 BENCH = ["bench", "--url", "http://127.0.0.1:1", "--concurrency", "1"]  # nothing listens on port 1
 TUNE = ["kernels", "tune-moe", "--model", "qwen3-235b-a22b", "--preset", "l40s-x8", "--dry-run"]
+WORKLOAD = "schema: mi-tune/workload/v1\nisl: 1024\nosl: 256\n"
 PLAN = "schema: mi-tune/plan/v1\nengine: vllm\nmode: aggregated\nphases:\n  both: {gpus: [0,1,2,3,4,5,6,7], tp: 8}\n"
 
 
@@ -178,6 +179,42 @@ CASES = [
     ("unknown-objective", lambda t: [*SEARCH, "--objective", "speed"], r"objective: expected one of"),
     ("unknown-flag", lambda t: [*SEARCH, "--colour", "red"], r"No such option: --colour"),
     ("missing-model", lambda t: ["search"], r"Missing option '--model'"),
+    # the simulator's workload flags and workload files (sim/workloads.py)
+    ("negative-burst", lambda t: [*SEARCH, "--burst", "-1"], r"--burst: expected 0 or more"),
+    ("negative-isl-std", lambda t: [*SEARCH, "--isl-std", "-1", "--length-dist", "normal"], r"--isl-std: expected 0"),
+    (
+        "nan-osl-std",
+        lambda t: [*SEARCH, "--osl-std", "nan", "--length-dist", "normal"],
+        r"--osl-std: expected a finite",
+    ),
+    (
+        "prefix-hit-rate-above-1",
+        lambda t: [*SEARCH, "--prefix-hit-rate", "1.5"],
+        r"--prefix-hit-rate: expected a share",
+    ),
+    ("zero-num-requests", lambda t: [*SEARCH, "--num-requests", "0"], r"--num-requests: expected 1 or more"),
+    ("slo-percentile-100", lambda t: [*SEARCH, "--slo-percentile", "100"], r"--slo-percentile: expected a percentile"),
+    ("slo-percentile-0", lambda t: [*SEARCH, "--slo-percentile", "0"], r"--slo-percentile: expected a percentile"),
+    ("unknown-length-dist", lambda t: [*SEARCH, "--length-dist", "zipf"], r"length_dist: expected one of fixed"),
+    ("unknown-dataset", lambda t: [*SEARCH, "--dataset", "nope"], r"--dataset: expected one of"),
+    ("burst-and-concurrency", lambda t: [*SEARCH, "--burst", "4", "--concurrency", "3"], r"give one"),
+    ("workload-file-missing", lambda t: [*SEARCH, "--workload", str(t / "w.yaml")], r"w\.yaml: file not found"),
+    (
+        "workload-file-negative-slo",
+        lambda t: [*SEARCH, "--workload", _file(t, "w.yaml", WORKLOAD + "ttft_ms: -5\n")],
+        r"w\.yaml: ttft_ms/tpot_ms: expected values >= 0",
+    ),
+    (
+        "workload-file-unknown-field",
+        lambda t: [*SEARCH, "--workload", _file(t, "w.yaml", WORKLOAD + "colour: red\n")],
+        r"w\.yaml: unknown field 'colour'",
+    ),
+    (
+        "lengths-file-missing",
+        lambda t: [*SEARCH, "--lengths-file", str(t / "l.csv")],
+        r"l\.csv: lengths file not found",
+    ),
+    ("estimate-negative-burst", lambda t: ["estimate", _plan_dir(t), *MODEL, "--burst", "-2"], r"--burst: expected 0"),
     # model and hardware
     ("unknown-model", lambda t: ["search", "--model", "no-such-model"], r"unknown model 'no-such-model'"),
     ("unknown-preset", lambda t: [*SEARCH[:2], "llama-3.1-70b", "--preset", "nope"], r"unknown preset 'nope'"),

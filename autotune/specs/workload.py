@@ -15,6 +15,7 @@ public serving reports quote); `ttft_percentile` is the v1 name of the same sett
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 OBJECTIVES = ("throughput", "goodput", "pareto")
@@ -47,8 +48,15 @@ class Workload:
         if self.ttft_percentile:  # a v1 file: its percentile is the SLO percentile
             object.__setattr__(self, "slo_percentile", self.ttft_percentile)
             object.__setattr__(self, "ttft_percentile", 0.0)
+        for name in ("rate_rps", "ttft_ms", "tpot_ms", "isl_std", "osl_std", "prefix_hit_rate", "slo_percentile"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name}: expected a finite number, got {getattr(self, name)}")
         if self.isl < 1 or self.osl < 1:
             raise ValueError(f"isl/osl: expected positive token counts, got {self.isl}/{self.osl}")
+        if self.ttft_ms < 0 or self.tpot_ms < 0:
+            raise ValueError(
+                f"ttft_ms/tpot_ms: expected values >= 0 (0 = no SLO), got {self.ttft_ms:g}/{self.tpot_ms:g}"
+            )
         if self.concurrency < 0 or self.rate_rps < 0 or self.burst < 0:
             raise ValueError("concurrency/rate_rps/burst: expected values >= 0")
         if sum(bool(x) for x in (self.concurrency, self.rate_rps, self.burst)) > 1:
