@@ -10,7 +10,8 @@ The plan's `Comm` selects the algorithm and the NCCL environment:
   channel-bound rate of rings that cross the socket link. Constants and sources: perf/comm_rates.py.
 - custom: the engines' P2P all-reduce kernel, only on 2 P2P GPUs or a full-NVLink group and below 8 MiB.
 - pcie_ipc: FlashInfer's PCIe-IPC all-reduce for world 2/4/8 with P2P between all ranks, up to the
-  engine's workspace limit (decode-width reductions); NCCL above it.
+  engine's workspace limit (decode-width reductions); NCCL above it. A probed curve ("pcie_ipc_all_reduce/8")
+  replaces the link model.
 Measured curves (`hw.measured.collectives`, all-reduce / all-gather / reduce-scatter / all-to-all on the first p
 GPUs) answer for the NCCL setting they were taken under: "all_reduce/8" at NCCL defaults, "all_reduce/8
 NCCL_PROTO=LL" under that setting (`probe --bench`). A setting without its own curve scales the defaults curve by
@@ -180,7 +181,8 @@ def _nccl_s(hw: HardwareProfile, group: tuple[int, ...], env: NcclEnv, steps: in
     return _nccl_profile(_Holder(hw), tuple(group), env, steps, pattern).time_s(per_edge)
 
 
-# nccl_cost_fn's collective names -> the names probe --bench records curves under (probe/bench_comm.py)
+# op list collective names -> the names probe --bench records curves under (probe/bench_comm.py); the
+# all-reduce's PCIe-IPC kernel has its own curve, "pcie_ipc_all_reduce"
 PROBED_NAMES = {
     "allreduce": "all_reduce",
     "allgather": "all_gather",
@@ -322,6 +324,9 @@ def _custom_wire_s(nbytes: float, unit_wire_s: float) -> float:
 
 
 def _pcie_ipc_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
+    points, sizes, _ = probed_curve(holder.hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS)
+    if points:  # probe --bench timed FlashInfer's kernels on this box
+        return _curve_time_s(points, sizes, len(group), nbytes)
     return _pcie_ipc_wire_s(nbytes, _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY))
 
 
@@ -378,6 +383,7 @@ def all_reduce_fn(
     custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
+    ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
     ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
     curve_ring = _nccl_profile(holder, group, MEASURED_CURVE_ENV, 2 * (p - 1), "ring")
 
@@ -388,6 +394,8 @@ def all_reduce_fn(
         if custom and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES:
             return "custom", _custom_wire_s(nbytes, custom_one if nbytes < one_stage_max else custom_two)
         if ipc and nbytes <= ipc_max_bytes:
+            if ipc_points:  # probe --bench timed FlashInfer's kernels on this box
+                return "pcie_ipc", _curve_time_s(ipc_points, ipc_sizes, p, nbytes)
             return "pcie_ipc", _pcie_ipc_wire_s(nbytes, ipc_two)
         per_edge = _ring_all_reduce(p, nbytes)[1]
         model = ring.time_s(per_edge)

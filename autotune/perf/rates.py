@@ -268,8 +268,8 @@ def collective_provenance(hw: HardwareProfile, name: str = "") -> str:
     from autotune.perf.comm import PROBED_NAMES
 
     curves = hw.measured.collectives if hw.measured else {}
-    wanted = PROBED_NAMES.get(name, "-") if name else ""
-    if curves and (not name or any(key.split("/", 1)[0] == wanted for key in curves)):
+    wanted = {PROBED_NAMES.get(name, "-")} | ({"pcie_ipc_all_reduce"} if name == "allreduce" else set())
+    if curves and (not name or any(key.split("/", 1)[0] in wanted for key in curves)):
         prov = "probe"
     else:
         prov = "public:pcie-rtx6kpro-nccl-allreduce-8gpu" if hw.interconnect != "nvlink" else "datasheet-prior"

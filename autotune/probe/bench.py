@@ -26,7 +26,6 @@ from autotune.specs.hardware import HardwareProfile
 
 FULL_BUCKETS = ("m<=16", "m<=128", "m<=1024", "m>1024")
 CC_FP8, CC_FP4 = (8, 9), (10, 0)  # torch._scaled_mm FP8 needs sm_89+ (Ada/Hopper); nvfp4 block scales sm_100+
-PCIE_IPC_LIBRARIES = ("flashinfer", "sgl_kernel")
 SLOW_P2P_SHARE = 0.4  # a pair under 40% of the median pair's copy bandwidth is flagged (a heuristic threshold)
 
 
@@ -130,7 +129,9 @@ def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool) -> BenchPlan
         repeats=5 if quick else 20,
         copy_bytes=(256 if quick else 1024) << 20,
         p2p_bytes=(64 if quick else 256) << 20,
-        comm_jobs=tuple(bench_comm.jobs(world, quick, "nccl", [] if quick else nccl_settings(hw))),
+        comm_jobs=tuple(
+            bench_comm.jobs(world, quick, "nccl", [] if quick else nccl_settings(hw), pcie_ipc=has_pcie_ipc())
+        ),
     )
 
 
@@ -198,11 +199,12 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     collectives: dict = {}
     for job in plan.comm_jobs:
         try:
-            collectives.update(bench_comm.run(job))
+            collectives.update(bench_comm.run(job, notes))
         except Exception as exc:  # a setting NCCL refuses, a hung group: keep the other curves
             setting = " ".join(f"{k}={v}" for k, v in job.env) or "defaults"
             notes.append(f"collectives at {setting} failed: {bench_ops.reason(exc)}")
-    notes += _pcie_ipc_note()
+    if not has_pcie_ipc():
+        notes.append("PCIe-IPC all-reduce skipped: flashinfer (whose kernels vLLM and SGLang call) is not installed")
     versions = tool_versions(torch, result)
     measured = Measured(
         gemm_tflops=large,
@@ -300,16 +302,9 @@ def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int) -> dic
     return out
 
 
-def _pcie_ipc_note() -> list[str]:
-    """The engines' PCIe-IPC all-reduce is not timed here: it runs inside the engine's own process group with
-    its IPC workspace; say which library would provide it."""
-    found = [name for name in PCIE_IPC_LIBRARIES if importlib.util.find_spec(name) is not None]
-    if not found:
-        return [f"PCIe-IPC all-reduce skipped: none of {', '.join(PCIE_IPC_LIBRARIES)} is installed"]
-    return [
-        f"PCIe-IPC all-reduce not timed: {', '.join(found)} installed, but its kernel is not driven outside an "
-        "engine here (perf/comm.py models it)"
-    ]
+def has_pcie_ipc() -> bool:
+    """Whether the library of the engines' PCIe-IPC all-reduce is installed (an import probe, no import)."""
+    return importlib.util.find_spec("flashinfer") is not None
 
 
 def tool_versions(torch, result) -> dict[str, str]:

@@ -24,7 +24,12 @@ from pathlib import Path
 from autotune.specs.hardware import CollectivePoint
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+PCIE_IPC = "pcie_ipc_all_reduce"  # the engines' FlashInfer PCIe-IPC all-reduce (perf/comm.py pcie_ipc)
+PCIE_IPC_HIDDEN = 4096  # row width of the PCIe-IPC reductions timed (a decode step's rows x hidden)
+# decode-sized reductions: 8 KiB (2 rows of 2,048) to 8 MiB (1,024 rows of 4,096), where the engines use it
+PCIE_IPC_SIZES = tuple(8192 * 4**i for i in range(6))
 BUS_FACTOR = {"all_reduce": lambda p: 2 * (p - 1) / p, "all_gather": lambda p: (p - 1) / p}
+BUS_FACTOR[PCIE_IPC] = BUS_FACTOR["all_reduce"]
 BUS_FACTOR["reduce_scatter"] = BUS_FACTOR["all_to_all"] = BUS_FACTOR["all_gather"]
 WARMUP = 2
 BYTES_PER_ITER_TARGET = 1 << 30  # iterations per size: enough that each size moves ~1 GiB, within [MIN, MAX]
@@ -59,14 +64,18 @@ def iterations(nbytes: int) -> int:
     return max(MIN_ITERS, min(MAX_ITERS, BYTES_PER_ITER_TARGET // max(nbytes, 1)))
 
 
-def run(job: CommJob) -> dict[str, tuple[CollectivePoint, ...]]:
-    """Spawn `job.world` processes, time the job's collectives, return curves keyed by `key`."""
+def run(job: CommJob, notes: list[str] | None = None) -> dict[str, tuple[CollectivePoint, ...]]:
+    """Spawn `job.world` processes, time the job's collectives, return curves keyed by `key` (what the processes
+    skipped, e.g. a PCIe-IPC shape its kernels do not take, goes to `notes`)."""
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="mi-tune-comm-") as tmp:
         out = Path(tmp, "rank0.json")
         mp.spawn(_worker, args=(job, free_port(), str(out)), nprocs=job.world, join=True)
-        rows = json.loads(out.read_text())
+        result = json.loads(out.read_text())
+    rows = result["rows"]
+    if notes is not None:
+        notes.extend(result["notes"])
     curves: dict[str, list[CollectivePoint]] = {}
     for name, p, nbytes, us in rows:
         busbw = nbytes / (us * 1e-6) / 1e9 * BUS_FACTOR[name](p)
@@ -97,25 +106,79 @@ def _worker(rank: int, job: CommJob, port: int, out: str) -> None:
         timeout=datetime.timedelta(seconds=job.timeout_s),
     )
     try:
-        rows = []
+        rows, notes = [], []
         for p in job.groups:
             # every rank creates every group (new_group is collective); ranks >= p only wait at the barrier
             group = dist.new_group(list(range(p))) if p < job.world else None
+            host_group = dist.new_group(list(range(p)), backend="gloo") if PCIE_IPC in job.collectives else None
             for name in job.collectives:
-                for nbytes in job.sizes:
-                    us = _time_us(torch, dist, name, p, nbytes, device, group, rank) if rank < p else 0.0
-                    rows.append((name, p, nbytes, us))
+                if name == PCIE_IPC:
+                    times = _pcie_ipc_us(torch, dist, p, job.sizes, device, group, host_group, notes)
+                    times = times if rank < p else [0.0] * len(job.sizes)
+                else:
+                    times = [_time_us(torch, dist, name, p, b, device, group) if rank < p else 0.0 for b in job.sizes]
+                rows += [(name, p, nbytes, us) for nbytes, us in zip(job.sizes, times, strict=True)]
             dist.barrier()
         slowest = torch.tensor([us for *_, us in rows], dtype=torch.float64, device=device)
         dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
         if rank == 0:
             done = [(n, p, b, us) for (n, p, b, _), us in zip(rows, slowest.tolist(), strict=True) if us > 0]
-            Path(out).write_text(json.dumps(done))
+            Path(out).write_text(json.dumps({"rows": done, "notes": sorted(set(notes))}))
     finally:
         dist.destroy_process_group()
 
 
-def _time_us(torch, dist, name: str, p: int, nbytes: int, device, group, rank: int) -> float:
+def _pcie_ipc_us(torch, dist, p: int, sizes, device, group, host_group, notes: list[str]) -> list[float]:
+    """Mean microseconds of FlashInfer's PCIe-IPC all-reduce (`PcieIpcAllReduceWorkspace`, what vLLM's and
+    SGLang's PCIe-IPC switches call) at each size on the first `p` ranks, built and tuned as the engines do
+    (workspace sized for the largest size, tactics tuned over a gloo group); 0.0 for a size its kernels do
+    not take. Ranks outside the group return zeros without building anything."""
+    if dist.get_rank() >= p:
+        return [0.0] * len(sizes)
+    try:
+        from flashinfer.comm import PcieIpcAllReduceWorkspace
+    except ImportError as exc:
+        notes.append(f"PCIe-IPC all-reduce skipped: flashinfer.comm has no PcieIpcAllReduceWorkspace ({exc})")
+        return [0.0] * len(sizes)
+    shapes = [_ipc_shape(nbytes) for nbytes in sizes]
+    max_numel = max(rows * hidden for rows, hidden in shapes)
+    try:
+        ws = PcieIpcAllReduceWorkspace(
+            group=group or dist.group.WORLD,
+            max_numel=max_numel,
+            dtype=torch.bfloat16,
+            tune_batches=tuple(sorted({rows for rows, _ in shapes})),
+            tune_cache=None,
+        )
+    except Exception as exc:  # world size, peer access, a build without the kernels
+        notes.append(f"PCIe-IPC all-reduce on {p} GPUs skipped: workspace failed: {type(exc).__name__}: {exc}")
+        return [0.0] * len(sizes)
+    try:
+        try:
+            ws.tune(sorted({hidden for _, hidden in shapes}), dtype=torch.bfloat16, tune_group=host_group)
+        except Exception as exc:
+            notes.append(f"PCIe-IPC all-reduce: autotune failed ({type(exc).__name__}); FlashInfer's seed policy")
+        times = []
+        for nbytes, (rows, hidden) in zip(sizes, shapes, strict=True):
+            inp = torch.ones(rows, hidden, dtype=torch.bfloat16, device=device)
+            if not ws.supports(inp):
+                notes.append(f"PCIe-IPC all-reduce on {p} GPUs: its kernels do not take {nbytes} B ({rows}x{hidden})")
+                times.append(0.0)
+                continue
+            times.append(_time_call(torch, dist, lambda inp=inp: ws.all_reduce(inp), device, group, nbytes))
+        return times
+    finally:
+        ws.destroy()
+
+
+def _ipc_shape(nbytes: int) -> tuple[int, int]:
+    """(rows, hidden) of a bf16 reduction of `nbytes`: rows of PCIE_IPC_HIDDEN elements, or one shorter row."""
+    numel = max(1, nbytes // 2)
+    hidden = min(PCIE_IPC_HIDDEN, numel)
+    return max(1, numel // hidden), hidden
+
+
+def _time_us(torch, dist, name: str, p: int, nbytes: int, device, group) -> float:
     """Mean microseconds of one call of collective `name` on `p` ranks with nccl-tests' message size `nbytes`."""
     elems = max(p, nbytes // 2 // p * p)  # bf16 elements, a multiple of p
     if name == "all_reduce":
@@ -145,6 +208,11 @@ def _time_us(torch, dist, name: str, p: int, nbytes: int, device, group, rank: i
             dist.all_to_all_single(out, inp, group=group)
     else:
         raise ValueError(f"unknown collective {name!r}")
+    return _time_call(torch, dist, call, device, group, nbytes)
+
+
+def _time_call(torch, dist, call, device, group, nbytes: int) -> float:
+    """Mean microseconds of `call` after a warm-up, the group's ranks starting together."""
     sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     for _ in range(WARMUP):
         call()
@@ -158,7 +226,9 @@ def _time_us(torch, dist, name: str, p: int, nbytes: int, device, group, rank: i
     return (time.perf_counter() - t0) / iters * 1e6
 
 
-def jobs(world: int, quick: bool, backend: str = "nccl", settings: Iterable[dict[str, str]] = ()) -> list[CommJob]:
+def jobs(
+    world: int, quick: bool, backend: str = "nccl", settings: Iterable[dict[str, str]] = (), pcie_ipc: bool = False
+) -> list[CommJob]:
     """The spawned groups `probe --bench` runs: at NCCL defaults every collective over every group size 2, 4, 8
     (<= world) at 1 KiB-256 MiB (x4 steps); then each NCCL setting the search can set, all-reduce only.
     `quick`: defaults only, x16 steps."""
@@ -169,6 +239,8 @@ def jobs(world: int, quick: bool, backend: str = "nccl", settings: Iterable[dict
     sizes = tuple(1024 * step**i for i in range(20) if 1024 * step**i <= 256 << 20)
     sizes = sizes if sizes[-1] == 256 << 20 else (*sizes, 256 << 20)
     out = [CommJob(world, backend, (), COLLECTIVES, groups, sizes)]
+    if pcie_ipc:  # world sizes 2/4/8 only: the kernels build IPC channels for those
+        out.append(CommJob(world, backend, (), (PCIE_IPC,), groups, PCIE_IPC_SIZES))
     if not quick:
         out += [CommJob(world, backend, tuple(sorted(env.items())), ("all_reduce",), groups, sizes) for env in settings]
     return out

@@ -76,3 +76,39 @@ def test_collective_provenance_names_probe_only_where_that_collective_was_measur
     assert rates.collective_provenance(hw, "allreduce") == "probe"
     assert rates.collective_provenance(hw, "reducescatter") != "probe"
     assert rates.collective_provenance(hw, "pp_send") != "probe"
+
+
+def test_pcie_ipc_harness_builds_tunes_and_times_the_workspace(monkeypatch):
+    from pathlib import Path
+
+    from autotune.probe import bench_comm
+
+    # FlashInfer's PcieIpcAllReduceWorkspace stand-in (fixtures/fake_flashinfer); spawned processes get sys.path
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fixtures/fake_flashinfer"))
+    notes = []
+    job = bench_comm.CommJob(2, "gloo", (), (bench_comm.PCIE_IPC,), (2,), (8192, 65536))
+    curves = bench_comm.run(job, notes)
+    (pt,) = curves["pcie_ipc_all_reduce/2"]  # 65536 B = 8 x 4096 elements: more than the stand-in takes
+    assert pt.message_bytes == 8192 and pt.latency_us > 0
+    assert pt.busbw_gbs == pytest.approx(8192 / (pt.latency_us * 1e-6) / 1e9, rel=2e-3)  # x 2(p-1)/p = 1 at p=2
+    assert notes == ["PCIe-IPC all-reduce on 2 GPUs: its kernels do not take 65536 B (8x4096)"]
+
+
+def test_pcie_ipc_jobs_only_where_the_library_is():
+    from autotune.probe import bench_comm
+
+    assert [j.collectives for j in bench_comm.jobs(8, quick=True)] == [bench_comm.COLLECTIVES]
+    jobs = bench_comm.jobs(8, quick=True, pcie_ipc=True)
+    assert jobs[1].collectives == (bench_comm.PCIE_IPC,) and jobs[1].groups == (2, 4, 8)
+    assert jobs[1].sizes[0] == 8192 and jobs[1].sizes[-1] == 8 << 20
+
+
+def test_a_probed_pcie_ipc_curve_replaces_the_link_model():
+    base = load_preset("rtx-pro-6000-x8")  # P2P between all pairs: PCIe-IPC applies to (0, 1)
+    hw = dataclasses.replace(base, measured=Measured(collectives={"pcie_ipc_all_reduce/2": _curve(9.0, 80.0, 1.0)}))
+    ipc = Comm(allreduce="pcie_ipc")
+    assert comm.all_reduce_fn(hw, (0, 1), ipc, 32 << 20)(16 << 20) == ("pcie_ipc", pytest.approx(80e-6))
+    assert comm.all_reduce(hw, (0, 1), 1 << 20, ipc, 32 << 20) == ("pcie_ipc", pytest.approx(9e-6))
+    plain = dataclasses.replace(base, measured=None)
+    assert comm.all_reduce(plain, (0, 1), 1 << 20, ipc, 32 << 20)[1] != pytest.approx(9e-6)  # the model otherwise
+    assert rates.collective_provenance(hw, "allreduce") == "probe"
