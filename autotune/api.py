@@ -311,6 +311,13 @@ def search_summary(outcome: SearchOutcome) -> dict:
         "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
         "speedup": best.baseline.speedup,
         "numerics": list(best.numerics),
+        "same_numerics": None  # the best plan keeping the checkpoint's numerics, when the best changes them
+        if best.same_numerics is None
+        else {
+            "plan": best.same_numerics.label,
+            "total_tok_s": best.same_numerics.prediction.total_tok_s,
+            "speedup": best.same_numerics.speedup,
+        },
         "new_trials": outcome.new_trials,
         "study_trials": outcome.trials,
         "strategy": outcome.strategy,
