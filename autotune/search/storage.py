@@ -28,8 +28,10 @@ is relative to the current directory when given on the command line and to RUN_D
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,9 @@ from autotune.specs import MiTuneError
 MANIFEST = "manifest.yaml"
 DEFAULT_STORAGE = "study.journal"  # relative to the run directory
 JOURNAL_SUFFIXES = (".log", ".journal")
+SQLITE_BUSY_S = 60.0  # how long a SQLite writer waits for another process's lock
+OPEN_ATTEMPTS = 5
+SCHEMA_RACE = ("already exists", "UNIQUE constraint failed", "duplicate key")
 MANIFEST_FORMAT = 1
 
 
@@ -104,12 +109,40 @@ def open_storage(url: str):
         path = Path(url.removeprefix("journal:"))
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
+    engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=None)
-    except Exception as exc:  # a server that refuses us, a database that does not exist
-        raise MiTuneError(f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {_first_line(exc)}") from None
+        engine_kwargs["connect_args"] = {"timeout": SQLITE_BUSY_S}  # several processes write one file
+    for attempt in range(OPEN_ATTEMPTS):
+        try:
+            with _schema_lock(url):
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        except Exception as exc:  # a server that refuses us, a database that does not exist
+            # two processes creating one new database's tables race ("already exists", a duplicate
+            # schema-version row): the loser tries again and finds the tables made
+            if attempt + 1 < OPEN_ATTEMPTS and any(m in str(exc) for m in SCHEMA_RACE):
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise MiTuneError(
+                f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {_first_line(exc)}"
+            ) from None
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def _schema_lock(url: str):
+    """Processes on one machine open a SQLite file one at a time (Optuna creates its tables on first open)."""
+    if not url.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    with open(url.removeprefix("sqlite:///") + ".lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def redact(url: str) -> str:
