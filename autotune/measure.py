@@ -4,8 +4,9 @@ from what was measured, re-rank, and write best.yaml from the measurements.
 
 Per plan: RUN_DIR/measure/<n>/best.yaml (the plan as `serve` takes it) and engine.log; a row of RUN_DIR/measured.csv
 appended as soon as the plan is done (ok, or failed with the engine's last lines), and the same row as a study
-user attribute "measured:<plan label>" when the storage is reachable (Optuna does not let a finished trial's
-attributes change, so the study's attributes hold them). A rerun skips plans measured ok.
+user attribute "measured:<plan label>" when the storage is reachable (Optuna refuses to change a finished trial's
+attributes, optuna/storages/_rdb/storage.py check_trial_is_updatable, so the study's attributes hold them). A rerun
+skips plans measured ok.
 
 Fit (`fit_corrections`): every measured mean TTFT and TPOT is a row; the unknowns are one time multiplier per op
 class the measured plans use (Prediction.steps[*].rates_ms: gemm, grouped_moe, attention, norm, elementwise,
@@ -85,6 +86,11 @@ FIT_ITERATIONS = 4  # Gauss-Newton steps (the model is close to linear in the lo
 FD_STEP = math.log(1.05)  # finite-difference step of a log multiplier
 OP_CLASSES = ("gemm", "grouped_moe", "attention", "norm", "elementwise", "quant", "sampling", "collective")
 RERANK_PLANS = 20  # distinct plans of the study re-predicted with the corrections
+# Before the timed bench, one untimed round of short requests (WARMUP_OSL output tokens) at the benched concurrency
+# (WARMUP_REQUESTS for open-loop workloads): kernels JIT-compiled on first use, allocator growth and the like are
+# paid before the clock starts, as the engines' own bench clients do with their warm-up requests.
+WARMUP_OSL = 16
+WARMUP_REQUESTS = 8
 READY_TIMEOUT_S = 1800.0  # engines load large checkpoints for many minutes
 HEALTH_POLL_S = 0.2
 
@@ -299,6 +305,10 @@ def measure_plan(
             if why:
                 log(f"[{n}] {cand.label}: failed to start")
                 return {**row, "status": "failed", "error": why}
+            warm_n = concurrency or WARMUP_REQUESTS  # one round at the benched batch size: JIT, graphs, caches
+            warm = dataclasses.replace(workload, osl=min(workload.osl, WARMUP_OSL), concurrency=warm_n, rate_rps=0.0,
+                                       burst=0)  # fmt: skip
+            loadgen.bench(launch.endpoint, warm, num_requests=warm_n, concurrency=warm_n, seed=1)
             t0 = time.perf_counter()
             report = loadgen.bench(launch.endpoint, workload, num_requests=requests, concurrency=concurrency)
             bench_s = time.perf_counter() - t0
