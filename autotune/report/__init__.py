@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from autotune.report.html import markdown_to_html
 from autotune.report.markdown import render
 from autotune.report.plots import breakdown_plot, concurrency_plot, history_plot, memory_plot, pareto_plot
@@ -50,15 +52,25 @@ def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
     }
 
 
-def write_report(out: Path, best: BestConfig, result: SearchResult, launch_text: str, elapsed_s: float) -> dict:
+def write_report(
+    out: Path,
+    best: BestConfig,
+    result: SearchResult,
+    launch_text: str,
+    elapsed_s: float,
+    front: pd.DataFrame | None = None,
+) -> dict:
     """Write the run's data files (trials.csv, pareto.csv, alternatives.csv, summary.json, model.json), then
-    build report.md, report.html and plots/*.png from them; returns the paths."""
+    build report.md, report.html and plots/*.png from them; returns the paths. `front`: the front of a
+    multi-objective search, rows of trials_frame (default: the trials not beaten on throughput per GPU and
+    TPOT, P95 where predicted)."""
     out.mkdir(parents=True, exist_ok=True)
     trials = trials_frame(result)
     files = {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "alternatives": out / "alternatives.csv"}
     trials.to_csv(files["trials"], index=False)
-    if not (best.workload.objective == "pareto" and files["pareto"].is_file()):  # else the search wrote its front
-        pareto_frame(trials, latency_column(trials, "tpot")).to_csv(files["pareto"], index=False)
+    if front is None:
+        front = pareto_frame(trials, latency_column(trials, "tpot"))
+    front.to_csv(files["pareto"], index=False)
     alternatives_frame(result.alternatives).to_csv(files["alternatives"], index=False)
     data = summary(best, result, elapsed_s)
     data["choices"] = {k: list(v) for k, v in result.choices.items()}
