@@ -184,6 +184,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     ops = bench_ops.gemm_points(torch, timer, plan.dtypes, plan.gemm_shapes, plan.buckets, notes)
     ops += bench_ops.grouped_points(torch, timer, plan.experts, plan.buckets, notes)
     ops += bench_ops.attention_points(torch, timer, plan.attention, notes)
+    t_ops = time.perf_counter()
     large = {}
     for dtype in plan.dtypes:
         rates = [p.tflops for p in ops if p.op_class == "gemm" and p.dtype == dtype and p.bucket == "m>1024"]
@@ -196,6 +197,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
         notes.append("P2P copies and collectives skipped: one GPU visible")
     host = _host_copies(torch, plan, hw, world) if cuda else {}
     _free(torch, cuda, world)  # the collectives' processes need the memory this one cached
+    t_copies = time.perf_counter()
     collectives: dict = {}
     for job in plan.comm_jobs:
         try:
@@ -217,10 +219,13 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
         notes=tuple(notes),
     )
     took = time.perf_counter() - t0
+    parts = f"kernels {t_ops - t0:.0f} s, copies {t_copies - t_ops:.0f} s, collectives {t0 + took - t_copies:.0f} s"
     where = "" if cuda else " on the CPU (harness check, not accelerator figures)"
     line = f"probe --bench{where}: " + ", ".join(f"{k} {v}" for k, v in versions.items())
     profile = dataclasses.replace(hw, measured=measured, sources=(*hw.sources, line))
-    return dataclasses.replace(result, profile=profile, notes=(*result.notes, f"probe --bench took {took:.0f} s"))
+    return dataclasses.replace(
+        result, profile=profile, notes=(*result.notes, f"probe --bench took {took:.0f} s ({parts})")
+    )
 
 
 def _free(torch, cuda: bool, world: int) -> None:
