@@ -508,6 +508,7 @@ def build_request(
     triton_version: str | None = None,
     device: str = "cuda",
     own_kernel: bool = False,
+    profile=None,
 ) -> tuple[TuneRequest, list[str]]:
     """A TuneRequest from the CLI's values, and notes to print (where the GPU name came from). The GPU is this
     machine's CUDA device when there is one (its name and arch are what the engines will see), else --device-name,
@@ -533,6 +534,9 @@ def build_request(
     if device_name:
         name, found = device_name, find_device(device_name)
         arch = found.arch if found else ""
+    if not name and profile is not None and not (hardware or preset):
+        name, arch = profile.gpu.name, profile.gpu.arch
+        notes.append(f"GPU from the plan's hardware profile '{profile.name}'")
     if not name:
         hw, note = resolve_hardware(hardware, preset)
         name, arch = hw.gpu.name, hw.gpu.arch
@@ -561,6 +565,45 @@ def build_request(
     for e in engines:
         shape_for(req, e)  # shape errors (divisibility, dtype) before anything runs
     return req, notes
+
+
+def requests_from_best(best_path: str | Path, out_dir: str | Path | None = None, **options) -> tuple[list, list[str]]:
+    """One TuneRequest per distinct fused-MoE shape the phases of a best.yaml run on the Triton path (engine, layout,
+    dtype and GPU from the plan and its recorded hardware); files go to <run dir>/moe_configs, where serve looks."""
+    from autotune.api import recorded_hardware, resolve_model
+    from autotune.search.moe_kernels import phase_moe_kernel, triton_moe_shapes
+    from autotune.specs import load_best
+
+    best = load_best(str(best_path))
+    model_ref = best.model.path or best.model.name
+    spec, _ = resolve_model(model_ref)
+    hw = recorded_hardware(best, best_path)
+    shapes = triton_moe_shapes(best.plan, spec, hw)
+    if not shapes:
+        kernels = ", ".join(f"{name}: {phase_moe_kernel(best.plan, name, spec, hw)}" for name in best.plan.phases)
+        raise MiTuneError(f"{best_path}: no phase runs the Triton fused-MoE kernel ({kernels}); nothing to tune")
+    out_dir = Path(out_dir) if out_dir else Path(best_path).parent / "moe_configs"
+    requests, notes, seen = [], [], set()
+    for name, shape in shapes.items():
+        if shape in seen:
+            continue
+        seen.add(shape)
+        phase = best.plan.phases[name]
+        block = ",".join(map(str, shape.block_shape)) if shape.block_shape else "none"
+        req, req_notes = build_request(
+            model_ref,
+            phase.tp * phase.dp,
+            phase.ep,
+            shape.dtype,
+            best.plan.engine,
+            out_dir=out_dir,
+            block_shape=block,
+            profile=hw,
+            **options,
+        )
+        requests.append(req)
+        notes += [n for n in req_notes if n not in notes]
+    return requests, notes
 
 
 def _parse_block_shape(text: str) -> tuple[int, int] | None:

@@ -8,19 +8,28 @@ group is the phase's tp x dp GPUs, split into whole experts when ep > 1.
 
 from __future__ import annotations
 
+from autotune import capability
+from autotune.capability.facts import box_facts, phase_facts
 from autotune.kernels import moe_configs as mc
 from autotune.perf import efficiency, precision
 from autotune.specs import HardwareProfile, ModelSpec
-from autotune.specs.plan import PhasePlan, Plan
+from autotune.specs.plan import Plan
 
 # expert compute dtype -> the fused-MoE config dtype (kernels.moe_configs.DTYPE_SELECTORS)
 TRITON_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8_w8a8"}
 
 
-def phase_moe_kernel(plan: Plan, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
-    """The MoE kernel a phase runs: its kernels.moe, or the engine's choice for `auto`."""
-    if phase.kernels.moe != "auto":
-        return phase.kernels.moe
+def phase_moe_kernel(plan: Plan, name: str, model: ModelSpec, hw: HardwareProfile) -> str:
+    """The MoE kernel phase `name` runs: its kernels.moe, or the engine's choice for `auto` and for a value the
+    engine silently ignores on this box (a capability rule with effect "ignored", e.g. vLLM Marlin for bf16 experts
+    falls back to auto: vllm fused_moe/oracle/unquantized.py:180-195)."""
+    phase = plan.phases[name]
+    moe = phase.kernels.moe
+    if moe != "auto":
+        facts = {**phase_facts(plan.engine, plan, name, phase, box_facts(hw, model)), "engine": plan.engine}
+        refused = capability.value_admitted(plan.engine, "kernels.moe", moe, facts)
+        if refused is None or refused.rule.effect != "ignored":
+            return moe
     deepep = phase.comm.all2all == "deepep" and phase.ep > 1
     expert = precision.compute_dtype(model, phase, hw, "expert")
     return efficiency.auto_moe_kernel(plan.engine, expert, hw.gpu.arch, deepep, phase.ep)
@@ -32,7 +41,7 @@ def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict
         return {}
     out = {}
     for name, phase in plan.phases.items():
-        if phase_moe_kernel(plan, phase, model, hw) != "triton":
+        if phase_moe_kernel(plan, name, model, hw) != "triton":
             continue
         stored = precision.expert_dtype(model, phase)
         computed = precision.compute_dtype(model, phase, hw, "expert")
