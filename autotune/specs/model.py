@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 # Bytes per element of each storage dtype, scales included where the format carries them
 # (FP4 E2M1 with one E8M0 scale per 32 values = 0.5 + 1/32 = 0.53125 B).
+CONTEXT_KEY = "max_position_embeddings"  # the config.json key ModelSpec.max_position is read from
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.53125, "int4": 0.53125}
 
 
@@ -80,6 +81,9 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not self.layers:
             raise ValueError("layers: a model needs at least one layer")
+        for name, key in (("hidden_size", "hidden_size"), ("vocab_size", "vocab_size"), ("max_position", CONTEXT_KEY)):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{key}: expected a positive integer, got {getattr(self, name)}")
         for dtype in (self.dense_dtype, self.expert_dtype, self.kv_dtype):
             if dtype not in DTYPE_BYTES:
                 raise ValueError(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})")
