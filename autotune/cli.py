@@ -575,9 +575,9 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 bad input, 1 internal failure)."""
     _ARGV[:] = sys.argv[1:] if argv is None else list(argv)
     try:
-        code = app(args=argv, prog_name="mi-tune", standalone_mode=False)  # parser errors come back as exceptions
-        if code == 130:  # Typer turns Ctrl-C inside a command into exit code 130
-            print("mi-tune: interrupted", file=sys.stderr)
+        # parser errors come back as exceptions; Ctrl-C inside a command comes back as 130 (the command says what
+        # it kept, e.g. search's best-so-far)
+        code = app(args=argv, prog_name="mi-tune", standalone_mode=False)
         return code if isinstance(code, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
