@@ -195,7 +195,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     notes += p2p_notes(p2p)
     if cuda and world < 2:
         notes.append("P2P copies and collectives skipped: one GPU visible")
-    host = _host_copies(torch, plan, hw, world) if cuda else {}
+    host = _host_copies(torch, plan, hw, world, notes) if cuda else {}
     _free(torch, cuda, world)  # the collectives' processes need the memory this one cached
     t_copies = time.perf_counter()
     collectives: dict = {}
@@ -281,9 +281,10 @@ def numa_cpus(sysfs_root: str = "/sys") -> dict[int, set[int]]:
     return out
 
 
-def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int) -> dict[str, float]:
+def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int, notes: list[str]) -> dict[str, float]:
     """Pinned host<->device GB/s from a buffer on each NUMA node (the thread pinned to the node's CPUs, so the
-    first touch places the pages there) to the first GPU of each NUMA node (GPU 0 when none is reported)."""
+    pages are allocated there) to the first GPU of each NUMA node (GPU 0 when none is reported). A node whose
+    CPUs this process may not run on (a cpuset) is skipped with a note."""
     nodes = numa_cpus()
     if not hasattr(os, "sched_setaffinity") or not nodes:
         return {}
@@ -292,7 +293,11 @@ def _host_copies(torch, plan: BenchPlan, hw: HardwareProfile, world: int) -> dic
     out = {}
     try:
         for node, cpus in nodes.items():
-            os.sched_setaffinity(0, cpus)
+            try:
+                os.sched_setaffinity(0, cpus)
+            except OSError as exc:
+                notes.append(f"host copies from NUMA node {node} skipped: cannot run on its CPUs ({exc.strerror})")
+                continue
             host = torch.empty(plan.p2p_bytes, dtype=torch.uint8, pin_memory=True)
             host.fill_(1)
             for g in gpus:
