@@ -149,16 +149,25 @@ def _concurrency(run: RunData, path: Path) -> Path:
 
 
 def _repredict(run: RunData) -> dict[str, Prediction]:
-    from autotune.search.evaluate import evaluate
+    from autotune.report.curves import repredict
 
     if run.model is None:
         raise MiTuneError(f"--repredict: model '{run.best.model.name}' cannot be found and the run has no model.json")
     best = run.best
+    simulated = {label: p.simulated_requests > 0 for label, p in _stored(best).items()}
+    if "simulated_requests" in run.trials:
+        rows = run.trials[run.trials["plan"].isin(run.top_specs)]
+        simulated.update({plan: bool(n > 0) for plan, n in zip(rows["plan"], rows["simulated_requests"], strict=True)})
     plans = {best.plan.describe(): best.plan, best.baseline.label: best.baseline.plan}
     if best.same_numerics is not None:
         plans[best.same_numerics.label] = best.same_numerics.plan
     plans.update(run.top_specs)
-    return {label: evaluate(plan, run.model, run.hardware, best.workload) for label, plan in plans.items()}
+    return {
+        label: repredict(
+            plan, run.model, run.hardware, best.workload, simulated.get(label, False), best.provenance.seed
+        )
+        for label, plan in plans.items()
+    }
 
 
 __all__ = ["build_report", "load_run", "summary", "top_plans", "trials_frame", "write_report"]

@@ -1,4 +1,5 @@
-"""Figures computed when the report is built (not stored by the search): throughput against concurrency."""
+"""Predictions made when the report is built (not stored by the search): throughput against concurrency, and
+stored plans predicted again the way the search predicted them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import dataclasses
 import pandas as pd
 
 from autotune.search.evaluate import evaluate
-from autotune.specs import HardwareProfile, ModelSpec, Plan, Workload
+from autotune.specs import HardwareProfile, ModelSpec, Plan, Prediction, Workload
 
 MAX_LEVEL = 1 << 14  # requests in flight: beyond what any plan in the catalog holds on one box
 
@@ -42,3 +43,16 @@ def concurrency_curve(
             )
     frame = pd.DataFrame(rows, columns=["asked", "in_flight", "total_tok_s", "ttft_ms", "tpot_ms"])
     return frame.drop_duplicates("in_flight").reset_index(drop=True)
+
+
+def repredict(
+    plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workload, simulated: bool, seed: int
+) -> Prediction:
+    """A plan predicted again as the search predicted it: the steady state, then the simulator over the
+    workload's trace when the stored prediction was simulated (search/objectives.py: same seed, same trace)."""
+    steady = evaluate(plan, model, hw, workload)
+    if not (simulated and steady.feasible):
+        return steady
+    from autotune.sim.serve import simulate_prediction
+
+    return simulate_prediction(plan, model, hw, workload, steady, seed=seed)

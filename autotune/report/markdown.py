@@ -249,8 +249,9 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 {_figure(figures, "memory", "memory per GPU")}
 
 ### Throughput against concurrency
-Computed when this report was built (mi-tune {__version__}): the best plan and the engine default predicted
-at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored operating points.
+Computed when this report was built (mi-tune {__version__}): the best plan and the engine default predicted by
+the steady-state model at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored operating
+points (simulated over the workload's trace where the search simulated them).
 
 {_figure(figures, "concurrency", "throughput against concurrency", curve_note)}
 

@@ -159,9 +159,10 @@ def concurrency_plot(curves: dict[str, pd.DataFrame], stored: dict[str, Predicti
     colors = {"best plan": BEST_COLOR, "engine default": BASELINE_COLOR}
     for label, curve in curves.items():
         color = colors.get(label)
-        ax.plot(curve["in_flight"], curve["total_tok_s"], "o-", ms=4, color=color, label=f"{label} (re-predicted)")
+        ax.plot(curve["in_flight"], curve["total_tok_s"], "o-", ms=4, color=color, label=f"{label} (steady state)")
         p = stored.get(label)
         if p is not None and p.feasible:
+            how = "stored, simulated" if p.simulated_requests else "stored"
             ax.scatter(
                 [max(p.concurrency, 1)],
                 [p.total_tok_s],
@@ -169,7 +170,7 @@ def concurrency_plot(curves: dict[str, pd.DataFrame], stored: dict[str, Predicti
                 s=70,
                 facecolors="none",
                 edgecolors=color,
-                label=f"{label}: operating point (stored)",
+                label=f"{label}: operating point ({how})",
             )
     _plain_axes(ax, log_x=True, base=2)
     ax.set_xlabel("requests in flight (log scale)")

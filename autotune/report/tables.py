@@ -28,6 +28,7 @@ def _row(r: TrialRecord) -> dict:
         "ttft_ms": p.ttft_ms.get("mean", float("nan")),
         "tpot_ms": p.tpot_ms.get("mean", float("nan")),
         "concurrency": p.concurrency,
+        "simulated_requests": p.simulated_requests,  # 0: steady-state figures only
         "reason": r.reason,
     }
     for metric in ("ttft", "tpot"):  # percentiles where the prediction carries them (p50, p95, p99, ...)
