@@ -42,6 +42,7 @@ class BenchPlan:
     copy_bytes: int  # device-memory copy
     p2p_bytes: int  # per GPU pair, and per host<->device copy
     comm_jobs: tuple[bench_comm.CommJob, ...]
+    label: str = "full"  # full | quick | cpu: named in the profile's sources
 
 
 def _torch():
@@ -132,6 +133,7 @@ def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool) -> BenchPlan
         comm_jobs=tuple(
             bench_comm.jobs(world, quick, "nccl", [] if quick else nccl_settings(hw), pcie_ipc=has_pcie_ipc())
         ),
+        label="quick" if quick else "full",
     )
 
 
@@ -150,6 +152,7 @@ def cpu_plan() -> BenchPlan:
         copy_bytes=1 << 20,
         p2p_bytes=1 << 16,
         comm_jobs=(bench_comm.CommJob(2, "gloo", (), bench_comm.COLLECTIVES, (2,), (1024, 65536)),),
+        label="cpu",
     )
 
 
@@ -221,7 +224,7 @@ def measure(result, plan: BenchPlan, torch, device: str = "cuda", world: int = 1
     took = time.perf_counter() - t0
     parts = f"kernels {t_ops - t0:.0f} s, copies {t_copies - t_ops:.0f} s, collectives {t0 + took - t_copies:.0f} s"
     where = "" if cuda else " on the CPU (harness check, not accelerator figures)"
-    line = f"probe --bench{where}: " + ", ".join(f"{k} {v}" for k, v in versions.items())
+    line = f"probe --bench ({plan.label}){where}: " + ", ".join(f"{k} {v}" for k, v in versions.items())
     profile = dataclasses.replace(hw, measured=measured, sources=(*hw.sources, line))
     return dataclasses.replace(
         result, profile=profile, notes=(*result.notes, f"probe --bench took {took:.0f} s ({parts})")

@@ -224,3 +224,37 @@ def test_a_pair_far_below_the_median_copy_is_flagged():
         "P2P copies far below the median pair (49.5 GB/s): GPU1->GPU2 9 GB/s; check ACS/IOMMU"
     ]
     assert bench.p2p_notes(((0.0, 50.0), (45.0, 0.0))) == [] and bench.p2p_notes(()) == []
+
+
+class _FakeCuda:
+    def __init__(self, cc):
+        self.cc = cc
+
+    def get_device_capability(self, index):
+        return self.cc
+
+
+@pytest.mark.parametrize(
+    ("preset", "cc", "quick", "dtypes"),
+    [
+        ("h200-x8", (9, 0), False, ("bf16", "fp8", "int8")),
+        ("h200-x8", (9, 0), True, ("bf16", "fp8")),  # --quick leaves int8 out
+        ("rtx-pro-6000-x8", (12, 0), True, ("bf16", "fp8", "fp4")),
+        ("rtx-4090-x8", (8, 9), True, ("bf16", "fp8")),
+        ("rtx-4090-x8", (8, 6), True, ("bf16",)),  # an sm_86 card under a 4090 profile: no FP8 kernels
+    ],
+)
+def test_plan_times_the_dtypes_the_gpu_supports(preset, cc, quick, dtypes):
+    import types
+
+    fake = types.SimpleNamespace(cuda=_FakeCuda(cc), _scaled_mm=object(), _int_mm=object(), float4_e2m1fn_x2=object())
+    hw = load_preset(preset)
+    plan = bench.bench_plan(hw, fake, 8, quick)
+    assert plan.dtypes == dtypes and plan.label == ("quick" if quick else "full")
+    assert plan.repeats == (5 if quick else 20) and len(plan.comm_jobs) == 1 + (
+        0 if quick else len(bench.nccl_settings(hw))
+    )
+
+
+def test_nvlink_boxes_get_only_the_settings_the_space_offers_them():
+    assert bench.nccl_settings(load_preset("h200-x8")) == [{"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}]
