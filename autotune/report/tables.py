@@ -43,9 +43,11 @@ def trials_frame(result: SearchResult) -> pd.DataFrame:
 
 
 def latency_column(trials: pd.DataFrame, metric: str) -> str:
-    """The column a latency axis uses: P95 where the predictions carry it, the steady-state mean otherwise."""
+    """The column a latency axis uses: P95 when every feasible trial's prediction carries it (all simulated, as
+    in a Pareto search), the mean otherwise (a front over the few simulated trials alone would mislead)."""
     p95 = f"{metric}_p95_ms"
-    return p95 if p95 in trials and trials[p95].notna().any() else f"{metric}_ms"
+    feasible = trials[trials["feasible"]] if "feasible" in trials else trials
+    return p95 if p95 in trials and len(feasible) and feasible[p95].notna().all() else f"{metric}_ms"
 
 
 def pareto_frame(trials: pd.DataFrame, latency: str = "tpot_ms") -> pd.DataFrame:

@@ -56,6 +56,8 @@ def test_trials_frame_carries_percentiles_and_the_latency_axis_uses_p95_when_pre
     frame = trials_frame(SearchResult(None, records, None, None, base, {}))
     assert list(frame["ttft_p95_ms"]) == [9.0, 7.0] and list(frame["tpot_p95_ms"]) == [3.0, 1.5]
     assert latency_column(frame, "ttft") == "ttft_p95_ms" and latency_column(frame, "tpot") == "tpot_p95_ms"
+    mixed = trials_frame(SearchResult(None, (*records, _record(2, 70.0, 3.0, 1.0)), None, None, base, {}))
+    assert latency_column(mixed, "tpot") == "tpot_ms"  # P95 for some trials only: the means, for all
 
 
 def _dominated(ok: pd.DataFrame, latency: str, row) -> bool:
