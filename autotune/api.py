@@ -373,6 +373,13 @@ def estimate(
     plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
     validate.context(spec, workload)
     steady = evaluate(plan, spec, hw, workload)  # a plan the engine refuses says which rule it breaks
+    if steady.feasible:  # and one its engine has no flag for (a kernel name it does not know) says that
+        from autotune.engines import build_launch
+
+        try:
+            build_launch(plan, spec, hw)
+        except MiTuneError as exc:
+            raise MiTuneError(f"{plan_path}: cannot run: {exc}") from None
     return plan, simulate_prediction(plan, spec, hw, workload, steady)  # percentiles over the workload's trace
 
 

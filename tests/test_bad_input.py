@@ -53,6 +53,11 @@ def _file(tmp: Path, name: str, text: str) -> str:
     return str(path)
 
 
+def _plan_with(tmp: Path, setting: str) -> str:
+    """The TP8 plan with one more phase setting (flow YAML)."""
+    return _file(tmp, "p.yaml", PLAN.replace("tp: 8}", f"tp: 8, {setting}}}"))
+
+
 def _space(tmp: Path, text: str) -> str:
     return _file(tmp, "space.yaml", SPACE_HEAD + text)
 
@@ -253,7 +258,7 @@ CASES = [
     (
         "hardware-negative-memory",
         lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gb=-48))],
-        r"box\.yaml: accelerators\[0\]: memory_gb: expected a value >= 0, got -48",
+        r"box\.yaml: accelerators\[0\]\.memory_gb: expected a value >= 0, got -48",
     ),
     (
         "hardware-unknown-field",
@@ -308,12 +313,42 @@ CASES = [
             _file(t, "p.yaml", PLAN.replace("tp: 8", "tp: 8, batching: {max_running: -16}")),
             *MODEL,
         ],
-        r"p\.yaml: phases\.both\.batching: max_running: expected a positive integer, got -16",
+        r"p\.yaml: phases\.both\.batching\.max_running: expected a positive integer, got -16",
     ),
     (
         "plan-unknown-allreduce",
         lambda t: ["estimate", _file(t, "p.yaml", PLAN.replace("tp: 8", "tp: 8, comm: {allreduce: ring}")), *MODEL],
-        r"p\.yaml: phases\.both\.comm: allreduce: expected one of custom, nccl, pcie_ipc",
+        r"p\.yaml: phases\.both\.comm\.allreduce: expected one of custom, nccl, pcie_ipc",
+    ),
+    (
+        "plan-nccl-preload",
+        lambda t: ["estimate", _plan_with(t, "comm: {nccl: {LD_PRELOAD: /tmp/x.so}}"), *MODEL],
+        r"p\.yaml: phases\.both\.comm\.nccl: LD_PRELOAD='/tmp/x\.so' is not an NCCL variable",
+    ),
+    (
+        "plan-unknown-speculative",
+        lambda t: ["estimate", _plan_with(t, "speculative: {method: x, draft_tokens: 2}"), *MODEL],
+        r"p\.yaml: phases\.both\.speculative\.method: expected one of none, mtp",
+    ),
+    (
+        "plan-negative-gpu",
+        lambda t: ["estimate", _file(t, "p.yaml", PLAN.replace("[0,1,2", "[-1,1,2")), *MODEL],
+        r"p\.yaml: phases\.both\.gpus: expected GPU indices >= 0",
+    ),
+    (
+        "plan-gpu-beyond-the-box",
+        lambda t: ["estimate", _file(t, "p.yaml", PLAN.replace(",7]", ",9]")), *MODEL],
+        r"p\.yaml: cannot run: both: GPU 9 does not exist on 8-GPU",
+    ),
+    (
+        "plan-kernel-the-engine-lacks",
+        lambda t: ["estimate", _plan_with(t, "kernels: {attention: bogus}"), *MODEL],
+        r"p\.yaml: cannot run: vllm .* cannot express attention bogus",
+    ),
+    (
+        "plan-unknown-fusion",
+        lambda t: ["estimate", _plan_with(t, "fusion: {bogus: true}"), *MODEL],
+        r"p\.yaml: cannot run: vllm .* cannot express fusion 'bogus'",
     ),
     ("plan-names-no-model", lambda t: ["estimate", _plan_dir(t), "--preset", "rtx-pro-6000-x8"], r"names no model"),
     (

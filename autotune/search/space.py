@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -13,7 +12,7 @@ from autotune.capability import box_facts
 from autotune.search.admit import Admission, parse_speculative
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, SpecError, Speculative, read_document
 from autotune.specs.io import check_schema, convert
-from autotune.specs.plan import ENGINES, MODES
+from autotune.specs.plan import ENGINES, MODES, NCCL_NAME, NCCL_VALUE
 
 SCOPES = ("deployment", "phase")
 PHASES = ("both", "prefill", "decode")
@@ -122,7 +121,6 @@ def _dimension(raw: Any, where: str) -> Dimension:
 
 # What the plan fields take beyond their declared types and their contracts' checks: layout sizes, NCCL names.
 POSITIVE_PHASE_FIELDS = ("tp", "dp", "pp", "dcp", "replicas")
-NCCL_NAME = re.compile(r"NCCL_[A-Z0-9_]+")  # engines/layout.py passes only NCCL_* variables to the workers
 
 
 def _check_choice(where: str, scope: str, field_name: str, value: Any) -> None:
@@ -154,8 +152,11 @@ def _check_choice(where: str, scope: str, field_name: str, value: Any) -> None:
         convert(tp, value, where)
         if field_name in POSITIVE_PHASE_FIELDS and value < 1:
             raise SpecError(f"{where}: expected a positive integer, got {value!r}")
-        if owner is dict and field_name.startswith("comm.nccl.") and not NCCL_NAME.fullmatch(leaf):
-            raise SpecError(f"{where}: field: expected comm.nccl.NCCL_<NAME>, got {field_name!r}")
+        if owner is dict and field_name.startswith("comm.nccl."):
+            if not NCCL_NAME.fullmatch(leaf):
+                raise SpecError(f"{where}: field: expected comm.nccl.NCCL_<NAME>, got {field_name!r}")
+            if not NCCL_VALUE.fullmatch(value):
+                raise SpecError(f"{where}: expected plain values (letters, digits, . , : + -), got {value!r}")
         if dataclasses.is_dataclass(owner) and owner is not PhasePlan:
             try:  # the nested contract's own checks, e.g. Batching: positive integers
                 owner(**{leaf: value})

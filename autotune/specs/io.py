@@ -135,7 +135,10 @@ def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
         kwargs[name] = _convert(hints[name], value[name], path)
     try:
         return cls(**kwargs)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError) as exc:  # a contract's own check; "tp: expected ..." names the field it is about
+        name, sep, rest = str(exc).partition(": ")
+        if sep and name in fields:
+            raise SpecError(f"{where}.{name}: {rest}" if ": " in where else f"{where}: {name}: {rest}") from None
         raise SpecError(f"{where}: {exc}") from None
 
 

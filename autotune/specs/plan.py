@@ -8,6 +8,7 @@ the `tp * dp` GPUs of a pipeline stage either as experts (`ep == tp * dp`) or te
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from autotune.specs.model import DTYPE_BYTES
@@ -16,6 +17,11 @@ MODES = ("aggregated", "disaggregated")
 ENGINES = ("vllm", "sglang")
 ALLREDUCE = ("custom", "nccl", "pcie_ipc")  # what both engines' emitters express (engines/vllm.py, sglang.py)
 ALL2ALL = ("allgather_reducescatter", "deepep")
+SPECULATIVE_METHODS = ("none", "mtp", "dspark", "eagle")  # perf/efficiency.py DRAFT_ACCEPTANCE, engine emitters
+# comm.nccl is the one free-form part of a plan that reaches a process (engines/layout.py gpu_env checks it again):
+# only NCCL's own variables with plain values, so a hand-edited plan cannot carry LD_PRELOAD or shell text
+NCCL_NAME = re.compile(r"NCCL_[A-Z0-9_]+")
+NCCL_VALUE = re.compile(r"[A-Za-z0-9_.,:+-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,12 @@ class Comm:
         for name, allowed in (("allreduce", ALLREDUCE), ("all2all", ALL2ALL)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got {getattr(self, name)!r}")
+        for name, value in self.nccl.items():
+            if not NCCL_NAME.fullmatch(str(name)) or not NCCL_VALUE.fullmatch(str(value)):
+                raise ValueError(
+                    f"nccl: {name}={value!r} is not an NCCL variable with a plain value "
+                    "(expected NCCL_<NAME>: letters, digits, . , : + -)"
+                )
 
 
 @dataclass(frozen=True)
@@ -61,6 +73,8 @@ class Speculative:
     draft_tokens: int = 0
 
     def __post_init__(self) -> None:
+        if self.method not in SPECULATIVE_METHODS:
+            raise ValueError(f"method: expected one of {', '.join(SPECULATIVE_METHODS)}, got {self.method!r}")
         if (self.method == "none") != (self.draft_tokens == 0) or self.draft_tokens < 0:
             raise ValueError(f"speculative: method {self.method!r} with draft_tokens={self.draft_tokens}")
 
@@ -101,6 +115,8 @@ class PhasePlan:
         for name in ("replicas", "tp", "ep", "pp", "dp", "dcp"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+        if any(g < 0 for g in self.gpus):
+            raise ValueError(f"gpus: expected GPU indices >= 0, got {list(self.gpus)}")
         if len(set(self.gpus)) != len(self.gpus):
             raise ValueError(f"gpus: duplicate GPU index in {list(self.gpus)}")
         if len(self.gpus) != self.replicas * self.gpus_per_replica:
