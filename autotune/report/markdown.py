@@ -222,7 +222,7 @@ def render(
         ]
     )
     reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
-    latency = latency_column(trials, "tpot").replace("_ms", "").replace("_", " ").upper()
+    latency = "TPOT P95" if latency_column(trials, "tpot") == "tpot_p95_ms" else "mean TPOT"
     strategy = f" ({run.strategy})" if run.strategy else ""
     fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
     return f"""# mi-tune report: {best.model.name} on {hw.name}
