@@ -46,7 +46,7 @@ class CommJob:
     collectives: tuple[str, ...]
     groups: tuple[int, ...]  # group sizes (the first p ranks)
     sizes: tuple[int, ...]  # message bytes
-    timeout_s: float = 120.0
+    timeout_s: float = 600.0  # idle ranks wait at a barrier while a sub-group (or PCIe-IPC tuning) runs
 
 
 def key(name: str, p: int, env: tuple[tuple[str, str], ...] = ()) -> str:
