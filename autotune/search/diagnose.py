@@ -46,10 +46,14 @@ def check_fits(req, choices: dict) -> None:
     smaller = " (with FP8 weights where the search may quantise)" if weights < _checkpoint_weights(model) else ""
     gpus = f"{n} x {hw.gpu.memory_gb:g} GB GPU{'s hold' if n > 1 else ' holds'}"
     raise MiTuneError(
-        f"{model.name} ({dtypes}) needs {weights / GB:,.1f} GB of weights{smaller} and {kv / GB:,.1f} GB of KV for "
+        f"{model.name} ({dtypes}) needs {weights / GB:,.1f} GB of weights{smaller} and {_gb(kv)} GB of KV for "
         f"one {tokens:,}-token request; {gpus} at most {n} x {per_gpu / GB:,.1f} = {n * per_gpu / GB:,.1f} GB "
         f"({GPU_MEMORY_UTILIZATION:.0%} engine share less a {RESERVE_GB:g} GB reserve each): no plan fits"
     )
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / GB:,.1f}" if nbytes >= 0.1 * GB else f"{nbytes / GB:.3f}"
 
 
 def _checkpoint_weights(model) -> float:
