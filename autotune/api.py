@@ -274,7 +274,14 @@ def search(opts: SearchOptions) -> SearchOutcome:
     best = best_config(result, model_ref, hw)
     best = dataclasses.replace(best, provenance=dataclasses.replace(best.provenance, storage=manifest.storage))
     files = {"best": save(best, out / "best.yaml")}
-    files.update(write_report(out, best, result, format_launch(best.launch), manifest.elapsed_s))
+    front = None
+    if opts.workload.objective == "pareto":  # the multi-objective study's front: pareto.csv, drawn by the report
+        from autotune.search.objectives import front as pareto_front
+
+        trials = trials_frame(result)
+        front = trials[trials["trial"].isin({r.number for r in pareto_front(result.records)})]
+        front = front.drop_duplicates("plan").reset_index(drop=True)
+    files.update(write_report(out, best, result, format_launch(best.launch), manifest.elapsed_s, front=front))
     files["manifest"] = out / stores.MANIFEST
     top = top_plans(trials_frame(result)).to_dict("records")
     measured = measure_run(out, opts.measure) if opts.measure and not result.interrupted else None

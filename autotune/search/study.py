@@ -13,6 +13,7 @@ from typing import Any
 
 from autotune import capability
 from autotune.perf.precision import numerics_changes
+from autotune.search import objectives
 from autotune.search.baseline import baseline_plan
 from autotune.search.diagnose import check_fits, slo_message
 from autotune.search.evaluate import evaluate
@@ -186,6 +187,10 @@ def run_study(req: SearchRequest) -> SearchResult:
     choices = study_choices(req)
     check_fits(req, choices)  # a model the box cannot hold fails here, with the arithmetic, not after the trials
     stop = Stop(None if req.timeout_s is None else time.monotonic() + req.timeout_s)
+    if req.workload.objective == "pareto":  # a multi-objective study of simulated plans (search/objectives.py)
+        with _interrupts(stop):
+            records, ran = objectives.run_pareto(req, choices, stop, objective_value)
+        return _finish(req, records, choices, ran, stop, f"NSGA-II, {ran} trials, every feasible plan simulated")
     with _interrupts(stop):
         if req.workers > 1 and req.trials:
             return _run_workers(req, choices, stop)
@@ -309,6 +314,11 @@ def _result(
         if prediction is None:
             prediction = _evaluate(req, plan, t.user_attrs.get("reason", ""))
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
+    return _finish(req, tuple(records), choices, new, stop, strategy)
+
+
+def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None, strategy="") -> SearchResult:
+    """The best plan of the trials (simulated: search/objectives.py), simplified, against the engine default."""
     feasible = [r for r in records if r.value > 0]
     if not feasible:
         missed = [(r.plan, r.prediction) for r in records if r.prediction.feasible and not r.prediction.slo_met]
@@ -319,13 +329,14 @@ def _result(
             f"no plan of '{req.model.name}' fits '{req.hardware.name}' in {len(records)} trials"
             + (f" (e.g. {reasons[0]})" if reasons else "")
         )
-    best = max(feasible, key=lambda r: _rank(r, req.workload.osl))
+    records, pool = objectives.rescore(req, records, objective_value)  # the screen's best plans, simulated
+    best = max(pool, key=lambda r: _rank(r, req.workload.osl))
     plan = simplify(req.space, best.plan, choices, req.model, req.hardware, req.workload)
     if plan != best.plan:
-        best = dataclasses.replace(best, plan=plan, prediction=evaluate(plan, req.model, req.hardware, req.workload))
+        best = dataclasses.replace(best, plan=plan, prediction=objectives.predict(req, plan))
     engine = best.plan.engine
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
-    baseline = evaluate(base_plan, req.model, req.hardware, req.workload)
+    baseline = objectives.predict(req, base_plan)
     compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
     same = _best_same_numerics(req, feasible) if plan_numerics(best.plan, req.model) else None
     interrupted = bool(stop and stop.interrupted.is_set())

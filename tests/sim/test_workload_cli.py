@@ -74,7 +74,7 @@ def test_lengths_file_gives_its_means_to_the_screen(tmp_path):
     [
         (["--dataset", "nope"], "--dataset: expected one of"),
         (["--burst", "10", "--rate", "2"], "not both"),
-        (["--slo-percentile", "100"], "slo_percentile"),
+        (["--slo-percentile", "100"], "percentile"),
         (["--lengths-file", "/nonexistent.csv"], "lengths file not found"),
     ],
 )
