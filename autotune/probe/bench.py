@@ -169,6 +169,9 @@ def calibrate(result, quick: bool = False, device: str = "cuda"):
         return measure(result, cpu_plan(), torch, device="cpu", world=2)
     if device != "cuda":
         raise MiTuneError(f"--bench-device: expected cuda or cpu, got {device!r}")
+    # the profile numbers GPUs as NVML does, in PCI bus order; CUDA's default order (fastest first) can differ,
+    # so set it before CUDA initialises (the collectives' processes inherit it) unless the user chose one
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     torch = _torch()
     world = min(result.profile.num_gpus, torch.cuda.device_count())
     plan = bench_plan(result.profile, torch, world, quick)

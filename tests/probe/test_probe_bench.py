@@ -3,6 +3,7 @@ processes), its figures in `Measured`, in the rates table and in `estimate`'s pr
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -132,10 +133,12 @@ def test_cli_bench_on_cpu_then_estimate_shows_probe_provenance(box_tree, tmp_pat
 
 def test_bench_without_a_cuda_device_is_one_line_exit_2(box_tree, capsys, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")  # the user's choice stays (else PCI_BUS_ID, as NVML)
     sys_root, proc_root = box_tree("genoa_rtx4090_direct")
     assert run(["probe", "--sysfs-root", str(sys_root), "--proc-root", str(proc_root), "--bench", "--quick"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "mi-tune: error: probe --bench needs a CUDA device; none found"
+    assert os.environ["CUDA_DEVICE_ORDER"] == "FASTEST_FIRST"
 
 
 def test_quick_without_bench_is_bad_input(capsys):
