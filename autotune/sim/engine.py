@@ -1,13 +1,17 @@
 """Discrete-event simulation of one deployment serving a request trace, stepped with the performance model's step
 costs (perf/ops.step_fn, through StepCache: the simulator never costs a step itself).
 
-Each engine instance runs continuous batching the way vLLM's and SGLang's schedulers do at a step boundary:
-decoding requests first (each runs `width` tokens: 1, or 1 + draft tokens), then prompts already admitted take
-chunks of the remaining token budget (`chunked_prefill_tokens`), then waiting requests are admitted in arrival
-order while the budget, `max_running` and the KV cache allow. KV is reserved for a request's whole length (input +
-output) when it is admitted, so a full cache queues requests instead of preempting them (vLLM's recompute
-preemption is not modelled: it changes who waits, not how much work is done). A prefix-cache hit rate h skips the
-first h * input tokens of each prompt's compute (their KV is still held). With pp > 1 a step runs the batch as pp
+Each engine instance runs continuous batching the way vLLM's scheduler does at a step boundary: decoding
+requests first (each runs `width` tokens: 1, or 1 + draft tokens), then prompts already admitted take chunks of
+the remaining token budget (`chunked_prefill_tokens`), then waiting requests are admitted in arrival order while
+the budget, `max_running` and the KV cache allow. SGLang (without --enable-mixed-chunk, its default:
+engines/flags/sglang-0.5.23.yaml) does not mix them: while prompts wait or are being chunked, a prefill-only
+step takes the whole budget and the decoding requests wait for it; otherwise a decode-only step runs.
+
+KV is reserved for a request's whole length (input + output) when it is admitted, so a full cache queues
+requests instead of preempting them (vLLM's recompute preemption is not modelled: it changes who waits, not how
+much work is done). A prefix-cache hit rate h skips the first h * input tokens of each prompt's compute (their
+KV is still held). With pp > 1 a step runs the batch as pp
 micro-batches in flight, as the steady-state model does (perf/serving.py). A request's first token comes at the
 end of the step that finishes its prompt; with speculative decoding each step advances a request by the expected
 accepted length on average.
@@ -35,9 +39,11 @@ from autotune.sim.trace import Request
 from autotune.specs import StepBreakdown
 
 INF = math.inf
-EXACT_BELOW = 32  # batch sizes and token counts up to this are costed exactly; above, on a 2^(1/8) grid
-TOKEN_GRID = 8  # buckets per doubling of a token/sequence count (representative within +-4.4%)
+EXACT_BELOW = 32  # batch sizes and token counts up to this are looked up exactly; above, on a 2^(1/8) grid
+TOKEN_GRID = 8  # lookup buckets per doubling of a token/sequence count (representative within +-4.4%)
 CTX_GRID = 4  # buckets per doubling of an attention context (+-9%)
+COST_EXACT_BELOW = 16  # step costs are evaluated at whole counts up to this, above on a 2^(1/2) grid ...
+COST_GRID = 2  # ... and interpolated linearly in the decoding sequences and the prompt tokens in between
 CTX_DRIFT = 0.1  # a decode segment ends once its mean context has grown by this share (a new context bucket)
 
 
@@ -49,12 +55,24 @@ def _ctx_bucket(x: float) -> float:
     return 2.0 ** (round(CTX_GRID * math.log2(x)) / CTX_GRID) if x > 1 else 1.0
 
 
+def _bracket(x: float) -> tuple[float, float, float]:
+    """(grid point below, grid point above, weight of the one above) of a count on the cost grid."""
+    if x <= COST_EXACT_BELOW:
+        lo = float(math.floor(x))
+        return lo, lo + 1.0, x - lo
+    k = math.floor(COST_GRID * math.log2(x))
+    lo, hi = 2.0 ** (k / COST_GRID), 2.0 ** ((k + 1) / COST_GRID)
+    return lo, hi, (x - lo) / (hi - lo)
+
+
 class StepCache:
-    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context),
-    each rounded to its bucket; the step itself is perf's (`step` = ops.step_fn of the phase)."""
+    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context):
+    counts rounded to a lookup bucket, contexts to theirs; the step itself is perf's (`step` = ops.step_fn of
+    the phase), evaluated on a coarser grid of counts (`grid`) and interpolated bilinearly in between (step
+    time is smooth in both counts), so a run evaluates tens of steps, not hundreds."""
 
     def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int):
-        self.step, self.pp, self.memo = step, pp, {}
+        self.step, self.pp, self.memo, self.grid = step, pp, {}, {}
 
     def ms(self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float) -> float:
         key = (
@@ -65,9 +83,26 @@ class StepCache:
         )
         hit = self.memo.get(key)
         if hit is None:
-            d, dctx, p, pctx = key
+            hit = self.memo[key] = self._interpolated(*key)
+        return hit
+
+    def _interpolated(self, d: float, dctx: float, p: float, pctx: float) -> float:
+        d_lo, d_hi, wd = _bracket(d) if d else (0.0, 0.0, 0.0)
+        p_lo, p_hi, wp = _bracket(p) if p else (0.0, 0.0, 0.0)
+        at = self._at
+        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx) + (wp * at(d_lo, dctx, p_hi, pctx) if wp else 0.0)
+        if not wd:
+            return low
+        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx) + (wp * at(d_hi, dctx, p_hi, pctx) if wp else 0.0)
+        return (1 - wd) * low + wd * high
+
+    def _at(self, d: float, dctx: float, p: float, pctx: float) -> float:
+        key = (d, dctx, p, pctx)
+        hit = self.grid.get(key)
+        if hit is None:
             pp = self.pp
-            hit = self.memo[key] = self.step(StepInput(d / pp, dctx, p / pp, pctx)).step_ms
+            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0)
+            hit = self.grid[key] = self.step(x).step_ms
         return hit
 
 
@@ -81,6 +116,7 @@ class InstanceSpec:
     width: int = 1  # tokens each decoding request runs per step (1 + draft tokens)
     accepted: float = 1.0  # tokens each decoding request advances per step, on average
     prefix_hit_rate: float = 0.0
+    mixed: bool = True  # prompt chunks ride in the decode steps (vLLM); False: prefill-only steps first (SGLang)
 
 
 class Outcome:
@@ -102,7 +138,8 @@ class Instance:
     def __init__(self, spec: InstanceSpec, out: Outcome, on_done: Callable[[int, float], None]):
         self.s, self.out, self.on_done = spec, out, on_done
         self.clock = 0.0
-        self.steps = 0
+        self.steps = 0  # steps run
+        self.dsteps = 0  # steps that advanced the decoding requests (all of them when prompts mix in)
         self.future: list[tuple[float, int]] = []  # (arrival ms, request) not yet at the instance
         self.waiting: deque[int] = deque()
         self.prefilling: deque[list] = deque()  # [request, prompt tokens left, context so far]
@@ -150,8 +187,8 @@ class Instance:
             self._finish(rid)
             return
         steps = math.ceil(tokens_left / self.s.accepted - 1e-9)
-        heapq.heappush(self.decoders, (self.steps + steps, rid))
-        term = self.terms[rid] = ctx - self.s.accepted * self.steps
+        heapq.heappush(self.decoders, (self.dsteps + steps, rid))
+        term = self.terms[rid] = ctx - self.s.accepted * self.dsteps
         self.ctx_sum += term
 
     def _finish(self, rid: int) -> None:
@@ -168,7 +205,7 @@ class Instance:
         while self.future and self.future[0][0] <= self.clock:
             self.waiting.append(heapq.heappop(self.future)[1])
         n = len(self.decoders)
-        budget = s.chunk - n * s.width
+        budget = s.chunk - n * s.width if s.mixed else s.chunk
         # prompts already admitted take their chunks first, in order
         chunks, left = [], budget
         for item in self.prefilling:
@@ -186,14 +223,18 @@ class Instance:
             chunks.append((item, take))
             left -= take
         accepted = s.accepted
-        dctx = self.ctx_sum / n + accepted * self.steps if n else 0.0
+        dctx = self.ctx_sum / n + accepted * self.dsteps if n else 0.0
         if chunks:
             p = sum(t for _, t in chunks)
             pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
-            k, ms = 1, s.cache.ms(n, dctx, p, pctx)
+            if s.mixed:
+                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx), n
+            else:  # SGLang without --enable-mixed-chunk: a prefill batch runs alone, the decoding requests wait
+                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx), 0
         elif n:
+            advanced = n
             ms = s.cache.ms(n, dctx, 0, 0)
-            k = self.decoders[0][0] - self.steps
+            k = self.decoders[0][0] - self.dsteps
             k = min(k, max(1, int(CTX_DRIFT * dctx / accepted)))
             room = len(self.decoders) + len(self.prefilling) < s.max_running
             if self.future and room:  # stop at the step boundary after the next arrival
@@ -208,6 +249,8 @@ class Instance:
         out.in_system_area_ms += (n + len(self.prefilling) + len(self.waiting)) * dt
         self.clock += dt
         self.steps += k
+        if advanced:
+            self.dsteps += k
         out.steps += k
         for item, take in chunks:
             item[1] -= take
@@ -233,7 +276,7 @@ class Instance:
                     out.first_ms[item[0]] = self.clock
                     self._join_decode(item[0], out.isl[item[0]] + 1, out.osl[item[0]] - 1)
             self.prefilling = rest
-        while self.decoders and self.decoders[0][0] <= self.steps:
+        while self.decoders and self.decoders[0][0] <= self.dsteps:
             _, rid = heapq.heappop(self.decoders)
             self.ctx_sum -= self.terms.pop(rid)
             self._finish(rid)

@@ -37,6 +37,7 @@ def _instance(
         width=width,
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
+        mixed=plan.engine != "sglang",  # SGLang's --enable-mixed-chunk is off by default (engines/flags)
     )
 
 

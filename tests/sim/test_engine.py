@@ -160,7 +160,7 @@ def test_step_cache_buckets_stay_close_to_the_step_and_few():
         for p in (0, 17, 300, 2500):
             exact = linear_step(type("X", (), dict(decode_seqs=d, prefill_tokens=p))()).step_ms
             assert cache.ms(d, 3000, p, 700) == pytest.approx(exact, rel=0.05)
-    assert len(calls) == len(cache.memo) < 400
+    assert len(calls) == len(cache.grid) < 0.75 * len(cache.memo)  # interpolated between fewer evaluations
 
 
 # ---------------------------------------------------------------- against the steady state, real model
