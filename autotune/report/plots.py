@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,7 @@ from autotune.report.tables import best_so_far, latency_column, pareto_frame  # 
 from autotune.specs import Prediction  # noqa: E402
 
 DPI = 110
+MAX_LABELLED_DECADES = 2.5  # wider log axes label powers of ten only (1, 2, 5 per decade would overlap)
 BEST_COLOR, BASELINE_COLOR = "crimson", "black"
 MEMORY_PARTS = (  # MemoryFit field, legend label, colour
     ("weights_gb", "weights", "#4c72b0"),
@@ -39,7 +41,9 @@ def _plain_axes(ax, log_x: bool = False, base: int = 10) -> None:
     if log_x:
         ax.set_xscale("log", base=base)
         if base == 10:
-            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            lo, hi = ax.get_xlim()
+            wide = hi > lo > 0 and math.log10(hi / lo) > MAX_LABELLED_DECADES
+            ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0,) if wide else (1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(plain)
         ax.xaxis.set_minor_formatter(NullFormatter())
 
@@ -72,7 +76,7 @@ def pareto_plot(
                 s=60,
                 facecolors="none",
                 edgecolors="k",
-                label="front in pareto.csv",
+                label="front of the search (pareto.csv)",
             )
         ax.scatter(
             [_latency(best, column)],
