@@ -4,7 +4,9 @@ Run: `.venv/bin/python tests/bench/bench_sim.py [--runs 7] [--requests 1000]`
 
 Target (issue 8): a 1,000-request simulation of an 8-GPU plan under 50 ms on one core. "cold" builds the
 deployment anew each run (its step costs are evaluated through perf's step function as buckets are first met,
-as in a search trial); "warm" reuses the deployment's step-cost cache (the simulation alone). The plans are
+as in a search trial); "warm" reuses the deployment's step-cost cache (the simulation alone). Each is given as
+wall-clock time and as this process's CPU time (time.process_time: the one-core figure, less sensitive to other
+processes on a shared machine); the verdict reads the cold CPU time. The plans are
 Llama-3.1-70B FP8 and Qwen3-235B-A22B on the h200-x8 preset; workloads: closed loop at the plan's steady-state
 operating point, a burst of all requests at t=0, and Poisson arrivals at 80% of the plan's capacity.
 """
@@ -61,7 +63,8 @@ def main() -> None:
     hw = load_preset("h200-x8")
     n = args.requests
     worst = 0.0
-    print(f"{'plan':34s} {'workload':10s} {'cold ms':>8s} {'warm ms':>8s} {'steps':>7s}")
+    heads = ("cold ms", "cold cpu", "warm ms", "warm cpu")
+    print(f"{'plan':34s} {'workload':9s} " + " ".join(f"{h:>9s}" for h in heads) + f" {'steps':>6s}")
     for label, (model_name, plan) in plans().items():
         model = load_model(model_name)
         base_w = Workload(isl=2048, osl=256)
@@ -74,20 +77,22 @@ def main() -> None:
             base = predict(plan, model, hw, w)
             trace = make_trace(w, n)
             concurrency = closed_concurrency(w, base)
-            cold, warm = [], []
+            cold, cold_cpu, warm, warm_cpu = [], [], [], []
             for _ in range(args.runs):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 dep = deployment(plan, model, hw, w, base)
                 out = simulate(dep, trace, concurrency)
                 cold.append((time.perf_counter() - t0) * 1e3)
-                t0 = time.perf_counter()
+                cold_cpu.append((time.process_time() - c0) * 1e3)
+                t0, c0 = time.perf_counter(), time.process_time()
                 simulate(dep, trace, concurrency)
                 warm.append((time.perf_counter() - t0) * 1e3)
-            c, h = statistics.median(cold), statistics.median(warm)
-            worst = max(worst, c)
-            print(f"{label:34s} {kind:10s} {c:8.1f} {h:8.1f} {out.steps:7d}")
+                warm_cpu.append((time.process_time() - c0) * 1e3)
+            med = [statistics.median(x) for x in (cold, cold_cpu, warm, warm_cpu)]
+            worst = max(worst, med[1])
+            print(f"{label:34s} {kind:9s} " + " ".join(f"{m:9.1f}" for m in med) + f" {out.steps:6d}")
     verdict = "met" if worst < TARGET_MS else "NOT met"
-    print(f"worst median (cold) {worst:.1f} ms for {n} requests; target < {TARGET_MS:.0f} ms: {verdict}")
+    print(f"worst median cold CPU time {worst:.1f} ms for {n} requests; target < {TARGET_MS:.0f} ms: {verdict}")
 
 
 if __name__ == "__main__":
