@@ -404,6 +404,10 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
     out = Path(run_dir)
     if opts.top < 1:
         raise MiTuneError(f"--top: expected a positive number of plans, got {opts.top}")
+    if opts.num_requests < 0:
+        raise MiTuneError(f"--num-requests: expected a count >= 0 (0 = 4 rounds), got {opts.num_requests}")
+    if not opts.ready_timeout_s > 0:
+        raise MiTuneError(f"--ready-timeout: expected seconds > 0, got {opts.ready_timeout_s:g}")
     if not (out / "best.yaml").is_file():
         raise MiTuneError(f"{out}: no best.yaml (expected a run directory written by `mi-tune search`)")
     source = out / BEST_PREDICTED if (out / BEST_PREDICTED).is_file() else out / "best.yaml"

@@ -183,6 +183,9 @@ def test_measure_bad_input(tmp_path, capsys):
     assert "no best.yaml" in capsys.readouterr().err
     assert run(["measure", str(tmp_path), "--top", "0"]) == 2
     assert "--top" in capsys.readouterr().err
+    for flag, value in (("--num-requests", "-1"), ("--ready-timeout", "0"), ("--port", "70000")):
+        assert run(["measure", str(tmp_path), flag, value]) == 2
+        assert capsys.readouterr().err.startswith(f"mi-tune: error: {flag}")
 
 
 def test_measured_csv_is_plain_csv(measured_run):
