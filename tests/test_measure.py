@@ -195,14 +195,21 @@ def test_measured_csv_is_plain_csv(measured_run):
     assert yaml.safe_load((out / "hardware-measured.yaml").read_text())["corrections"]
 
 
-def test_an_interrupted_measure_keeps_finished_plans_and_stops_the_engine(tmp_path, monkeypatch):
+def _fresh_copy(run_dir, to):
+    """The search's run directory as it was before measure (its study storage is shared or copied)."""
+    import shutil
+
+    shutil.copytree(run_dir, to, ignore=shutil.ignore_patterns("measure", "measured.csv", "hardware-measured.yaml"))
+    shutil.move(to / "best-predicted.yaml", to / "best.yaml")
+    return to
+
+
+def test_an_interrupted_measure_keeps_finished_plans_and_stops_the_engine(measured_run, tmp_path, monkeypatch):
     from autotune import loadgen
     from autotune.engines import supervisor
     from autotune.measure import MeasureOptions, measure
 
-    out = tmp_path / "run"
-    argv = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--trials", "4", *WORKLOAD]
-    assert run([*argv, "--out", str(out)]) == 0
+    out = _fresh_copy(measured_run[0], tmp_path / "run")
     timing = tmp_path / "t.json"
     timing.write_text(json.dumps({"ttft_ms": 5.0, "tpot_ms": 1.0}))
     started, real_bench, calls = [], loadgen.bench, []
@@ -226,3 +233,18 @@ def test_an_interrupted_measure_keeps_finished_plans_and_stops_the_engine(tmp_pa
     assert [r["status"] for r in _rows(out)] == ["ok"]  # the first plan's row was written before the second began
     assert len(started) == 2 and all(p.poll() is not None for s in started for p in s.procs)
     assert not (out / "hardware-measured.yaml").exists()
+
+
+def test_serve_runs_the_stand_in_in_place_of_the_engine(measured_run, tmp_path, capsys):
+    """`serve --stand-in`: the plan -> argv path of a real best.yaml, only the executable swapped; an engine that
+    fails to start ends serve with its exit code and last lines."""
+    from autotune.engines import standin
+
+    out, _, _ = measured_run
+    timing = tmp_path / "t.json"
+    timing.write_text(json.dumps({"fail": "no GPU here (stand-in)"}))
+    code = run(["serve", str(out / "best.yaml"), "--port", str(free_port()), "--stand-in", str(timing)])
+    captured = capsys.readouterr()
+    assert code == 1
+    assert standin.__file__ in captured.out and "-- " in captured.out  # the engine argv after the stand-in
+    assert "exited with code 1" in captured.err and "no GPU here (stand-in)" in captured.err

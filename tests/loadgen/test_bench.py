@@ -52,11 +52,11 @@ def test_burst_sends_everything_at_once(stand_in):
 
 def test_cli_bench_json(stand_in, capsys):
     url = stand_in(TIMING, "vllm", "serve", "m")
-    argv = ["bench", "--url", url, "--isl", "16", "--osl", "6", "--concurrency", "3", "--num-requests", "3"]
+    argv = ["bench", "--url", url, "--isl", "16", "--osl", "12", "--concurrency", "3", "--num-requests", "3"]
     assert run([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["completed"] == 3 and doc["source"] == "mi-tune bench"
-    assert doc["tpot_ms"]["mean"] == pytest.approx(TIMING["tpot_ms"], rel=0.1)
+    assert doc["tpot_ms"]["mean"] == pytest.approx(TIMING["tpot_ms"], rel=0.2)  # 3 requests: loose
 
 
 def test_cli_bench_table(stand_in, capsys):

@@ -97,21 +97,3 @@ def test_a_stand_in_that_fails_says_why(tmp_path):
     finally:
         started.stop(grace_s=1)
     assert "server-0 exited with code 1" in why and "CUDA out of memory (stand-in)" in why
-
-
-def test_serve_runs_the_stand_in_in_place_of_the_engine(tmp_path, capsys):
-    """`serve --stand-in`: the plan -> argv path of a real best.yaml, only the executable swapped; an engine that
-    fails to start ends serve with its exit code and last lines."""
-    from autotune.cli import run
-
-    out = tmp_path / "run"
-    argv = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--trials", "3", "--out", str(out)]
-    assert run([*argv, "--isl", "64", "--osl", "8", "--concurrency", "2"]) == 0
-    capsys.readouterr()
-    timing = tmp_path / "t.json"
-    timing.write_text(json.dumps({"fail": "no GPU here (stand-in)"}))
-    code = run(["serve", str(out / "best.yaml"), "--port", str(free_port()), "--stand-in", str(timing)])
-    captured = capsys.readouterr()
-    assert code == 1
-    assert standin.__file__ in captured.out and "-- " in captured.out  # the engine argv after the stand-in
-    assert "exited with code 1" in captured.err and "no GPU here (stand-in)" in captured.err
