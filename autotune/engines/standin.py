@@ -4,7 +4,8 @@ file, so that `serve`, `bench` and `measure` run end to end on a machine without
 Timing (all keys optional, ms):
     TTFT of a request = ttft_ms + ttft_ms_per_input_token * its input tokens + ttft_ms_per_running * (others running)
     each later token  = tpot_ms + tpot_ms_per_running * (others running when it is produced)
-Tokens are emitted at absolute deadlines from the request's arrival, so scheduling jitter does not accumulate.
+Tokens are emitted at absolute deadlines (the first from the request's arrival, the others from the first), so
+scheduling jitter does not accumulate and a late first token does not shorten the gaps after it.
 Other keys: `model` (the id /v1/models lists; default: the engine argv's model), `startup_s` (seconds before it
 listens, like weights loading), `fail` (print this line and exit 1 at once: an engine that cannot start).
 
@@ -125,6 +126,8 @@ class StandIn:
                 delay = deadline - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if not k:  # later tokens count from the first one sent: a late first token delays them all
+                    deadline = max(deadline, time.perf_counter())
                 if stream:
                     choice = {"index": 0, "finish_reason": "length" if k == max_tokens - 1 else None}
                     choice.update({"delta": {"content": " tok"}} if chat else {"text": " tok"})
