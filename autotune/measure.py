@@ -297,7 +297,7 @@ def measure_plan(
     log(f"[{n}] {cand.label}: starting ({launch.endpoint}, log {where / 'engine.log'})")
     with (where / "engine.log").open("w") as engine_log:
         try:
-            started = Started(launch, engine_log)
+            started = Started(launch, engine_log, opts.ready_timeout_s)
         except MiTuneError as exc:
             return {**row, "status": "failed", "error": str(exc)}
         try:

@@ -224,7 +224,7 @@ class Started:
     """A launch running in the background (`measure`): its processes, each with its last output lines; `stop()`
     ends them all (SIGTERM to each process group, SIGKILL after the grace period). Output goes to `out`."""
 
-    def __init__(self, launch: Launch, out: TextIO):
+    def __init__(self, launch: Launch, out: TextIO, ready_timeout_s: float = READY_TIMEOUT_S):
         self.specs = _in_start_order(launch)
         argvs = [resolve_argv(spec.argv) for spec in self.specs]  # fail before anything starts
         self.procs: list[subprocess.Popen] = []
@@ -232,7 +232,12 @@ class Started:
         self._pumps: list[threading.Thread] = []
         lock = threading.Lock()
         try:
-            for spec, argv in zip(self.specs, argvs, strict=True):  # routers at once: the caller waits on health
+            for spec, argv in zip(self.specs, argvs, strict=True):
+                if spec.role == "router":  # as run_launch: routers start once the servers listen
+                    servers = [s for s in self.specs if START_ORDER[s.role] == 0]
+                    _wait_servers_ready(servers, self.procs, ready_timeout_s)
+                    if any(p.poll() is not None for p in self.procs):
+                        break  # exited() says which
                 proc = subprocess.Popen(
                     argv,
                     env=os.environ | spec.env,

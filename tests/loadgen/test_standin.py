@@ -97,3 +97,19 @@ def test_a_stand_in_that_fails_says_why(tmp_path):
     finally:
         started.stop(grace_s=1)
     assert "server-0 exited with code 1" in why and "CUDA out of memory (stand-in)" in why
+
+
+def test_a_router_starts_only_once_its_servers_listen(tmp_path):
+    timing = tmp_path / "t.json"
+    timing.write_text(json.dumps({"fail": "weights not found (stand-in)"}))
+    server = _launch(free_port()).processes[0]
+    router_port = free_port()
+    router = ProcessSpec("router", "router", ("python3", "-m", "vllm_router.launch_router", "--port", str(router_port)))
+    launch = Launch("vllm", "0.34.0", f"http://127.0.0.1:{router_port}", (router, server))
+    started = Started(standin.substitute(launch, timing), io.StringIO(), ready_timeout_s=10)
+    try:
+        assert [s.name for s in started.specs] == ["server-0", "router"]
+        assert len(started.procs) == 1  # the server exited before listening: no router was started
+        assert "weights not found (stand-in)" in started.exited()
+    finally:
+        started.stop(grace_s=1)
