@@ -410,7 +410,10 @@ def _plan_inputs(plan_path: str, hardware: str | None, preset: str | None, model
     if not model_name:
         raise MiTuneError(f"{plan_path}: a plan file names no model; pass --model")
     spec, _ = resolve_model(model_name)
-    hw, _ = resolve_hardware(hardware, preset)
+    if not hardware and not preset and doc.get("schema") == "mi-tune/best/v1":  # the box it was searched for
+        hw = recorded_hardware(load_best(plan_path), plan_path)
+    else:
+        hw, _ = resolve_hardware(hardware, preset)
     # fused-MoE kernel times `kernels tune-moe` measured into <plan's directory>/moe_configs (provenance probe)
     from autotune.kernels.moe_tune import hardware_with_tuned_moe
 

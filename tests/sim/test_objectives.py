@@ -72,7 +72,9 @@ def test_pareto_best_is_the_most_throughput_meeting_the_slo(pareto_result):
     assert best.prediction.total_tok_s == pytest.approx(max(meeting), rel=0.02)  # (simplified plan re-simulated)
 
 
-def test_pareto_search_writes_its_front(tmp_path):
+def test_pareto_search_writes_its_front(tmp_path, capsys):
+    import json
+
     from autotune.cli import run
 
     out = tmp_path / "run"
@@ -83,3 +85,9 @@ def test_pareto_search_writes_its_front(tmp_path):
     assert len(rows) >= 1 and {"plan", "ttft_p95_ms", "tpot_p95_ms", "total_tok_s_per_gpu"} <= set(rows.columns)
     assert rows["plan"].is_unique and not rows["ttft_p95_ms"].isna().any()
     assert not math.isnan(rows["total_tok_s_per_gpu"].max())
+    # estimate of the best.yaml predicts on the box it was searched for (h200-x8), not this machine's default
+    capsys.readouterr()
+    assert run(["estimate", str(out / "best.yaml"), "--json", "--burst", "200"]) == 0
+    recorded = json.loads(capsys.readouterr().out)
+    assert run(["estimate", str(out / "best.yaml"), "--json", "--burst", "200", "--preset", "h200-x8"]) == 0
+    assert recorded == json.loads(capsys.readouterr().out) and recorded["simulated_requests"] == 200
