@@ -37,8 +37,15 @@ class Point:
     steps: tuple[StepBreakdown, ...]
 
 
-def _prefill_input(tokens: float, isl: int) -> StepInput:
-    return StepInput(prefill_tokens=tokens, prefill_ctx=isl / 2)
+def _prefill_input(tokens: float, ctx: float) -> StepInput:
+    return StepInput(prefill_tokens=tokens, prefill_ctx=ctx)
+
+
+def _prompt(w: Workload) -> tuple[float, float]:
+    """(prompt tokens a request computes, their mean attention context): the prefix cache already holds the
+    first `prefix_hit_rate` of each prompt (its KV is read by the rest, not computed)."""
+    computed = max(1.0, w.isl * (1.0 - w.prefix_hit_rate))
+    return computed, w.isl - computed / 2
 
 
 def aggregated_point(
@@ -48,38 +55,39 @@ def aggregated_point(
     accepted) per decoding sequence and step (ops.speculation)."""
     width, accepted = spec
     decode_ctx = w.isl + w.osl / 2
+    prompt, prompt_ctx = _prompt(w)
     if seqs <= 1:
-        first = step(_prefill_input(min(chunk, w.isl), w.isl))
+        first = step(_prefill_input(min(chunk, prompt), prompt_ctx))
         decode = step(StepInput(decode_seqs=1, decode_ctx=decode_ctx))
-        ttft = math.ceil(w.isl / chunk) * first.step_ms
+        ttft = math.ceil(prompt / chunk) * first.step_ms
         tpot = decode.step_ms / accepted
         per_request_ms = ttft + w.osl * tpot
         return Point(replicas * 1e3 / per_request_ms, ttft, tpot, replicas, (first, decode))
-    advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
+    advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
     decoding = min(seqs - 1, chunk / (width + advance))
     decoding = max(decoding, 1.0)
     need = decoding * advance  # prompt tokens the decoding sequences' successors bring per step, on average
-    piece = max(1.0, min(w.isl, chunk - decoding * width))  # a prompt's share of a step with the budget free
+    piece = max(1.0, min(prompt, chunk - decoding * width))  # a prompt's share of a step with the budget free
     if need < piece:  # the prompts run as fast as the budget allows (the scheduler does not ration them): a
         # share need/piece of the steps carries one `piece`, the others only decode (sim/engine.py agrees); a
         # request holds its slot for ceil(isl/piece) prompt steps, then osl/accepted decode steps
         steps = w.osl / accepted
-        decoding = max(1.0, seqs * steps / (steps + math.ceil(w.isl / piece)))
-        piece = max(1.0, min(w.isl, chunk - decoding * width))
+        decoding = max(1.0, seqs * steps / (steps + math.ceil(prompt / piece)))
+        piece = max(1.0, min(prompt, chunk - decoding * width))
         need = min(decoding * advance, piece)
-        mixed = step(StepInput(decoding / pp, decode_ctx, piece / pp, w.isl / 2))
+        mixed = step(StepInput(decoding / pp, decode_ctx, piece / pp, prompt_ctx))
         decode = step(StepInput(decoding / pp, decode_ctx))
         share = need / piece
         t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
         rate = decoding * accepted / w.osl / t_ms * 1e3  # requests/s per instance
-        ttft = mixed.step_ms * w.isl / piece
+        ttft = mixed.step_ms * prompt / piece
         return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
     prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
-    mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, w.isl / 2))
+    mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, prompt_ctx))
     t_ms = mixed.step_ms
-    rate = min(decoding * accepted / w.osl, prompt_tokens / w.isl) / t_ms * 1e3  # requests/s per instance
+    rate = min(decoding * accepted / w.osl, prompt_tokens / prompt) / t_ms * 1e3  # requests/s per instance
     waiting = max(0.0, seqs - decoding - 1)
-    ttft = t_ms * max(1.0, w.isl / prompt_tokens) + waiting / rate * 1e3
+    ttft = t_ms * max(1.0, prompt / prompt_tokens) + waiting / rate * 1e3
     return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
 
 
@@ -96,13 +104,14 @@ def prefill_pool(step: StepFn, replicas: int, w: Workload, chunk: int, pp: int) 
     """Prefill-only instances. Saturated, each step fills the whole token budget: prompts shorter than the chunk
     are packed several per step (vLLM and SGLang schedule waiting prompts until max_num_batched_tokens /
     chunked_prefill_size is reached, chunking the last one), longer ones are chunked."""
-    s = step(_prefill_input(chunk, w.isl))
+    prompt, prompt_ctx = _prompt(w)
+    s = step(_prefill_input(chunk, prompt_ctx))
     stage_ms = s.step_ms / pp
-    rate = replicas * chunk / (w.isl * stage_ms) * 1e3
-    ttft = (math.ceil(w.isl / chunk) + pp - 1) * stage_ms
-    alone = min(chunk, max(w.isl, 1))
-    lone = s if alone == chunk else step(_prefill_input(alone, w.isl))
-    lone_ttft = (math.ceil(w.isl / alone) + pp - 1) * lone.step_ms / pp
+    rate = replicas * chunk / (prompt * stage_ms) * 1e3
+    ttft = (math.ceil(prompt / chunk) + pp - 1) * stage_ms
+    alone = min(chunk, prompt)
+    lone = s if alone == chunk else step(_prefill_input(alone, prompt_ctx))
+    lone_ttft = (math.ceil(prompt / alone) + pp - 1) * lone.step_ms / pp
     return PrefillPool(rate, ttft, s, lone_ttft, replicas)
 
 
@@ -169,23 +178,24 @@ def aggregated_at_rate(
     width, accepted = spec
     r = rate_rps / replicas / 1e3  # requests per ms per instance
     decode_ctx = w.isl + w.osl / 2
+    prompt, prompt_ctx = _prompt(w)
     if limit <= 1:  # one request at a time: the instance is an M/D/1 server of whole requests
         lone = aggregated_point(step, 1, 1, w, chunk, pp, spec)
         service = lone.ttft_ms + w.osl * lone.tpot_ms
         ttft = lone.ttft_ms + md1_wait_ms(r * service, service)
         return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
-    advance = accepted * w.isl / w.osl  # prompt tokens per decoding sequence per step, in steady state
+    advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
 
     def mean_step(d: float) -> tuple[float, StepBreakdown]:
         """(mean step ms, the step that carries prompt tokens) with `d` decoding: prompts that fit the free
         budget run whole in a share of the steps, as in aggregated_point; otherwise every step carries some."""
-        piece = max(1.0, min(w.isl, chunk - d * width))
+        piece = max(1.0, min(prompt, chunk - d * width))
         need = d * advance
         if need < piece:
-            mixed = step(StepInput(d / pp, decode_ctx, piece / pp, w.isl / 2))
+            mixed = step(StepInput(d / pp, decode_ctx, piece / pp, prompt_ctx))
             share = need / piece
             return share * mixed.step_ms + (1 - share) * step(StepInput(d / pp, decode_ctx)).step_ms, mixed
-        mixed = step(StepInput(d / pp, decode_ctx, need / pp, w.isl / 2))
+        mixed = step(StepInput(d / pp, decode_ctx, need / pp, prompt_ctx))
         return mixed.step_ms, mixed
 
     lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (width + advance)))
@@ -199,10 +209,10 @@ def aggregated_at_rate(
     mean_ms, mean = mean_step(d)
     tpot = (mean_ms if d >= 1.0 else mean_step(1.0)[0]) / accepted
     budget = max(1.0, chunk - d * width)
-    piece = min(w.isl, budget)
-    prompt = step(StepInput(d / pp, decode_ctx, piece / pp, w.isl / 2))
+    piece = min(prompt, budget)
+    first = step(StepInput(d / pp, decode_ctx, piece / pp, prompt_ctx))
     rho = min(1.0, d * advance / budget)
-    ttft = prompt.step_ms * w.isl / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * w.isl / budget)
+    ttft = first.step_ms * prompt / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * prompt / budget)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (mean,))
 
 

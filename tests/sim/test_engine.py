@@ -1,6 +1,7 @@
 """The simulator's invariants on a synthetic step cost (exact arithmetic), and its agreement with the
 steady-state formulas on the real performance model where both describe the same thing."""
 
+import dataclasses
 import math
 
 import pytest
@@ -229,3 +230,12 @@ def test_simulated_prediction_checks_the_slo_on_its_percentile():
     assert not tight.slo_met and simulate_prediction(TP2X4, LLAMA, H200, loose, base).slo_met
     assert 0 < tight.goodput_rps < tight.request_rate_rps
     assert closed_concurrency(w, base) == 0 and math.isclose(p.goodput_rps, p.request_rate_rps)
+
+
+def test_prefix_hits_in_the_steady_state_agree_with_the_simulator():
+    cold = Workload(isl=4096, osl=128)
+    warm = Workload(isl=4096, osl=128, prefix_hit_rate=0.75)
+    assert predict(TP2X4, LLAMA, H200, warm).capacity_rps > 2 * predict(TP2X4, LLAMA, H200, cold).capacity_rps
+    steady = predict(TP2X4, LLAMA, H200, dataclasses.replace(warm, concurrency=16))
+    sim = simulate_prediction(TP2X4, LLAMA, H200, dataclasses.replace(warm, concurrency=16), steady, num_requests=800)
+    assert sim.total_tok_s == pytest.approx(steady.total_tok_s, rel=0.06)
