@@ -374,6 +374,8 @@ def tune_moe(req: TuneRequest, log: Callable[[str], None] = print) -> list[Path]
                 results.append(r)
             results_by_shape[key] = (results, source)
         results, source = results_by_shape[key]
+        if not engine_timed and req.device == "cuda":  # mi-tune's kernel timed once for both engines' files
+            source = kernel_source(shape.engine, req.use_engine)
         written += write_files(req, shape, results, source)
     return written
 
