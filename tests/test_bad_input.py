@@ -173,6 +173,11 @@ CASES = [
     ("zero-timeout", lambda t: [*SEARCH, "--timeout", "0"], r"--timeout: expected more than 0 seconds"),
     ("negative-timeout", lambda t: [*SEARCH, "--timeout", "-3"], r"--timeout: expected more than 0 seconds"),
     (
+        "timeout-before-the-first-trial",
+        lambda t: [*SEARCH, "--timeout", "0.000001", "--quiet"],
+        r"--timeout 1e-06: the search stopped before its first trial finished",
+    ),
+    (
         "isl-beyond-context",
         lambda t: [*SEARCH, "--isl", "200000"],
         r"--isl 200000 \+ --osl 1024 = 201024 tokens: more than llama-3\.1-70b's context of 131072",

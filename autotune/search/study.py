@@ -321,6 +321,10 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     """The best plan of the trials (simulated: search/objectives.py), simplified, against the engine default."""
     feasible = [r for r in records if r.value > 0]
     if not feasible:
+        if not records and stop is not None and stop.timed_out():
+            raise MiTuneError(
+                f"--timeout {req.timeout_s:g}: the search stopped before its first trial finished; allow more seconds"
+            )
         missed = [(r.plan, r.prediction) for r in records if r.prediction.feasible and not r.prediction.slo_met]
         if slo := slo_message(req, missed):
             raise MiTuneError(f"no plan of '{req.model.name}' meets the SLO on '{req.hardware.name}': {slo}")
