@@ -26,12 +26,18 @@ def neighbours(trial) -> Iterator[dict[str, Any]]:
 
 
 def _basin(trial) -> tuple:
+    """(engine, mode, each phase's layout): one-dimension moves rarely cross a layout profitably (a new layout
+    changes which values the engine admits for the rest), so each layout's best plan is refined on its own."""
     plan = trial.user_attrs.get("plan") or {}
-    return plan.get("engine"), plan.get("mode")
+    phases = plan.get("phases") or {}
+    layouts = tuple(
+        (name, phase.get("tp", 1), phase.get("dp", 1), phase.get("pp", 1)) for name, phase in sorted(phases.items())
+    )
+    return plan.get("engine"), plan.get("mode"), layouts
 
 
 def incumbents(trials) -> list:
-    """The best feasible trial of each (engine, mode) basin, best first."""
+    """The best feasible trial of each basin (_basin), best first."""
     best: dict[tuple, Any] = {}
     for t in sorted((t for t in trials if t.value is not None and t.value > 0), key=lambda t: (-t.value, t.number)):
         best.setdefault(_basin(t), t)
@@ -43,22 +49,27 @@ def next_candidate(
     score: Callable[[dict[str, Any]], float] | None = None,
     seen: set[tuple] | None = None,
     best: list | None = None,
+    converged: set[int] | None = None,
 ) -> dict[str, Any] | None:
     """An untried neighbour of an incumbent, or None when every incumbent is a local optimum.
 
-    Incumbents are the best trial of each (engine, mode) basin: one-dimension moves cannot leave a basin (a
-    disaggregated plan shares no parameters with an aggregated one). The best basin is refined first, to a
+    Incumbents are the best trial of each basin (engine, mode and layouts): one-dimension moves cannot leave
+    an (engine, mode) basin (a disaggregated plan shares no parameters with an aggregated one), and rarely
+    leave a layout profitably. The best basin is refined first, to a
     local optimum, then the next: with ~25 dimensions an incumbent has ~80 neighbours, and taking basins in
     turn left the winning one unconverged within the refinement budget.
 
     A long search passes `seen` (keys of the parameter sets tried) and `best` (the incumbents) kept up to date
-    as trials finish, so that a move does not rescan the whole history."""
+    as trials finish, so that a move does not rescan the whole history, and `converged`: the trial numbers of
+    incumbents found to be local optima (tried neighbours only grow, so they stay optima)."""
     if best is None:
         best = incumbents(trials)
     if seen is None:
         seen = {_key(t.params) for t in trials}
         seen |= {_key(t.system_attrs["fixed_params"]) for t in trials if "fixed_params" in t.system_attrs}
     for incumbent in best:  # best first
+        if converged is not None and incumbent.number in converged:
+            continue
         untried = [p for p in neighbours(incumbent) if _key(p) not in seen]
         if score is None:
             if untried:
@@ -68,6 +79,8 @@ def next_candidate(
         top = max(scored, default=None, key=lambda sk: (sk[0], -sk[1]))  # ties: the first in neighbour order
         if top is not None and top[0] > incumbent.value:
             return untried[top[1]]
+        if converged is not None:
+            converged.add(incumbent.number)
     return None
 
 
@@ -79,7 +92,7 @@ def refine(study, objective, budget: int, callbacks=(), score=None, state=None) 
         if state is None:
             candidate = next_candidate(study.get_trials(deepcopy=False), score)
         else:
-            candidate = next_candidate((), score, state.seen, state.incumbents())
+            candidate = next_candidate((), score, state.seen, state.incumbents(), state.converged)
         if candidate is None:
             break
         if state is not None:
