@@ -68,20 +68,21 @@ def aggregated_point(
     decoding = max(decoding, 1.0)
     need = decoding * advance  # prompt tokens the decoding sequences' successors bring per step, on average
     piece = max(1.0, min(prompt, chunk - decoding * width))  # a prompt's share of a step with the budget free
-    if need < piece:  # the prompts run as fast as the budget allows (the scheduler does not ration them): a
-        # share need/piece of the steps carries one `piece`, the others only decode (sim/engine.py agrees); a
-        # request holds its slot for ceil(isl/piece) prompt steps, then osl/accepted decode steps
+    if need < piece * (1 - 1e-9):  # (equal at the budget's equilibrium) the prompts run as fast as the budget
+        # allows (the scheduler does not ration them): a share of the steps carries one `piece`, the others only
+        # decode (sim/engine.py agrees); a request holds its slot for ceil(isl/piece) prompt steps, then
+        # osl/accepted decode steps
         steps = w.osl / accepted
-        decoding = max(1.0, seqs * steps / (steps + math.ceil(prompt / piece)))
-        piece = max(1.0, min(prompt, chunk - decoding * width))
-        need = min(decoding * advance, piece)
-        mixed = step(StepInput(decoding / pp, decode_ctx, piece / pp, prompt_ctx))
-        decode = step(StepInput(decoding / pp, decode_ctx))
-        share = need / piece
-        t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
-        rate = decoding * accepted / w.osl / t_ms * 1e3  # requests/s per instance
-        ttft = mixed.step_ms * prompt / piece
-        return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
+        held = max(1.0, seqs * steps / (steps + math.ceil(prompt / piece)))  # decoding, on average
+        held_piece = max(1.0, min(prompt, chunk - held * width))
+        if held * advance < held_piece:  # else the prompt budget binds after all: every step carries prompts
+            mixed = step(StepInput(held / pp, decode_ctx, held_piece / pp, prompt_ctx))
+            decode = step(StepInput(held / pp, decode_ctx))
+            share = held * advance / held_piece
+            t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
+            rate = held * accepted / w.osl / t_ms * 1e3  # requests/s per instance
+            ttft = mixed.step_ms * prompt / held_piece
+            return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
     prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
     mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, prompt_ctx))
     t_ms = mixed.step_ms

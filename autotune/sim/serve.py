@@ -157,9 +157,11 @@ def simulate_prediction(
     requests in flight that meet it are searched (halving, then bisecting CLOSED_BISECTIONS times)."""
     if not base.feasible:
         return base
+    concurrency = closed_concurrency(w, base)
+    if num_requests is None and concurrency:  # a closed loop reaches its steady state after a few rounds
+        num_requests = max(w.num_requests, CLOSED_ROUNDS * concurrency)
     trace = make_trace(w, num_requests, seed)
     dep = deployment(plan, model, hw, w, base)  # its step-cost cache serves every run below
-    concurrency = closed_concurrency(w, base)
     p = _simulated(plan, dep, trace, w, base, concurrency)
     if p.slo_met or w.arrival != "closed" or w.concurrency or concurrency <= 1:
         return p
@@ -185,6 +187,7 @@ def simulate_prediction(
 
 
 CLOSED_BISECTIONS = 3
+CLOSED_ROUNDS = 4  # a closed loop runs at least this many times its concurrency in requests
 
 
 def _simulated(plan: Plan, dep, trace, w: Workload, base: Prediction, concurrency: int) -> Prediction:

@@ -11,7 +11,7 @@ from autotune.perf import predict
 from autotune.sim.engine import Deployment, InstanceSpec, StepCache, simulate
 from autotune.sim.serve import closed_concurrency, percentiles, simulate_prediction, summarize
 from autotune.sim.trace import make_trace
-from autotune.specs import Kernels, PhasePlan, Plan, StepBreakdown, Workload
+from autotune.specs import Batching, Kernels, PhasePlan, Plan, StepBreakdown, Workload
 
 
 def linear_step(x) -> StepBreakdown:
@@ -239,3 +239,29 @@ def test_prefix_hits_in_the_steady_state_agree_with_the_simulator():
     steady = predict(TP2X4, LLAMA, H200, dataclasses.replace(warm, concurrency=16))
     sim = simulate_prediction(TP2X4, LLAMA, H200, dataclasses.replace(warm, concurrency=16), steady, num_requests=800)
     assert sim.total_tok_s == pytest.approx(steady.total_tok_s, rel=0.06)
+
+
+@pytest.mark.parametrize("concurrency", [200, 600])
+def test_a_small_prompt_budget_binds_in_both_models(concurrency):
+    # 2,048-token budget, 4,096-token prompts, MTP: past ~218 decoding sequences every step carries prompt
+    # tokens and the budget sets the rate; the steady state must not count more decoders than it feeds
+    phase = PhasePlan(gpus=tuple(range(8)), tp=4, pp=2, kernels=FP8, batching=Batching(1024, 2048))
+    plan = Plan("vllm", "aggregated", {"both": phase})
+    w = Workload(isl=4096, osl=1024, concurrency=concurrency)
+    steady = predict(plan, LLAMA, H200, w)
+    sim = simulate_prediction(plan, LLAMA, H200, w, steady)
+    assert sim.total_tok_s == pytest.approx(steady.total_tok_s, rel=0.08)
+    budget_tok_s = 2048 / min(s.step_ms for s in steady.steps) * 1e3  # prompt tokens the budget can carry
+    assert steady.input_tok_s <= budget_tok_s
+
+
+def test_steady_state_prompt_budget_binds_at_its_equilibrium():
+    # 600 resident requests, far past the ~200 decoding sequences a 2,048-token budget feeds with 4,096-token
+    # prompts and 3 draft tokens: prompt tokens per step cannot exceed the budget (a rounding-level tie between
+    # the two regimes once let the decoders' count run away)
+    from autotune.perf.serving import aggregated_point
+
+    w = Workload(isl=4096, osl=1024)
+    p = aggregated_point(linear_step, 600, 1, w, 2048, 1, (4, (1 - 0.85**4) / 0.15))
+    fastest_ms = min(s.step_ms for s in p.steps)
+    assert p.requests_per_s * w.isl <= 2048 / fastest_ms * 1e3
