@@ -32,7 +32,9 @@ def _instance(
         role=role,
         cache=StepCache(step, phase.pp),
         max_running=phase.batching.max_running,
-        chunk=phase.batching.chunked_prefill_tokens,
+        # a prefill-only instance keeps pp micro-batches in flight, each with its own token budget, as the
+        # steady-state pool does (perf/serving.prefill_pool); mixed instances share one budget (aggregated_point)
+        chunk=phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1),
         kv_tokens=kv_tokens,
         width=width,
         accepted=accepted,

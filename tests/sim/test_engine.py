@@ -200,12 +200,26 @@ def test_long_uniform_closed_loops_agree_with_the_steady_state(plan, concurrency
         assert sim.ttft_ms["p50"] == pytest.approx(steady.ttft_ms["mean"], rel=0.02)
 
 
-def test_disaggregated_pools_agree_with_the_steady_state_at_its_operating_point():
+DISAGG_PP = Plan(
+    "vllm",
+    "disaggregated",
+    {
+        "prefill": PhasePlan(gpus=(0, 1, 2, 3, 4, 5), tp=1, pp=2, replicas=3, kernels=FP8),
+        "decode": PhasePlan(gpus=(6, 7), tp=2, kernels=FP8),
+    },
+)
+
+
+@pytest.mark.parametrize("plan", [DISAGG, DISAGG_PP], ids=["tp2", "prefill-pp2"])
+def test_disaggregated_pools_agree_with_the_steady_state_at_its_operating_point(plan):
+    # a prefill instance with pp stages keeps pp micro-batches of a full budget in flight in both models
     w = Workload(isl=2048, osl=256)
-    steady = predict(DISAGG, LLAMA, H200, w)
-    sim = simulate_prediction(DISAGG, LLAMA, H200, w, steady, num_requests=max(400, 10 * steady.concurrency))
+    steady = predict(plan, LLAMA, H200, w)
+    sim = simulate_prediction(plan, LLAMA, H200, w, steady, num_requests=max(400, 10 * steady.concurrency))
     assert sim.total_tok_s == pytest.approx(steady.total_tok_s, rel=0.06)
-    assert sim.tpot_ms["mean"] == pytest.approx(steady.tpot_ms["mean"], rel=0.06)
+    if plan is DISAGG:  # with both pools at capacity (prefill-pp2) the decode rate is flat over a range of
+        # batches (step time ~ proportional to the batch), so the batch and its TPOT are not pinned down
+        assert sim.tpot_ms["mean"] == pytest.approx(steady.tpot_ms["mean"], rel=0.06)
 
 
 @pytest.mark.parametrize("plan", [TP2X4, DISAGG], ids=["tp2x4", "disagg"])
