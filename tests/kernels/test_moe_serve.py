@@ -121,3 +121,38 @@ def test_interpreter_timings_never_reach_the_model(run_dir, tmp_path):
     )
     write_files(req, shape, [BatchResult(1, CONFIG, {"total_us": 5.0}, CONFIG, {"total_us": 5.0}, 1, 0)], "test")
     assert hardware_with_tuned_moe(hw, tmp_path) is hw
+
+
+def test_estimate_beside_tuned_benchmarks_reports_probe_provenance(run_dir, capsys):
+    """`mi-tune estimate <run>/best.yaml` reads the GPU-timed tune-moe benchmarks in <run>/moe_configs: the grouped
+    MoE entries the prediction leans on say `probe`."""
+    import json
+
+    best, model, hw = _inputs(run_dir)
+    shape = next(iter(triton_moe_shapes(best.plan, model, hw).values()))
+    # times as a kernel reaching 50 TFLOPS would take, at batches covering every rows-per-expert bucket
+    batches = (1, 64, 512, 2048, 8192, 32768)
+    results = []
+    for tokens in batches:
+        us = 2.0 * tokens * shape.topk * 3 * shape.shard_n * shape.hidden / 50e6
+        results.append(BatchResult(tokens, CONFIG, {"total_us": us}, CONFIG, {"total_us": us * 1.2}, 1, 0))
+    out = run_dir / "estimate"
+    (out / "best.yaml").parent.mkdir(exist_ok=True)
+    (out / "best.yaml").write_text((run_dir / "best.yaml").read_text())
+    req = TuneRequest(
+        model=None,
+        tp=1,
+        ep=1,
+        dtype=shape.dtype,
+        engines=(shape.engine,),
+        out_dir=out / "moe_configs",
+        device_name=hw.gpu.name,
+        arch="sm_89",
+        triton_version="3.9.0",
+    )
+    write_files(req, shape, results, "test")
+    capsys.readouterr()
+    assert run(["estimate", str(out / "best.yaml"), "--json"]) == 0
+    rates = json.loads(capsys.readouterr().out)["rates"]
+    grouped = {k: v for k, v in rates.items() if k.startswith("grouped_moe/")}
+    assert grouped and all(v == "probe" for v in grouped.values())
