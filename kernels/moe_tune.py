@@ -643,6 +643,8 @@ def _triton_version() -> str:
 
 def describe(req: TuneRequest) -> str:
     """The --dry-run text: per engine the shape, the file it looks up and where it is written, then the space."""
+    from autotune.perf.efficiency import auto_moe_kernel
+
     lines = [
         f"{req.model.name}: tp={req.tp} ep={req.ep} dtype={req.dtype} on {req.device_name} ({req.arch}), "
         f"triton {req.triton_version}"
@@ -659,6 +661,10 @@ def describe(req: TuneRequest) -> str:
         if "down_file" in row:
             lines.append(f"  writes:   {row['down_file']} (when the down GEMM is timed apart)")
         lines += [f"  serve:    {row['env']}", f"  times:    {row['kernel']}"]
+        auto = auto_moe_kernel(row["engine"], "fp8" if s.dtype == "fp8_w8a8" else "bf16", req.arch, False, req.ep)
+        if auto != "triton":
+            lines.append(f"  note:     {row['engine']}'s default MoE kernel here is {auto} (perf.efficiency."
+                         "auto_moe_kernel); the file is read by plans that set kernels.moe: triton")  # fmt: skip
     limit = mc.smem_limit(req.arch)
     lines.append("search space: " + "  ".join(f"{k} {list(v)}" for k, v in mc.SPACE.items()))
     lines.append(

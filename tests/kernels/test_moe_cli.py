@@ -16,6 +16,27 @@ def test_dry_run_prints_each_engines_file_and_the_space(capsys):
     assert "moe_configs/sglang/configs/triton_" in out and out.count(name) == 4  # looks up / writes, per engine
     assert "BLOCK_SIZE_M [16, 32, 64, 128, 256]" in out and "num_stages [2, 3, 4, 5]" in out
     assert "<= 101376 B (sm_89)" in out
+    assert "note:" not in out  # both engines run bf16 / FP8 experts in Triton on sm_89
+
+
+def test_dry_run_notes_when_the_engine_would_not_run_triton_here(capsys):
+    argv = [
+        "kernels",
+        "tune-moe",
+        "--model",
+        "qwen3-235b-a22b",
+        "--tp",
+        "8",
+        "--dry-run",
+        "--preset",
+        "rtx-pro-6000-x8",
+    ]
+    assert run(argv) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "note:" in line]
+    assert notes == [
+        "  note:     vllm's default MoE kernel here is flashinfer_cutlass (perf.efficiency.auto_moe_kernel); "
+        "the file is read by plans that set kernels.moe: triton"
+    ]
 
 
 def test_dry_run_without_hardware_flags_names_the_gpu_it_planned_for(capsys):
