@@ -5,7 +5,7 @@
 #   tune.log         per batch size: default-config time -> tuned time (the tuner's own lines)
 #   moe_configs/     the written vLLM / SGLang files and their .mi-tune.json benchmarks
 #   summary.txt      one line per batch: default vs tuned kernel time and the speedup, read from the benchmark
-# Shape: Qwen3-235B-A22B experts at TP 8 (E=128, N=192, K=4096, top-8), bf16, three batch sizes, 12 timed configs
+# Shape: Qwen3-235B-A22B experts at TP 8 (E=128, N=192, K=4096, top-8), bf16, three batch sizes, 8 timed configs
 # each. The kernel timed is the installed engine's (vLLM) or, without vLLM, mi-tune's own (tune.log says which).
 # Override: MODEL, TP, DTYPE, BATCHES, TRIALS. Never changes clocks or device settings.
 set -euo pipefail
@@ -16,7 +16,7 @@ MODEL="${MODEL:-qwen3-235b-a22b}"
 TP="${TP:-8}"
 DTYPE="${DTYPE:-bf16}"
 BATCHES="${BATCHES:-1,64,512}"
-TRIALS="${TRIALS:-12}"
+TRIALS="${TRIALS:-8}"
 mkdir -p "$OUT"
 MT=(mi-tune)
 [ -x .venv/bin/mi-tune ] && MT=(.venv/bin/mi-tune)
