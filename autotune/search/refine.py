@@ -97,6 +97,8 @@ def refine(study, objective, budget: int, callbacks=(), score=None, state=None) 
             break
         if state is not None:
             state.seen.add(_key(candidate))
+            candidate = state.complete(candidate)  # with the follow-up values it was scored with
+            state.seen.add(_key(candidate))
         study.enqueue_trial(candidate, skip_if_exists=state is None)
         study.optimize(objective, n_trials=1, callbacks=list(callbacks))
         ran += 1

@@ -35,6 +35,7 @@ TPE_MAX_TRIALS = 150  # TPE's cost a trial grows with the history: past this, el
 EXPLORE_SHARE = 0.1  # of the budget: elite-mutation trials between refinement passes
 EXPLORE_MIN = 25
 REFINE_BASINS = 8  # basins (engine, mode, layouts) whose incumbents are refined
+LOOKAHEAD = 16  # completions scored for a refinement move that opens parameters
 PROGRESS_S = 0.1
 
 
@@ -217,17 +218,56 @@ class Session:
         return prediction, attrs, objective_value(prediction)
 
     def score(self, params: dict[str, Any]) -> float:
-        """A candidate's objective without a trial: refinement moves to the best untried neighbour."""
+        """A candidate's objective without a trial: refinement moves to the best untried neighbour.
+
+        A move can bring in parameters the candidate does not set (expert_parallel=true asks for eplb; a new
+        layout changes the values the engine admits): up to LOOKAHEAD completions of those are scored and the
+        best is kept, so a move is judged with its best follow-up and the trial (`complete`) runs exactly it."""
         key = _key(params)
         if key not in self.scored:
+            best: tuple[float, dict[str, Any]] = (-1.0, params)
+            for completed, plan, reason in self._completions(params):
+                value = self._predict(plan, reason)[2]
+                if value > best[0]:
+                    best = (value, completed)
+            self.scored[key] = best
+        return self.scored[key][0]
 
-            def fixed(name: str, options: tuple[Any, ...]) -> Any:
-                value = params.get(name, options[0])
-                return value if value in options else options[0]
+    def complete(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The scored completion of a candidate (every parameter its plan asks for)."""
+        self.score(params)
+        return self.scored[_key(params)][1]
 
-            plan, reason = sample_plan(self.req.space, self.choices, fixed, self.req.num_gpus, self.admission)
-            self.scored[key] = self._predict(plan, reason)[2]
-        return self.scored[key]
+    def _completions(self, params: dict[str, Any]):
+        """(asked parameters, plan, reason) for each assignment of the parameters `params` leaves open, depth
+        first over the sampler's own decisions (at most LOOKAHEAD)."""
+        path: list[list[int]] = []  # [index chosen, options offered] per open decision
+        for _ in range(LOOKAHEAD):
+            asked: dict[str, Any] = {}
+            depth = 0
+
+            def suggest(name: str, options: tuple[Any, ...], asked: dict[str, Any] = asked) -> Any:
+                nonlocal depth
+                if name in params and params[name] in options:
+                    value = params[name]
+                else:
+                    if depth == len(path):
+                        path.append([0, len(options)])
+                    path[depth][1] = len(options)
+                    value = options[path[depth][0]]
+                    depth += 1
+                if len(options) > 1:
+                    asked[name] = value
+                return value
+
+            plan, reason = sample_plan(self.req.space, self.choices, suggest, self.req.num_gpus, self.admission)
+            yield asked, plan, reason
+            del path[depth:]
+            while path and path[-1][0] + 1 >= path[-1][1]:
+                path.pop()
+            if not path:
+                return
+            path[-1][0] += 1
 
     # ------------------------------------------------------------------ schedule
     def _optimize(self, sampler, n: int, phase: str) -> None:
