@@ -3,9 +3,10 @@ and the multi-objective (Pareto) study.
 
 Re-ranking: every trial is scored by the steady-state model (perf/serving.py, ~1 ms). After the trials, the
 best distinct plans of that screen are simulated over the workload's trace (sim/, tens of ms each) and scored
-again: simulated throughput if the workload's SLO holds at its `slo_percentile`, else 0. SIM_TOP plans that meet
-the SLO are simulated (going down the screen's ranking, at most SIM_MAX plans), and the best plan is chosen among
-the simulated ones; the other trials keep their steady-state figures.
+again: simulated throughput if the workload's SLO holds at its `slo_percentile`, else 0. The screen's best
+GROUP_TOP plans of each (engine, mode) go first, then the ranking, until SIM_TOP simulated plans meet the SLO
+and no plan left scores within SIM_HEADROOM of the best simulated value (at most SIM_MAX plans). The best plan
+is chosen among the simulated ones; the other trials keep their steady-state figures.
 
 Pareto (`--objective pareto`): an Optuna NSGA-II study over three objectives of the simulated prediction:
 total tokens/s per GPU (maximised), P95 TTFT and P95 TPOT (minimised); the workload's SLOs are its constraints
@@ -26,7 +27,9 @@ from autotune.search.evaluate import evaluate
 from autotune.specs import MiTuneError, Plan, Prediction, from_dict, to_dict
 
 SIM_TOP = 8  # distinct plans meeting the SLO that the simulator ranks after the steady-state screen
-SIM_MAX = 32  # at most this many distinct plans simulated when the SLO rejects the screen's best
+SIM_MAX = 32  # at most this many distinct plans simulated
+GROUP_TOP = 2  # the screen's best plans of each (engine, mode) simulated first
+SIM_HEADROOM = 1.1  # a plan the screen scores within 10% above the best simulated value is still simulated
 PARETO_POPULATION = 24  # NSGA-II population: a few generations fit a default budget of 200 trials
 
 
@@ -40,22 +43,37 @@ def predict(req, plan: Plan) -> Prediction:
 
 def rescore(req, records: tuple, value_fn) -> tuple[tuple, tuple]:
     """(records with the screen's best plans simulated, the records the best plan is chosen from)."""
-    ranked = sorted((r for r in records if r.value > 0), key=lambda r: (-r.value, r.number))
-    done: dict[str, Prediction] = {}
-    met = 0
-    for r in ranked:
+    from autotune.sim.serve import simulate_prediction
+
+    ranked, seen = [], set()
+    for r in sorted((r for r in records if r.value > 0), key=lambda r: (-r.value, r.number)):
         label = r.plan.describe()  # plan labels show every non-default setting: one label per plan
-        if label in done:
-            continue
-        if met >= SIM_TOP or len(done) >= SIM_MAX:
+        if label not in seen:
+            seen.add(label)
+            ranked.append((label, r))
+    # the screen's best of each engine and mode first (the simulator runs each engine's scheduler, which the
+    # steady state does not tell apart), then down the ranking
+    firsts: dict[tuple[str, str], list] = {}
+    for label, r in ranked:
+        firsts.setdefault((r.plan.engine, r.plan.mode), []).append((label, r))
+    order = [x for group in firsts.values() for x in group[:GROUP_TOP]]
+    order += [x for x in ranked if x not in order]
+    done: dict[str, Prediction] = {}
+    met, best = 0, 0.0
+    for i, (label, r) in enumerate(order):
+        if len(done) >= SIM_MAX:
+            break
+        # past the groups' best: stop once SIM_TOP plans meet the SLO and no unsimulated plan's screen value
+        # reaches the best simulated value (the simulator rarely finds more than the steady state)
+        if i >= len(firsts) * GROUP_TOP and met >= SIM_TOP and r.value < best * SIM_HEADROOM:
             break
         p = r.prediction
         if not p.simulated_requests:
-            from autotune.sim.serve import simulate_prediction
-
             p = simulate_prediction(r.plan, req.model, req.hardware, req.workload, p, seed=req.seed)
         done[label] = p
-        met += value_fn(p) > 0
+        value = value_fn(p)
+        met += value > 0
+        best = max(best, value)
     if not done:
         return records, ()
     out = []
