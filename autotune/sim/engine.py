@@ -182,6 +182,15 @@ class Instance:
             self.prefilling.append([rid, out.isl[rid] - hit, hit])
             budget -= out.isl[rid] - hit
 
+    def _prompt_done(self, rid: int) -> None:
+        out = self.out
+        if self.s.role == "prefill":  # the request leaves for a decode instance with its KV
+            self.kv_used -= out.isl[rid] + out.osl[rid]
+            self.emitted.append((rid, self.clock))
+        else:  # its first token comes with the step that finished the prompt
+            out.first_ms[rid] = self.clock
+            self._join_decode(rid, out.isl[rid] + 1, out.osl[rid] - 1)
+
     def _join_decode(self, rid: int, ctx: int, tokens_left: int) -> None:
         if tokens_left <= 0:
             self._finish(rid)
@@ -255,27 +264,12 @@ class Instance:
         for item, take in chunks:
             item[1] -= take
             item[2] += take
-        while self.prefilling and self.prefilling[0][1] <= 0:
-            rid = self.prefilling.popleft()[0]
-            if s.role == "prefill":
-                self.kv_used -= out.isl[rid] + out.osl[rid]
-                self.emitted.append((rid, self.clock))
-            else:
-                out.first_ms[rid] = self.clock
-                self._join_decode(rid, out.isl[rid] + 1, out.osl[rid] - 1)
-        # prompts finished out of order (a later one fully inside the same step) are rare: handle them too
-        if any(item[1] <= 0 for item in self.prefilling):
-            rest = deque()
-            for item in self.prefilling:
-                if item[1] > 0:
-                    rest.append(item)
-                elif s.role == "prefill":
-                    self.kv_used -= out.isl[item[0]] + out.osl[item[0]]
-                    self.emitted.append((item[0], self.clock))
-                else:
-                    out.first_ms[item[0]] = self.clock
-                    self._join_decode(item[0], out.isl[item[0]] + 1, out.osl[item[0]] - 1)
-            self.prefilling = rest
+        if chunks:  # prompts this step finished (in order, or a later short one inside the same step)
+            finished = [item[0] for item in self.prefilling if item[1] <= 0]
+            if finished:
+                self.prefilling = deque(item for item in self.prefilling if item[1] > 0)
+                for rid in finished:
+                    self._prompt_done(rid)
         while self.decoders and self.decoders[0][0] <= self.dsteps:
             _, rid = heapq.heappop(self.decoders)
             self.ctx_sum -= self.terms.pop(rid)
