@@ -87,8 +87,10 @@ def meets(ttft_ms: float, tpot_ms: float, w: Workload) -> bool:
     return (not w.ttft_ms or ttft_ms <= w.ttft_ms) and (not w.tpot_ms or tpot_ms <= w.tpot_ms)
 
 
-def summarize(out: Outcome, w: Workload, concurrency: int = 0) -> Summary:
-    """`concurrency`: the requests a closed loop kept in flight (0: open loop or burst)."""
+def summarize(out: Outcome, w: Workload, concurrency: int = 0, stable: bool = False) -> Summary:
+    """`concurrency`: the requests a closed loop kept in flight (0: open loop or burst). `stable`: an open loop
+    below the plan's capacity, which serves exactly what arrives: its throughput is the trace's arrival rate
+    (a window of completions would add sampling noise to plans that all serve the same load)."""
     n = len(out.done_ms)
     ttft = [out.first_ms[i] - out.arrival_ms[i] for i in range(n)]  # by request
     tpot = [(out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) if out.osl[i] > 1 else 0.0 for i in range(n)]
@@ -106,6 +108,8 @@ def summarize(out: Outcome, w: Workload, concurrency: int = 0) -> Summary:
         window, span = order[a + 1 : b + 1], out.done_ms[order[b]] - out.done_ms[order[a]]
         if concurrency:  # closed loop: N in flight, so throughput = N / mean latency (robust to waves)
             span = math.fsum(e2e[i] for i in window) / concurrency
+        elif stable:  # served = offered: every request over the time they took to arrive
+            window, span = order, (max(out.arrival_ms) - min(out.arrival_ms)) * n / max(n - 1, 1)
     span_s = max(span, 1e-9) / 1e3
     good = sum(meets(ttft[i], tpot[i], w) for i in window)
     ttft_m = [ttft[i] for i in measured]
@@ -194,7 +198,7 @@ CLOSED_ROUNDS = 4  # a closed loop runs at least this many times its concurrency
 
 def _simulated(plan: Plan, dep, trace, w: Workload, base: Prediction, concurrency: int) -> Prediction:
     out = simulate(dep, trace, concurrency)
-    s = summarize(out, w, concurrency)
+    s = summarize(out, w, concurrency, stable=w.arrival == "poisson" and w.rate_rps < base.capacity_rps)
     total = s.input_tok_s + s.output_tok_s
     gpus = plan.num_gpus
     return dataclasses.replace(

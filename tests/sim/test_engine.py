@@ -279,3 +279,11 @@ def test_steady_state_prompt_budget_binds_at_its_equilibrium():
     p = aggregated_point(linear_step, 600, 1, w, 2048, 1, (4, (1 - 0.85**4) / 0.15))
     fastest_ms = min(s.step_ms for s in p.steps)
     assert p.requests_per_s * w.isl <= 2048 / fastest_ms * 1e3
+
+
+def test_plans_below_capacity_serve_the_same_offered_load():
+    # an open loop below capacity serves what arrives: two plans differ in latency, not in throughput
+    w = Workload(isl=2048, osl=256, rate_rps=5.0, num_requests=600)
+    a, b = (simulate_prediction(p, LLAMA, H200, w, predict(p, LLAMA, H200, w)) for p in (TP2X4, TP4PP2))
+    assert a.total_tok_s == pytest.approx(b.total_tok_s, rel=1e-12)
+    assert a.request_rate_rps == pytest.approx(5.0, rel=0.1) and a.ttft_ms["p50"] != b.ttft_ms["p50"]
