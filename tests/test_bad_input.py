@@ -88,7 +88,6 @@ CASES = [
         "storage-file-under-a-file",
         lambda t: [*SEARCH, "--storage", f"sqlite:///{_file(t, 'f', '')}/study.db"],
         r"--storage",
-        marks=pytest.mark.xfail(strict=True, reason="search/storage.py: a sqlite path under a regular file"),
     ),
     # --space: the search-space file
     (

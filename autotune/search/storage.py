@@ -99,6 +99,14 @@ def normalize(url: str, base: Path | None = None) -> str:
     )
 
 
+def _make_parent(path: Path, url: str) -> None:
+    """Create the folder a file storage lives in; a path through a regular file is the user's mistake."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MiTuneError(f"--storage: cannot create the folder of {redact(url)}: {exc.strerror}") from None
+
+
 def open_storage(url: str):
     """The Optuna storage behind a normalized URL (see `normalize`)."""
     import optuna
@@ -107,11 +115,11 @@ def open_storage(url: str):
 
     if url.startswith("journal:"):
         path = Path(url.removeprefix("journal:"))
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_parent(path, url)
         return JournalStorage(JournalFileBackend(str(path)))
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        _make_parent(Path(url.removeprefix("sqlite:///")), url)
         engine_kwargs["connect_args"] = {"timeout": SQLITE_BUSY_S}  # several processes write one file
     for attempt in range(OPEN_ATTEMPTS):
         try:
