@@ -28,6 +28,7 @@ from autotune.specs import (
     read_document,
     save,
 )
+from autotune.specs.best import finite_or_none as _finite
 
 DEFAULT_PRESET = "rtx-pro-6000-x8"
 RESULTS_DIR = Path("results")
@@ -316,14 +317,14 @@ def search_summary(outcome: SearchOutcome) -> dict:
         "ttft_ms": p.ttft_ms.get("mean"),
         "tpot_ms": p.tpot_ms.get("mean"),
         "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
-        "speedup": best.baseline.speedup,
+        "speedup": _finite(best.baseline.speedup),
         "numerics": list(best.numerics),
         "same_numerics": None  # the best plan keeping the checkpoint's numerics, when the best changes them
         if best.same_numerics is None
         else {
             "plan": best.same_numerics.label,
             "total_tok_s": best.same_numerics.prediction.total_tok_s,
-            "speedup": best.same_numerics.speedup,
+            "speedup": _finite(best.same_numerics.speedup),
         },
         "new_trials": outcome.new_trials,
         "study_trials": outcome.trials,

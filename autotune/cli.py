@@ -273,15 +273,14 @@ def search(
     p = best.prediction
     print(
         f"best: {best.plan.describe()}: {p.total_tok_s:,.0f} tok/s ({p.input_tok_s:,.0f} in, "
-        f"{p.output_tok_s:,.0f} out), {best.baseline.speedup:.2f}x the engine default "
-        f"({best.baseline.label}: {best.baseline.prediction.total_tok_s:,.0f} tok/s)"
+        f"{p.output_tok_s:,.0f} out), {best.baseline.versus()}"
     )
     if best.numerics:
         print(f"numerics: the best plan changes the checkpoint's numerics: {'; '.join(best.numerics)}")
         same = best.same_numerics
         print(
             f"keeping the checkpoint's numerics (best of this search's plans; --keep-precision searches for it): "
-            f"{same.label}: {same.prediction.total_tok_s:,.0f} tok/s, {same.speedup:.2f}x the engine default"
+            f"{same.label}: {same.prediction.total_tok_s:,.0f} tok/s, {best.baseline.versus(same.speedup)}"
             if same
             else "keeping the checkpoint's numerics: no feasible plan was sampled (try --keep-precision)"
         )

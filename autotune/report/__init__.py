@@ -22,6 +22,7 @@ from autotune.report.tables import (
 )
 from autotune.search import SearchResult
 from autotune.specs import BestConfig, MiTuneError, Prediction, to_dict
+from autotune.specs.best import finite_or_none as _finite
 
 
 def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
@@ -43,7 +44,7 @@ def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
             "slo_met": p.slo_met,
         },
         "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
-        "speedup": best.baseline.speedup,
+        "speedup": _finite(best.baseline.speedup),
         "trials": len(result.records),
         "feasible_trials": sum(r.prediction.feasible for r in result.records),
         "elapsed_s": elapsed_s,

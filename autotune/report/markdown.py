@@ -102,7 +102,7 @@ def _numerics(best: BestConfig) -> str:
     if same:
         text += (
             f" Keeping the checkpoint's numerics, the best plan found is {same.label}: "
-            f"{same.prediction.total_tok_s:,.0f} tokens/s, **{same.speedup:.2f}x** the engine default."
+            f"{same.prediction.total_tok_s:,.0f} tokens/s, {best.baseline.versus(same.speedup, bold=True)}."
         )
     return text
 
@@ -233,7 +233,7 @@ def render(
 
 ## Best plan: {best.plan.describe()}
 Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output_tok_s:,.0f} out), \
-**{base.speedup:.2f}x** the engine default ({base.label}: {base.prediction.total_tok_s:,.0f} tokens/s).
+{base.versus(bold=True)}.
 
 {_numerics(best)}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from autotune.specs.hardware import HardwareProfile
@@ -31,12 +32,27 @@ class HardwareRef:
     profile: HardwareProfile | None = None
 
 
+def finite_or_none(value: float) -> float | None:
+    """A ratio for JSON: None where it is infinite (strict JSON has no Infinity), e.g. a speed-up over an engine
+    default that cannot run on the box."""
+    return value if math.isfinite(value) else None
+
+
 @dataclass(frozen=True)
 class Baseline:
     label: str
     plan: Plan
     prediction: Prediction
-    speedup: float  # best total tok/s / baseline total tok/s
+    speedup: float  # best total tok/s / baseline total tok/s (inf when the default cannot run)
+
+    def versus(self, speedup: float | None = None, bold: bool = False) -> str:
+        """'6.15x the engine default (LABEL: N tok/s)', or why the default cannot run on this box (a model too big
+        for its bf16 TP layout): then there is no ratio to print."""
+        p = self.prediction
+        if not p.feasible or p.total_tok_s <= 0:
+            return f"the engine default ({self.label}) cannot run here: {p.reason or 'no throughput'}"
+        ratio = f"{self.speedup if speedup is None else speedup:.2f}x"
+        return f"{f'**{ratio}**' if bold else ratio} the engine default ({self.label}: {p.total_tok_s:,.0f} tok/s)"
 
 
 @dataclass(frozen=True)
