@@ -150,6 +150,21 @@ def _wait_servers_ready(specs: list[ProcessSpec], procs: list[subprocess.Popen],
             time.sleep(POLL_S)
 
 
+def _spawn(spec, argv: list[str]) -> subprocess.Popen:
+    """Start one process of a launch: its own session (so a stop reaches its children), output captured line by
+    line, no stdin, an argument list (never a shell)."""
+    return subprocess.Popen(
+        argv,
+        env=os.environ | spec.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+
+
 def run_launch(
     launch: Launch,
     *,
@@ -176,16 +191,7 @@ def run_launch(
                 _wait_servers_ready(servers, procs, ready_timeout_s)
                 if any(p.poll() is not None for p in procs):
                     break
-            proc = subprocess.Popen(
-                argv,
-                env=os.environ | spec.env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
+            proc = _spawn(spec, argv)
             procs.append(proc)
             tails.append(deque(maxlen=TAIL_LINES))
             pumps.append(
@@ -238,16 +244,7 @@ class Started:
                     _wait_servers_ready(servers, self.procs, ready_timeout_s)
                     if any(p.poll() is not None for p in self.procs):
                         break  # exited() says which
-                proc = subprocess.Popen(
-                    argv,
-                    env=os.environ | spec.env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    text=True,
-                    errors="replace",
-                    start_new_session=True,
-                )
+                proc = _spawn(spec, argv)
                 self.procs.append(proc)
                 self.tails.append(deque(maxlen=TAIL_LINES))
                 pump = threading.Thread(target=_pump, args=(spec.name, proc.stdout, out, lock, self.tails[-1]))
