@@ -29,6 +29,25 @@ kernels_app = typer.Typer(no_args_is_help=True, help="Fused-MoE Triton configs f
 app.add_typer(kernels_app, name="kernels")
 
 
+# The workload options `search` and `estimate` share (one declaration; `bench` has its own: it sends requests).
+ISL = typer.Option(4096, "--isl", help="Input tokens per request.")
+OSL = typer.Option(1024, "--osl", help="Output tokens per request.")
+CONCURRENCY = typer.Option(0, "--concurrency", help="Requests in flight (0 = as many as fit).")
+RATE = typer.Option(0.0, "--rate", help="Arrival rate, requests/s (instead of --concurrency).")
+TTFT_MS = typer.Option(0.0, "--ttft-ms", help="SLO: time to first token at --slo-percentile, ms.")
+TPOT_MS = typer.Option(0.0, "--tpot-ms", help="SLO: time per output token at --slo-percentile, ms.")
+WORKLOAD_FILE = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1); flags override.")
+DATASET = typer.Option(None, "--dataset", help="Built-in length profile, e.g. sharegpt-stats.")
+BURST = typer.Option(0, "--burst", help="N requests all at t=0 (instead of --concurrency/--rate).")
+LENGTH_DIST = typer.Option("fixed", "--length-dist", help="fixed | normal | lognormal | file")
+ISL_STD = typer.Option(0.0, "--isl-std", help="Input tokens' standard deviation (normal/lognormal).")
+OSL_STD = typer.Option(0.0, "--osl-std", help="Output tokens' standard deviation (normal/lognormal).")
+LENGTHS_FILE = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, output) token counts.")
+PREFIX_HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Share of prompt tokens cached, 0..1.")
+NUM_REQUESTS = typer.Option(1000, "--num-requests", help="Requests the simulator runs.")
+SLO_PERCENTILE = typer.Option(95.0, "--slo-percentile", help="Percentile --ttft-ms/--tpot-ms hold at (default 95).")
+
+
 def _workload(
     isl: int,
     osl: int,
@@ -164,30 +183,28 @@ def search(
     gpus: int = typer.Option(0, "--gpus", help="Use only the first N GPUs (0 = all)."),
     engine: str = typer.Option("auto", "--engine", help="vllm | sglang | auto"),
     mode: str = typer.Option("auto", "--mode", help="aggregated | disaggregated | auto"),
-    isl: int = typer.Option(4096, "--isl", help="Input tokens per request."),
-    osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
-    concurrency: int = typer.Option(0, "--concurrency", help="Requests in flight (0 = as many as fit)."),
-    rate: float = typer.Option(0.0, "--rate", help="Arrival rate, requests/s (instead of --concurrency)."),
-    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: time to first token at --slo-percentile, ms."),
-    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: time per output token at --slo-percentile, ms."),
+    isl: int = ISL,
+    osl: int = OSL,
+    concurrency: int = CONCURRENCY,
+    rate: float = RATE,
+    ttft_ms: float = TTFT_MS,
+    tpot_ms: float = TPOT_MS,
     objective: str = typer.Option(
         "throughput",
         "--objective",
         help="throughput | goodput (throughput where the SLO holds) | pareto (multi-objective study: throughput "
         "per GPU vs P95 TTFT vs P95 TPOT; pareto.csv holds the front, best.yaml the most throughput meeting the SLO).",
     ),
-    workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1); flags override."),
-    dataset: str = typer.Option(None, "--dataset", help="Built-in length profile, e.g. sharegpt-stats."),
-    burst: int = typer.Option(0, "--burst", help="N requests all at t=0 (instead of --concurrency/--rate)."),
-    length_dist: str = typer.Option("fixed", "--length-dist", help="fixed | normal | lognormal | file"),
-    isl_std: float = typer.Option(0.0, "--isl-std", help="Input tokens' standard deviation (normal/lognormal)."),
-    osl_std: float = typer.Option(0.0, "--osl-std", help="Output tokens' standard deviation (normal/lognormal)."),
-    lengths_file: str = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, output) token counts."),
-    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Share of prompt tokens cached, 0..1."),
-    num_requests: int = typer.Option(1000, "--num-requests", help="Requests the simulator runs."),
-    slo_percentile: float = typer.Option(
-        95.0, "--slo-percentile", help="Percentile --ttft-ms/--tpot-ms are checked on (default 95)."
-    ),
+    workload_file: str = WORKLOAD_FILE,
+    dataset: str = DATASET,
+    burst: int = BURST,
+    length_dist: str = LENGTH_DIST,
+    isl_std: float = ISL_STD,
+    osl_std: float = OSL_STD,
+    lengths_file: str = LENGTHS_FILE,
+    prefix_hit_rate: float = PREFIX_HIT_RATE,
+    num_requests: int = NUM_REQUESTS,
+    slo_percentile: float = SLO_PERCENTILE,
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(
         None, "--timeout", help="Stop the search after S seconds (all workers); the outputs hold the trials done."
@@ -304,22 +321,22 @@ def estimate(
     model: str = typer.Option(None, "--model", help="Model (default: the one best.yaml names)."),
     hardware: str = typer.Option(None, "--hardware"),
     preset: str = typer.Option(None, "--preset"),
-    isl: int = typer.Option(4096, "--isl"),
-    osl: int = typer.Option(1024, "--osl"),
-    concurrency: int = typer.Option(0, "--concurrency"),
-    rate: float = typer.Option(0.0, "--rate"),
-    ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="SLO: TTFT at --slo-percentile, ms."),
-    tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="SLO: TPOT at --slo-percentile, ms."),
-    workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1); flags override."),
-    dataset: str = typer.Option(None, "--dataset", help="Built-in length profile, e.g. sharegpt-stats."),
-    burst: int = typer.Option(0, "--burst", help="N requests all at t=0."),
-    length_dist: str = typer.Option("fixed", "--length-dist", help="fixed | normal | lognormal | file"),
-    isl_std: float = typer.Option(0.0, "--isl-std"),
-    osl_std: float = typer.Option(0.0, "--osl-std"),
-    lengths_file: str = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, output) token counts."),
-    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate"),
-    num_requests: int = typer.Option(1000, "--num-requests", help="Requests the simulator runs."),
-    slo_percentile: float = typer.Option(95.0, "--slo-percentile", help="Percentile the SLO is checked on."),
+    isl: int = ISL,
+    osl: int = OSL,
+    concurrency: int = CONCURRENCY,
+    rate: float = RATE,
+    ttft_ms: float = TTFT_MS,
+    tpot_ms: float = TPOT_MS,
+    workload_file: str = WORKLOAD_FILE,
+    dataset: str = DATASET,
+    burst: int = BURST,
+    length_dist: str = LENGTH_DIST,
+    isl_std: float = ISL_STD,
+    osl_std: float = OSL_STD,
+    lengths_file: str = LENGTHS_FILE,
+    prefix_hit_rate: float = PREFIX_HIT_RATE,
+    num_requests: int = NUM_REQUESTS,
+    slo_percentile: float = SLO_PERCENTILE,
     as_json: bool = typer.Option(False, "--json"),
     explain: bool = typer.Option(
         False, "--explain", help="Also predict each single-setting change the engine's rules admit on this box."
