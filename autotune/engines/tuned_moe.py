@@ -10,6 +10,7 @@ configs for other shapes or another GPU changes nothing.
 from __future__ import annotations
 
 import dataclasses
+import glob
 from pathlib import Path
 
 from autotune.kernels import moe_configs as mc
@@ -35,7 +36,7 @@ def tuned_config_files(plan: Plan, model: ModelSpec, hw: HardwareProfile, run_di
         if plan.engine == "vllm":
             candidates = [root / "vllm" / name]
         else:  # SGLang reads its triton version's folder, else the newest other one (fused_moe_triton_config.py)
-            candidates = sorted((root / "sglang" / "configs").glob(f"triton_*/{_glob_escape(name)}"), reverse=True)
+            candidates = sorted((root / "sglang" / "configs").glob(f"triton_*/{glob.escape(name)}"), reverse=True)
         hit = next((path for path in candidates if path.is_file()), None)
         if hit is not None:
             found[phase] = hit
@@ -59,7 +60,3 @@ def with_tuned_moe_configs(
     )
     return dataclasses.replace(launch, processes=processes)
 
-
-def _glob_escape(name: str) -> str:
-    """Config names carry '[' and ']' (block_shape): literal in a glob pattern only inside brackets."""
-    return "".join(f"[{c}]" if c in "[]*?" else c for c in name)
