@@ -573,7 +573,7 @@ def requests_from_best(best_path: str | Path, out_dir: str | Path | None = None,
     """One TuneRequest per distinct fused-MoE shape the phases of a best.yaml run on the Triton path (engine, layout,
     dtype and GPU from the plan and its recorded hardware); files go to <run dir>/moe_configs, where serve looks."""
     from autotune.api import recorded_hardware, resolve_model
-    from autotune.search.moe_kernels import phase_moe_kernel, triton_moe_shapes
+    from autotune.kernels.moe_plans import phase_moe_kernel, triton_moe_shapes
     from autotune.specs import load_best
 
     best = load_best(str(best_path))

@@ -3,7 +3,7 @@
 `<run dir>/moe_configs/vllm/<name>` is read by vLLM through VLLM_TUNED_CONFIG_FOLDER and
 `<run dir>/moe_configs/sglang/configs/triton_X_Y_Z/<name>` by SGLang through SGLANG_MOE_CONFIG_DIR (layout and
 lookup: kernels/moe_configs.py). The variable is set on an engine's server processes only when a file that the
-plan's phase looks up is there (the phase runs the Triton MoE path: autotune.search.moe_kernels); a directory of
+plan's phase looks up is there (the phase runs the Triton MoE path: autotune.kernels.moe_plans); a directory of
 configs for other shapes or another GPU changes nothing.
 """
 
@@ -25,7 +25,7 @@ PHASE_OF_ROLE = {"server": "both", "prefill": "prefill", "decode": "decode"}
 
 def tuned_config_files(plan: Plan, model: ModelSpec, hw: HardwareProfile, run_dir: str | Path) -> dict[str, Path]:
     """phase -> the tuned config file its engine will read from run_dir/moe_configs (phases without one absent)."""
-    from autotune.search.moe_kernels import triton_moe_shapes
+    from autotune.kernels.moe_plans import triton_moe_shapes
 
     root = Path(run_dir) / RUN_DIR_FOLDER
     if not root.is_dir():

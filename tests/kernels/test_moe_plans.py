@@ -1,11 +1,11 @@
-"""Which plans run the Triton fused-MoE path (autotune.search.moe_kernels) and what tune-moe --best makes of them."""
+"""Which plans run the Triton fused-MoE path (autotune.kernels.moe_plans) and what tune-moe --best makes of them."""
 
 import pytest
 
 from autotune.catalog.models import load_model
 from autotune.catalog.presets import load_preset
 from autotune.cli import run
-from autotune.search.moe_kernels import phase_moe_kernel, triton_moe_shapes
+from autotune.kernels.moe_plans import phase_moe_kernel, triton_moe_shapes
 from autotune.specs import load_best
 from autotune.specs.plan import Kernels, PhasePlan, Plan
 

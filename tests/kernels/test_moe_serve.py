@@ -7,8 +7,8 @@ from autotune.api import recorded_hardware, resolve_model
 from autotune.cli import run
 from autotune.engines.tuned_moe import tuned_config_files
 from autotune.kernels import moe_configs as mc
+from autotune.kernels.moe_plans import triton_moe_shapes
 from autotune.kernels.moe_tune import BatchResult, TuneRequest, write_files
-from autotune.search.moe_kernels import triton_moe_shapes
 from autotune.specs import load_best
 
 CONFIG = {

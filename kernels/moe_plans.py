@@ -9,7 +9,7 @@ group is the phase's tp x dp GPUs, split into whole experts when ep > 1.
 from __future__ import annotations
 
 from autotune import capability
-from autotune.capability.facts import box_facts, phase_facts
+from autotune.capability.facts import box_facts, compute_capability, phase_facts
 from autotune.kernels import moe_configs as mc
 from autotune.perf import efficiency, precision
 from autotune.specs import HardwareProfile, ModelSpec
@@ -48,7 +48,7 @@ def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict
         dtype = TRITON_DTYPES.get(computed) if stored == computed or stored in ("bf16", "fp16") else None
         if dtype is None:  # FP4 / INT4 / weight-only FP8: not the w8a8 or bf16 Triton kernel tune-moe times
             continue
-        cc = _compute_capability(hw.gpu.arch)
+        cc = compute_capability(hw.gpu.arch)  # SGLang fuses shared experts on sm >= 80 only; 0.0 off NVIDIA
         out[name] = mc.moe_shape(
             model,
             engine=plan.engine,
@@ -60,8 +60,3 @@ def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict
         )
     return out
 
-
-def _compute_capability(arch: str) -> float:
-    """sm_90 -> 9.0, sm_120 -> 12.0; non-NVIDIA architectures -> 0.0 (SGLang fuses shared experts on sm >= 80 only)."""
-    digits = arch.removeprefix("sm_")
-    return float(f"{digits[:-1]}.{digits[-1]}") if arch.startswith("sm_") and digits.isdigit() else 0.0
