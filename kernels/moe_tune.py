@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.capability.facts import compute_capability
 from autotune.kernels import moe_configs as mc
 from autotune.specs.errors import MiTuneError
 
@@ -332,7 +333,6 @@ def plan_files(req: TuneRequest) -> list[dict]:
 
 
 def shape_for(req: TuneRequest, engine: str) -> mc.MoeShape:
-    cc = float(req.arch.removeprefix("sm_")[:-1] + "." + req.arch[-1]) if req.arch.startswith("sm_") else 9.0
     return mc.moe_shape(
         req.model,
         engine=engine,
@@ -340,7 +340,7 @@ def shape_for(req: TuneRequest, engine: str) -> mc.MoeShape:
         ep=req.ep,
         dtype=req.dtype,
         block_shape=req.block_shape,
-        compute_capability=cc,
+        compute_capability=compute_capability(req.arch),
     )
 
 
