@@ -9,12 +9,18 @@ from datetime import datetime
 from pathlib import Path
 
 from autotune import __version__, validate
+from autotune.engines.serve import ServeLaunch, serve_launch
+from autotune.inputs import (
+    hardware_summary,
+    recorded_hardware,
+    resolve_hardware,
+    resolve_model,
+)
 from autotune.specs import (
     Baseline,
     BestConfig,
     HardwareProfile,
     HardwareRef,
-    Launch,
     MiTuneError,
     ModelRef,
     ModelSpec,
@@ -23,17 +29,13 @@ from autotune.specs import (
     Provenance,
     Workload,
     load_best,
-    load_hardware,
     plan_from_document,
     read_document,
     save,
 )
 from autotune.specs.best import finite_or_none as _finite
 
-DEFAULT_PRESET = "rtx-pro-6000-x8"
 RESULTS_DIR = Path("results")
-DEFAULT_HOST = "127.0.0.1"  # servers are reachable from this machine only unless --host says otherwise
-DEFAULT_PORT = 8000
 
 
 @dataclass(frozen=True)
@@ -75,64 +77,6 @@ class SearchOutcome:
     strategy: str = ""  # the samplers that ran (search/runner.py)
     resume: tuple[str, ...] = ()  # the command that resumes this run (its run directory and storage)
     total_elapsed_s: float = 0.0  # search time over every session of this run directory
-
-
-# ------------------------------------------------------------------ inputs
-def resolve_model(name_or_path: str) -> tuple[ModelSpec, ModelRef]:
-    from autotune.catalog.models import CATALOG, load_model, model_meta
-
-    model = load_model(name_or_path)
-    if name_or_path.strip().lower() in CATALOG:
-        meta = model_meta(name_or_path)
-        return model, ModelRef(name=model.name, hf_id=model.hf_id, revision=meta.get("revision", "main"))
-    return model, ModelRef(name=model.name, hf_id=model.hf_id, path=str(Path(name_or_path).resolve()))
-
-
-def resolve_hardware(hardware: str | None, preset: str | None, gpus: int = 0) -> tuple[HardwareProfile, str]:
-    """The box to plan for: a profile file, a preset, or this machine (the default preset if it has no GPU)."""
-    from autotune.catalog.presets import load_preset
-
-    if hardware and preset:
-        raise MiTuneError("--hardware and --preset: give one of them, not both")
-    note = ""
-    if hardware:
-        hw = load_hardware(hardware)
-    elif preset:
-        hw = load_preset(preset)
-    else:
-        from autotune.probe import probe
-
-        hw = probe().profile
-        if hw is None:
-            note = f"no accelerators found on this machine: planning for preset '{DEFAULT_PRESET}'"
-            hw = load_preset(DEFAULT_PRESET)
-    return restrict_gpus(hw, gpus), note
-
-
-def restrict_gpus(hw: HardwareProfile, gpus: int) -> HardwareProfile:
-    """The first `gpus` accelerators of a profile (0 = all)."""
-    if not gpus or gpus == hw.num_gpus:
-        return hw
-    if not 1 <= gpus <= hw.num_gpus:
-        raise MiTuneError(f"--gpus: expected 1..{hw.num_gpus} for '{hw.name}', got {gpus}")
-    return dataclasses.replace(
-        hw,
-        name=f"{hw.name}[{gpus}]",
-        accelerators=hw.accelerators[:gpus],
-        links=tuple(row[:gpus] for row in hw.links[:gpus]),
-        p2p=tuple(row[:gpus] for row in hw.p2p[:gpus]),
-        measured=None,
-    )
-
-
-def hardware_summary(hw: HardwareProfile) -> str:
-    gpu = hw.gpu
-    p2p = all(hw.p2p[i][j] for i in range(hw.num_gpus) for j in range(hw.num_gpus))
-    link = "NVLink" if hw.interconnect == "nvlink" else f"PCIe Gen{gpu.pcie_gen} x{gpu.pcie_width}"
-    return (
-        f"{hw.num_gpus}x {gpu.name} ({gpu.memory_gb:g} GB, {gpu.mem_bw_gbs:g} GB/s), {link}, "
-        f"{hw.interconnect}, P2P {'on' if p2p else 'off'}, {hw.host.sockets} socket(s)"
-    )
 
 
 # ------------------------------------------------------------------ search
@@ -419,52 +363,6 @@ def _plan_inputs(plan_path: str, hardware: str | None, preset: str | None, model
     from autotune.kernels.moe_tune import hardware_with_tuned_moe
 
     return plan, spec, hardware_with_tuned_moe(hw, Path(plan_path).parent)
-
-
-@dataclass(frozen=True)
-class ServeLaunch:
-    launch: Launch  # rebuilt from the plan, model and hardware of best.yaml: the one to run
-    warnings: tuple[str, ...]  # e.g. the recorded launch differs from the rebuilt one
-
-
-def serve_launch(best_path: str, host: str | None = None, port: int | None = None) -> ServeLaunch:
-    """The launch of a best.yaml, rebuilt from its plan, model and hardware (never argv or env read from the file),
-    with a warning when the launch recorded in the file differs from the rebuilt one."""
-    from autotune.engines import build_launch
-    from autotune.engines.compare import first_difference
-    from autotune.engines.tuned_moe import with_tuned_moe_configs
-
-    best = load_best(best_path)
-    spec, _ = resolve_model(best.model.path or best.model.name)
-    hw = recorded_hardware(best, best_path)
-    warnings = []
-    if hw.fingerprint != best.hardware.fingerprint:
-        warnings.append(
-            f"{best_path}: the hardware profile's fingerprint {hw.fingerprint} differs from the recorded "
-            f"{best.hardware.fingerprint}"
-        )
-    as_recorded = build_launch(best.plan, spec, hw, host=DEFAULT_HOST, port=DEFAULT_PORT)  # how search wrote it
-    if where := first_difference(best.launch, as_recorded):
-        warnings.append(f"{best_path}: {where} differs from the launch rebuilt from the plan; running the rebuilt one")
-    host = DEFAULT_HOST if host is None else host
-    port = DEFAULT_PORT if port is None else port
-    launch = build_launch(best.plan, spec, hw, host=host, port=port)
-    # fused-MoE configs tuned into <run dir>/moe_configs by `kernels tune-moe`: the engine's variable points there
-    launch = with_tuned_moe_configs(launch, best.plan, spec, hw, Path(best_path).parent)
-    return ServeLaunch(launch, tuple(warnings))
-
-
-def recorded_hardware(best: BestConfig, best_path: str | Path) -> HardwareProfile:
-    """The hardware profile a best.yaml was planned for: embedded in it, or (older files) hardware.yaml beside it."""
-    if best.hardware.profile is not None:
-        return best.hardware.profile
-    beside = Path(best_path).parent / "hardware.yaml"
-    if not beside.is_file():
-        raise MiTuneError(
-            f"{best_path}: records no hardware profile (written before mi-tune embedded it) and no hardware.yaml "
-            "sits beside it; copy the run's hardware.yaml next to it or run `mi-tune search` again"
-        )
-    return load_hardware(beside)
 
 
 def rebuild_report(run_dir: str, repredict: bool = False) -> dict[str, Path]:

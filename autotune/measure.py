@@ -135,7 +135,7 @@ class MeasureOutcome:
 # ------------------------------------------------------------------ inputs
 def _prior_hardware(run_dir: Path, best: BestConfig) -> HardwareProfile:
     """The profile the search planned with, without any corrections (a rerun fits from the prior again)."""
-    from autotune.api import recorded_hardware
+    from autotune.inputs import recorded_hardware
 
     beside = run_dir / "hardware.yaml"
     hw = load_hardware(beside) if beside.is_file() else recorded_hardware(best, run_dir / "best.yaml")
@@ -268,8 +268,9 @@ def measure_plan(
     log: Callable[[str], None],
 ) -> dict:
     """Launch, wait for health, bench, stop: the plan's measured.csv row (status ok or failed)."""
-    from autotune import api, loadgen
+    from autotune import loadgen
     from autotune.engines import build_launch
+    from autotune.engines.serve import serve_launch
     from autotune.engines.supervisor import Started
     from autotune.search import evaluate
 
@@ -287,7 +288,7 @@ def measure_plan(
         return {**row, "status": "failed", "error": f"cannot launch: {exc}"}
     save(dataclasses.replace(best, engine=cand.plan.engine, mode=cand.plan.mode, phases=cand.plan.phases,
                              prediction=prediction, launch=launch), plan_file)  # fmt: skip
-    served = api.serve_launch(str(plan_file), opts.host, opts.port)
+    served = serve_launch(str(plan_file), opts.host, opts.port)
     launch = served.launch
     if opts.stand_in:
         from autotune.engines.standin import substitute
@@ -397,8 +398,8 @@ def _pairs(prediction: Prediction, row: dict) -> list[tuple[float, float]]:
 
 # ------------------------------------------------------------------ the loop
 def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None] | None = None) -> MeasureOutcome:
-    from autotune.api import resolve_model
     from autotune.engines.supervisor import _sigterm_as_interrupt
+    from autotune.inputs import resolve_model
 
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(run_dir)
@@ -529,8 +530,8 @@ def _write_reranked(path: Path, rows: list[dict]) -> Path:
 
 def _best_from(best: BestConfig, winner: Candidate, model: ModelSpec, fitted: HardwareProfile) -> BestConfig:
     """best.yaml for the best measured plan: predicted with the corrections, the corrected profile embedded."""
-    from autotune.api import hardware_summary
     from autotune.engines import build_launch
+    from autotune.inputs import hardware_summary
     from autotune.search import baseline_plan, evaluate
     from autotune.search.study import plan_numerics
 

@@ -515,9 +515,9 @@ def build_request(
     """A TuneRequest from the CLI's values, and notes to print (where the GPU name came from). The GPU is this
     machine's CUDA device when there is one (its name and arch are what the engines will see), else --device-name,
     else the --hardware / --preset profile (or this machine's probe, or the default preset)."""
-    from autotune.api import resolve_hardware
     from autotune.catalog.devices import find_device
     from autotune.catalog.models import load_model
+    from autotune.inputs import resolve_hardware
 
     spec = load_model(model)
     engines = mc.ENGINES if engine == "both" else (engine,)
@@ -572,7 +572,7 @@ def build_request(
 def requests_from_best(best_path: str | Path, out_dir: str | Path | None = None, **options) -> tuple[list, list[str]]:
     """One TuneRequest per distinct fused-MoE shape the phases of a best.yaml run on the Triton path (engine, layout,
     dtype and GPU from the plan and its recorded hardware); files go to <run dir>/moe_configs, where serve looks."""
-    from autotune.api import recorded_hardware, resolve_model
+    from autotune.inputs import recorded_hardware, resolve_model
     from autotune.kernels.moe_plans import phase_moe_kernel, triton_moe_shapes
     from autotune.specs import load_best
 
