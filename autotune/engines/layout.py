@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
-from autotune.specs.plan import PhasePlan, Plan
+from autotune.specs.plan import PhasePlan, Plan, nccl_problem
 
 # Engine instances behind a router listen on port + PORT_STRIDE * (k + 1). SGLang with DP attention also binds
 # its own port + 233 .. + 240 (server_args.py ZMQ_TCP_PORT_DELTA), and each SGLang prefill server binds a
@@ -81,20 +80,11 @@ def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
     )
 
 
-# The plan's comm.nccl is the one free-form part of a plan that reaches a process: only NCCL's own variables
-# with plain values pass, so a hand-edited best.yaml cannot smuggle LD_PRELOAD or a shell fragment into serve.
-NCCL_NAME = re.compile(r"NCCL_[A-Z0-9_]+")
-NCCL_VALUE = re.compile(r"[A-Za-z0-9_.,:+-]{1,64}")
-
-
 def gpu_env(instance: Instance, phase: PhasePlan) -> dict[str, str]:
     """CUDA device selection in NVML / nvidia-smi order (the probe's indices) plus the plan's NCCL variables."""
-    for name, value in phase.comm.nccl.items():
-        if not NCCL_NAME.fullmatch(str(name)) or not NCCL_VALUE.fullmatch(str(value)):
-            raise MiTuneError(
-                f"phases.{instance.phase}.comm.nccl: {name}={value!r} is not an NCCL variable with a plain value "
-                "(expected NCCL_<NAME>: letters, digits, . , : + -)"
-            )
+    for name, value in phase.comm.nccl.items():  # Comm checks too; again where it becomes a process environment
+        if problem := nccl_problem(name, value):
+            raise MiTuneError(f"phases.{instance.phase}.comm.nccl: {problem}")
     return {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in instance.gpus),

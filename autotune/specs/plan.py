@@ -24,6 +24,16 @@ NCCL_NAME = re.compile(r"NCCL_[A-Z0-9_]+")
 NCCL_VALUE = re.compile(r"[A-Za-z0-9_.,:+-]{1,64}")
 
 
+def nccl_problem(name: object, value: object) -> str:
+    """Why `name=value` is not an NCCL variable with a plain value ('' when it is). comm.nccl is the one free-form
+    part of a plan that reaches a process: only NCCL's own variables with plain values pass, so a hand-edited
+    best.yaml cannot smuggle LD_PRELOAD or a shell fragment into serve."""
+    if NCCL_NAME.fullmatch(str(name)) and NCCL_VALUE.fullmatch(str(value)):
+        return ""
+    expected = "expected NCCL_<NAME>: letters, digits, . , : + -"
+    return f"{name}={value!r} is not an NCCL variable with a plain value ({expected})"
+
+
 @dataclass(frozen=True)
 class Kernels:
     attention: str = "auto"
@@ -52,11 +62,8 @@ class Comm:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}: expected one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         for name, value in self.nccl.items():
-            if not NCCL_NAME.fullmatch(str(name)) or not NCCL_VALUE.fullmatch(str(value)):
-                raise ValueError(
-                    f"nccl: {name}={value!r} is not an NCCL variable with a plain value "
-                    "(expected NCCL_<NAME>: letters, digits, . , : + -)"
-                )
+            if problem := nccl_problem(name, value):
+                raise ValueError(f"nccl: {problem}")
 
 
 @dataclass(frozen=True)
