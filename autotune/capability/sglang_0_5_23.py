@@ -1,5 +1,5 @@
 """SGLang 0.5.23: what `python -m sglang.launch_server` accepts, read from the wheel's source (paths relative
-to site-packages; `arg_groups/` = sglang/srt/server_args_config/arg_groups/). Re-check against the installed
+to site-packages; `srt/` = sglang/srt/, `arg_groups/` = sglang/srt/arg_groups/). Re-check against the installed
 wheel before changing a rule (`pip download --no-deps sglang==0.5.23`, unzip, grep the file named in `source`);
 shared/reference/engine-knobs.md summarises them.
 """
@@ -22,7 +22,7 @@ RULES = RuleTable(
             when={"family": SPARSE_ATTENTION_FAMILIES},
             needs={"cc": {"min": 9.0}},
             source="arg_groups/deepseek_v4_hook.py:45-60 (dsv4 -> FlashMLA, sm90/sm100/sm120 kernels); "
-            "server_args_config/overrides.py:601-746 (GLM-5 DSA sub-backends: flashmla / trtllm / fa3, cc >= 9)",
+            "arg_groups/overrides.py:601-746 (GLM-5 DSA sub-backends: flashmla / trtllm / fa3, cc >= 9)",
             why="no sparse-MLA / compressed-attention kernel below compute capability 9.0 (fails when the first "
             "batch runs)",
         ),
@@ -63,7 +63,7 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("flashinfer_mxfp4",),
             needs={"expert_weights": ["mxfp4"], "cc": [9.0, 10.0, 12.0, 12.1]},
-            source="srt/layers/quantization/fp8.py:459-470; arg_groups/model_overrides/deepseek_v4.py:66-91",
+            source="srt/layers/quantization/fp8.py:459-470; arg_groups/model_overrides/deepseek_v4.py:66-89",
             why="flashinfer_mxfp4 runs MXFP4 experts on SM90/100/120",
         ),
         Rule(
@@ -284,7 +284,7 @@ RULES = RuleTable(
             field="eplb",
             values=(True,),
             needs={"ep": {"min": 2}},
-            source="srt/server_args.py (--enable-eplb asserts ep_size > 1)",
+            source="arg_groups/parallel_hook.py:790-791 (handle_eplb_and_dispatch: --enable-eplb asserts ep_size > 1)",
             why="EPLB needs expert parallelism",
         ),
     ),

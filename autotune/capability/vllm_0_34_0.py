@@ -52,7 +52,8 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("cutlass",),
             needs={"expert_weights": ["fp8_channel_online"]},
-            source="vllm/model_executor/layers/quantization/fp8.py:522-527; quantization/online/fp8.py:531-574,826-848",
+            source="vllm/model_executor/layers/quantization/fp8.py:522-527; "
+            "vllm/model_executor/layers/quantization/online/fp8.py:531-574,826-848",
             why="vLLM's CUTLASS MoE serves only online per-channel FP8 (--quantization fp8_per_channel, which "
             "mi-tune does not emit): checkpoint FP8, per-tensor FP8, bf16 and FP4 experts raise",
         ),
@@ -93,7 +94,7 @@ RULES = RuleTable(
             values=("b12x",),
             needs={"ep": 1, "eplb": False},
             source="vllm/model_executor/layers/fused_moe/b12x.py:536-545 (_supports_parallel_config); "
-            "vllm/model_executor/layers/fused_moe/oracle/base.py:218-237 (an explicit backend no kernel accepts raises)",
+            "vllm/model_executor/layers/fused_moe/oracle/base.py:218-237 (an explicit backend no kernel takes raises)",
             why="b12x refuses expert parallelism, all-to-all kernels and EPLB",
         ),
         Rule(
@@ -154,7 +155,7 @@ RULES = RuleTable(
             values=("pcie_ipc",),
             needs={"allreduce_world": [2, 4, 8], "p2p": True, "nvlink": False, "overlap.two_batch": False},
             source="vllm/distributed/device_communicators/cuda_communicator.py:56-82; "
-            "flashinfer_pcie_ipc_all_reduce.py:126; vllm/envs.py:2073-2078",
+            "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py:126; vllm/envs.py:2073-2078",
             why="PCIe-IPC all-reduce needs a 2/4/8-GPU TP group with P2P on PCIe and is off under DBO",
             effect="ignored",
         ),
@@ -171,7 +172,7 @@ RULES = RuleTable(
             values=(True,),
             needs={"comm.all2all": "deepep", "pp": 1, "family": {"not": ["deepseek_v41"]}},
             source="vllm/config/vllm.py:2090-2115 (a2a backend); :3378-3408 (PP); :1412-1421 and "
-            "model_executor/models/registry.py:359,393-396 (V4.1: Engram, multimodal)",
+            "vllm/model_executor/models/registry.py:359,393-396 (V4.1: Engram, multimodal)",
             why="--enable-dbo needs a DeepEP all2all backend and no pipeline parallelism; DeepSeek-V4.1 refuses it",
         ),
         # ---- fusion (-cc pass_config)

@@ -108,7 +108,7 @@ CASES = [
     ("sglang", "deepseek-v4-flash", box("rtx-pro-6000-x8"), {"tp": 4, "pp": 2}, False, ""),
     ("sglang", "deepseek-v4.1-flash", box("h200-x8"), {"dp": 8, "overlap": Overlap(two_batch=True)}, True, "V4.1"),
     ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 8, "overlap": Overlap(two_batch=True)}, True, "DP attention"),
-    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 2, "dp": 4, "overlap": Overlap(two_batch=True)}, True, "DeepEP"),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 2, "dp": 4, "overlap": Overlap(two_batch=True)}, True, "Deep"),
     ("sglang", "deepseek-v4.1-flash", box("l40s-x8"), {}, True, "compute capability 9.0"),
     ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"tp": 2, "comm": Comm(allreduce="pcie_ipc")}, True, "custom"),
     ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="flashinfer_cutlass")}, True, "ModelOpt"),
