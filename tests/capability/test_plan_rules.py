@@ -141,3 +141,25 @@ def test_decode_is_offered_only_what_matches_the_prefill():
         # prefill is sampled first: nothing is known of the decode yet, so nothing is refused for it
         first = {**known, "phase": "prefill"}
         assert admission.admitted((engine,), "kernels.kv_cache_dtype", ("auto", "fp8"), first) == ("auto", "fp8")
+
+
+def test_sampled_disaggregated_plans_speculate_alike_on_both_sides():
+    import random
+
+    from autotune.search import SearchRequest, load_space
+    from autotune.search.admit import default_facts
+    from autotune.search.sampler import sample_plan
+    from autotune.search.study import study_choices
+    from autotune.specs import Workload
+
+    assert "speculative.method" not in default_facts({"speculative"})  # unknown until sampled, not "none"
+    space, hw, model = load_space(), box("rtx-pro-6000-x8"), load_model("deepseek-v3")
+    for engine in ("vllm", "sglang"):
+        req = SearchRequest(model, hw, Workload(), space, hw.num_gpus, engine=engine)
+        choices = {**study_choices(req), "mode": ("disaggregated",)}
+        admission, rng = Admission(capability.box_facts(hw, model)), random.Random(engine)
+        plans = [sample_plan(space, choices, lambda _n, o, r=rng: r.choice(list(o)), 8, admission)[0] for _ in range(60)]
+        plans = [p for p in plans if p is not None]
+        methods = [(p.phases["prefill"].speculative.method, p.phases["decode"].speculative.method) for p in plans]
+        assert len(plans) >= 30 and all(pre == dec for pre, dec in methods)
+        assert {"none", "mtp"} <= {pre for pre, _ in methods}
