@@ -143,6 +143,10 @@ def test_decode_is_offered_only_what_matches_the_prefill():
         assert admission.admitted((engine,), "kernels.kv_cache_dtype", ("auto", "fp8"), first) == ("auto", "fp8")
 
 
+def _random_suggest(rng):
+    return lambda _name, options: rng.choice(list(options))
+
+
 def test_sampled_disaggregated_plans_speculate_alike_on_both_sides():
     import random
 
@@ -158,8 +162,8 @@ def test_sampled_disaggregated_plans_speculate_alike_on_both_sides():
         req = SearchRequest(model, hw, Workload(), space, hw.num_gpus, engine=engine)
         choices = {**study_choices(req), "mode": ("disaggregated",)}
         admission, rng = Admission(capability.box_facts(hw, model)), random.Random(engine)
-        pick = rng.choice
-        plans = [sample_plan(space, choices, lambda _n, o: pick(list(o)), 8, admission)[0] for _ in range(60)]
+        suggest = _random_suggest(rng)
+        plans = [sample_plan(space, choices, suggest, 8, admission)[0] for _ in range(60)]
         plans = [p for p in plans if p is not None]
         methods = [(p.phases["prefill"].speculative.method, p.phases["decode"].speculative.method) for p in plans]
         assert len(plans) >= 30 and all(pre == dec for pre, dec in methods)
