@@ -53,6 +53,11 @@ def box_facts(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
         "expert_format": model.expert_format,
         "draft_heads": model.draft_heads,
         "activation_dtype": "fp16" if model.dense_dtype == "fp16" else "bf16",
+        # KV heads and query heads per KV head of the first layer (vLLM's GQA decode context parallel reads them)
+        "kv_heads": model.layers[0].attention.num_kv_heads,
+        "q_per_kv": model.num_heads // max(1, model.layers[0].attention.num_kv_heads),
+        # whether any layer has a dense (not MoE) MLP: SGLang's --moe-dense-tp-size only changes those
+        "dense_mlp": any(layer.ffn.kind == "dense" for layer in model.layers),
     }
 
 
@@ -74,15 +79,32 @@ def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> d
         out["chunk_covers_running"] = values["batching.chunked_prefill_tokens"] >= values["batching.max_running"]
     if "tp" in values and "dcp" in values:
         out["dcp_divides_tp"] = values["tp"] % values["dcp"] == 0
+        if "kv_heads" in box:  # vllm/config/model.py:1598-1628: GQA DCP splits the KV heads' replicas over tp
+            tp, dcp, kv_heads = values["tp"], values["dcp"], box["kv_heads"]
+            out["dcp_fits_kv_heads"] = tp > kv_heads and dcp <= tp // kv_heads and box["q_per_kv"] % dcp == 0
     return out
 
 
-def phase_facts(engine: str, plan: Plan, phase_name: str, phase: PhasePlan, box: dict[str, Any]) -> dict[str, Any]:
+def peer_facts(plan: Plan, phase_name: str) -> dict[str, Any]:
+    """The other phase's plan fields as `peer.<field>` (disaggregated plans; {} otherwise)."""
+    if plan.mode != "disaggregated":
+        return {}
+    other = {"prefill": "decode", "decode": "prefill"}.get(phase_name)
+    return phase_field_facts(plan.phases[other], "peer.") if other in plan.phases else {}
+
+
+def phase_field_facts(phase: PhasePlan, prefix: str = "") -> dict[str, Any]:
     values = {name: get(phase) for name, get in PHASE_FIELDS.items()}
     values.update({f"fusion.{k}": v for k, v in phase.fusion.items()})
+    return {prefix + k: v for k, v in values.items()}
+
+
+def phase_facts(engine: str, plan: Plan, phase_name: str, phase: PhasePlan, box: dict[str, Any]) -> dict[str, Any]:
+    values = phase_field_facts(phase)
     return {
         **box,
         **values,
+        **peer_facts(plan, phase_name),
         **derived_facts(engine, values, box),
         "engine": engine,
         "mode": plan.mode,

@@ -9,7 +9,12 @@ credit). Conditions are data over facts (see facts.py):
     {"min", "max"} -> a range, inclusive          {"cc": {"min": 9.0, "max": 10.9}}
     {"not": [..]}  -> the fact is none of these   {"family": {"not": ["deepseek_v41"]}}
     {"has": x}     -> a tuple fact contains x     {"draft_heads": {"has": "mtp"}}
+    {"same_as": f} -> equals another fact         {"kernels.kv_cache_dtype": {"same_as": "peer.kernels.kv_cache_dtype"}}
     scalar      -> equality                       {"p2p": True}
+
+Facts cover one phase, the box and checkpoint, and (disaggregated plans) the other phase as `peer.<field>`, so a
+rule can tie dimensions of one phase together (two-batch overlap needs its dispatcher) or the two phases together
+(the KV connector compares what both sides hold).
 
 `when` narrows where the rule applies; `needs` must then hold. A fact that is not known yet (a dimension
 not sampled so far) leaves the rule undecided, so partial plans can be screened while they are sampled.
@@ -83,13 +88,16 @@ def _fmt(value: Any) -> str:
 UNKNOWN = object()
 
 
-def holds(condition: Any, value: Any) -> bool | None:
-    """Whether `value` meets `condition`; None when the value is not known yet."""
+def holds(condition: Any, value: Any, facts: Mapping[str, Any] | None = None) -> bool | None:
+    """Whether `value` meets `condition`; None when the value (or the fact it is compared with) is not known yet."""
     if value is UNKNOWN:
         return None
     if isinstance(condition, list):
         return any(_same(value, c) for c in condition)
     if isinstance(condition, Mapping):
+        if "same_as" in condition:
+            other = (facts or {}).get(condition["same_as"], UNKNOWN)
+            return None if other is UNKNOWN else _same(value, other)
         if "not" in condition:
             return not any(_same(value, c) for c in condition["not"])
         if "has" in condition:
@@ -103,7 +111,7 @@ def all_hold(conditions: Mapping[str, Any], facts: Mapping[str, Any]) -> bool | 
     """True / False, or None when some fact is unknown and none is false."""
     verdict: bool | None = True
     for fact, condition in conditions.items():
-        ok = holds(condition, facts.get(fact, UNKNOWN))
+        ok = holds(condition, facts.get(fact, UNKNOWN), facts)
         if ok is False:
             return False
         if ok is None:

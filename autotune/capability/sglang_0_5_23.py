@@ -1,5 +1,5 @@
 """SGLang 0.5.23: what `python -m sglang.launch_server` accepts, read from the wheel's source (paths relative
-to site-packages; `arg_groups/` = sglang/srt/server_args_config/arg_groups/). Re-check against the installed
+to site-packages; `srt/` = sglang/srt/, `arg_groups/` = sglang/srt/arg_groups/). Re-check against the installed
 wheel before changing a rule (`pip download --no-deps sglang==0.5.23`, unzip, grep the file named in `source`);
 shared/reference/engine-knobs.md summarises them.
 """
@@ -22,7 +22,7 @@ RULES = RuleTable(
             when={"family": SPARSE_ATTENTION_FAMILIES},
             needs={"cc": {"min": 9.0}},
             source="arg_groups/deepseek_v4_hook.py:45-60 (dsv4 -> FlashMLA, sm90/sm100/sm120 kernels); "
-            "server_args_config/overrides.py:601-746 (GLM-5 DSA sub-backends: flashmla / trtllm / fa3, cc >= 9)",
+            "arg_groups/overrides.py:601-746 (GLM-5 DSA sub-backends: flashmla / trtllm / fa3, cc >= 9)",
             why="no sparse-MLA / compressed-attention kernel below compute capability 9.0 (fails when the first "
             "batch runs)",
         ),
@@ -63,7 +63,7 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("flashinfer_mxfp4",),
             needs={"expert_weights": ["mxfp4"], "cc": [9.0, 10.0, 12.0, 12.1]},
-            source="srt/layers/quantization/fp8.py:459-470; arg_groups/model_overrides/deepseek_v4.py:66-91",
+            source="srt/layers/quantization/fp8.py:459-470; arg_groups/model_overrides/deepseek_v4.py:66-89",
             why="flashinfer_mxfp4 runs MXFP4 experts on SM90/100/120",
         ),
         Rule(
@@ -97,18 +97,31 @@ RULES = RuleTable(
         # ---- dense FP8 GEMM kernel (--fp8-gemm-backend): applies to FP8 linear layers only
         Rule(
             field="kernels.linear",
-            values=("cutlass", "triton"),
-            needs={"dense_weights": ["fp8_block", "fp8_tensor", "fp8_online", "mxfp8"]},
-            source="arg_groups/choices.py:168-178 (--fp8-gemm-backend picks the FP8 linear kernel)",
-            why="--fp8-gemm-backend only picks the kernel of FP8 linear layers",
+            values=("triton",),
+            needs={"dense_weights": ["fp8_block", "mxfp8"]},
+            source="srt/layers/quantization/fp8.py:1436-1475 (per-tensor and online FP8: apply_fp8_linear never "
+            "reads the backend); srt/layers/quantization/fp8_utils.py:704-734 (block FP8 dispatch)",
+            why="--fp8-gemm-backend is read for block-FP8 linear layers only (per-tensor and online FP8 run "
+            "apply_fp8_linear)",
             effect="ignored",
         ),
         Rule(
             field="kernels.linear",
             values=("cutlass",),
-            needs={"cc": {"min": 8.9}},
-            source="srt/layers/quantization/fp8.py:1508-1517 (cutlass_fp8_supported: SM89 / SM90+)",
-            why="CUTLASS FP8 GEMM needs compute capability >= 8.9",
+            needs={"dense_weights": ["fp8_block"]},
+            source="srt/layers/quantization/fp8.py:1436-1475 (per-tensor and online FP8 never read the backend); "
+            "srt/layers/quantization/fp8_utils.py:713-734 (32x32-block FP8 runs DeepGEMM or Triton whatever it says)",
+            why="--fp8-gemm-backend cutlass is read for 128-block FP8 linear layers only (online / per-tensor FP8 "
+            "run apply_fp8_linear, 32-block FP8 runs Triton)",
+            effect="ignored",
+        ),
+        Rule(
+            field="kernels.linear",
+            values=("cutlass",),
+            when={"dense_weights": ["fp8_block"]},
+            needs={"cc": [12.0, 12.1]},
+            source="srt/layers/quantization/fp8_utils.py:1137-1143 (_dispatch_explicit_backend)",
+            why="--fp8-gemm-backend cutlass raises off SM120 ('deprecated on this hardware')",
         ),
         # ---- communication
         Rule(
@@ -149,8 +162,20 @@ RULES = RuleTable(
             values=(True,),
             when={"comm.all2all": "allgather_reducescatter"},
             needs={"dp": {"min": 2}},
-            source="arg_groups/validation_hook.py:755-771",
+            source="arg_groups/validation_hook.py:756-771 (check_two_batch_overlap)",
             why="without an all-to-all backend two-batch overlap needs DP attention",
+        ),
+        Rule(
+            field="overlap.two_batch",
+            values=(True,),
+            when={"family": {"not": ["deepseek_v4"]}},
+            needs={"comm.all2all": "deepep"},
+            source="srt/batch_overlap/operations_strategy.py:86-160 (DeepSeek / Qwen3-MoE operation lists); "
+            "srt/models/deepseek_v2.py:1959-1979 (dispatch_output is set only when ep_size > 1); "
+            "srt/models/qwen3_moe.py:446-458; srt/batch_overlap/operations_strategy.py:186-203 (the no-a2a path: "
+            "DeepSeek-V4 prefill only)",
+            why="two-batch overlap needs an all-to-all dispatcher (DeepEP) except on DeepSeek-V4 prefill: the "
+            "overlapped MoE reads a dispatch output only expert parallelism produces (fails on the first batch)",
         ),
         # ---- fusion: FlashInfer all-reduce + RMSNorm is on by default on SM90/SM10x only
         Rule(
@@ -179,6 +204,25 @@ RULES = RuleTable(
         ),
         Rule(
             field="speculative.method",
+            values=("mtp",),
+            when={"phase": ["both", "decode"]},
+            needs={"pp": 1},
+            source="arg_groups/validation_hook.py:119-164,196-197 (check_pipeline_parallel_compat)",
+            why="pipeline parallelism with NEXTN (MTP) speculation runs only on a prefill server (AssertionError)",
+        ),
+        Rule(
+            field="speculative.method",
+            values=(),
+            when={"mode": "disaggregated"},
+            needs={"speculative.method": {"same_as": "peer.speculative.method"}},
+            source="srt/disaggregation/prefill.py:943-950 (the prefill sends draft hidden states only when it "
+            "speculates); srt/disaggregation/decode.py:2727-2730; srt/disaggregation/common/conn.py:1359-1373 and "
+            "srt/disaggregation/utils.py:1894-1898 (DeepSeek-V4.1 DSpark PD layout mismatch raises)",
+            why="prefill and decode must speculate alike: the decode drafts from what the prefill hands over "
+            "(DSpark on one side only raises)",
+        ),
+        Rule(
+            field="speculative.method",
             values=("dspark",),
             when={"dp": {"min": 2}},
             needs={"dp_lm_head": True},
@@ -192,6 +236,25 @@ RULES = RuleTable(
             source="arg_groups/fields/parallel.py (--dcp-size); no CUDA check found beyond DSA/trtllm_mla (evidence)",
             why="decode context parallelism shards MLA latent KV over a divisor of the TP size",
         ),
+        Rule(
+            field="dcp",
+            values=(2, 4, 8),
+            when={"cc": [9.0]},
+            needs={"kernels.attention": ["triton", "flashinfer"]},
+            source="arg_groups/model_override_base.py:336-338 (MLA on Hopper defaults to fa3); "
+            "srt/layers/attention/flashattention_backend.py:1451 (its only DCP reference); "
+            "srt/layers/dcp/__init__.py:14-26,49-54 (DCP primitives for Triton and FlashInfer-MLA / FlashMLA)",
+            why="suspected, not confirmed on a GPU: the default MLA backend on Hopper (fa3) has no DCP merge of "
+            "the ranks' partial attention; Triton and FlashInfer-MLA have one",
+        ),
+        Rule(
+            field="kernels.kv_cache_dtype",
+            values=(),
+            when={"mode": "disaggregated"},
+            needs={"kernels.kv_cache_dtype": {"same_as": "peer.kernels.kv_cache_dtype"}},
+            source="srt/disaggregation/common/conn.py:1327-1335",
+            why="prefill and decode must use the same --kv-cache-dtype (the decode raises at bootstrap)",
+        ),
         # ---- DP-attention side flags
         Rule(
             field="dense_dp",
@@ -199,6 +262,15 @@ RULES = RuleTable(
             needs={"dp": {"min": 2}},
             source="arg_groups/validation_hook.py:207-211; arg_groups/fields/parallel.py:289-294",
             why="a data-parallel dense MLP (--moe-dense-tp-size 1) only differs from TP under DP attention",
+            effect="ignored",
+        ),
+        Rule(
+            field="dense_dp",
+            values=(True,),
+            needs={"dense_mlp": True},
+            source="srt/layers/layer_boundary/layout.py:83-84 and srt/layers/layer_boundary/factories.py:97,130 "
+            "(read at dense-MLP layer boundaries)",
+            why="--moe-dense-tp-size 1 lays out dense MLP layers; this model has none (very likely a no-op)",
             effect="ignored",
         ),
         Rule(
@@ -212,7 +284,7 @@ RULES = RuleTable(
             field="eplb",
             values=(True,),
             needs={"ep": {"min": 2}},
-            source="srt/server_args.py (--enable-eplb asserts ep_size > 1)",
+            source="arg_groups/parallel_hook.py:790-791 (handle_eplb_and_dispatch: --enable-eplb asserts ep_size > 1)",
             why="EPLB needs expert parallelism",
         ),
     ),

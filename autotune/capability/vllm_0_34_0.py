@@ -52,7 +52,8 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("cutlass",),
             needs={"expert_weights": ["fp8_channel_online"]},
-            source="vllm/model_executor/layers/quantization/fp8.py:522-527; quantization/online/fp8.py:531-574,826-848",
+            source="vllm/model_executor/layers/quantization/fp8.py:522-527; "
+            "vllm/model_executor/layers/quantization/online/fp8.py:531-574,826-848",
             why="vLLM's CUTLASS MoE serves only online per-channel FP8 (--quantization fp8_per_channel, which "
             "mi-tune does not emit): checkpoint FP8, per-tensor FP8, bf16 and FP4 experts raise",
         ),
@@ -84,8 +85,17 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("b12x",),
             needs={"expert_weights": FP4_FORMATS, "cc": [12.0, 12.1]},
-            source="vllm/model_executor/layers/fused_moe/experts/b12x.py:499-507; oracle/mxfp4.py:371-419",
+            source="vllm/model_executor/layers/fused_moe/b12x.py:498-507; "
+            "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:371-419",
             why="b12x (W4A8) runs FP4 experts on the SM120 family only (and needs the b12x library)",
+        ),
+        Rule(
+            field="kernels.moe",
+            values=("b12x",),
+            needs={"ep": 1, "eplb": False},
+            source="vllm/model_executor/layers/fused_moe/b12x.py:536-545 (_supports_parallel_config); "
+            "vllm/model_executor/layers/fused_moe/oracle/base.py:218-237 (an explicit backend no kernel takes raises)",
+            why="b12x refuses expert parallelism, all-to-all kernels and EPLB",
         ),
         Rule(
             field="kernels.moe",
@@ -116,10 +126,20 @@ RULES = RuleTable(
         # to auto (kernels/linear/__init__.py:495-507), which the model would still credit
         Rule(
             field="kernels.linear",
-            values=("cutlass", "triton"),
-            needs={"dense_weights": FP8_FORMATS},
-            source="vllm/model_executor/kernels/linear/__init__.py:459-468,495-507",
-            why="mi-tune's linear_kernel choice is the FP8 GEMM kernel; other layers fall back to auto",
+            values=("cutlass",),
+            needs={"dense_weights": ["fp8_block", "fp8_tensor", "fp8_online"]},
+            source="vllm/model_executor/kernels/linear/__init__.py:296-302,394-407,418-442",
+            why="--linear-backend cutlass has FP8 kernels for per-tensor and 128-block FP8 only (no MXFP8, and "
+            "mi-tune's linear_kernel is the FP8 GEMM kernel): other layers run what vLLM picks itself",
+            effect="ignored",
+        ),
+        Rule(
+            field="kernels.linear",
+            values=("triton",),
+            needs={"dense_weights": ["fp8_block"]},
+            source="vllm/model_executor/kernels/linear/__init__.py:341-345,394-407,418-442",
+            why="--linear-backend triton has a block-FP8 kernel only (TritonFp8BlockScaledMMKernel): per-tensor, "
+            "online and MXFP8 layers run what vLLM picks itself",
             effect="ignored",
         ),
         Rule(
@@ -135,7 +155,7 @@ RULES = RuleTable(
             values=("pcie_ipc",),
             needs={"allreduce_world": [2, 4, 8], "p2p": True, "nvlink": False, "overlap.two_batch": False},
             source="vllm/distributed/device_communicators/cuda_communicator.py:56-82; "
-            "flashinfer_pcie_ipc_all_reduce.py:126; vllm/envs.py:2073-2078",
+            "vllm/distributed/device_communicators/flashinfer_pcie_ipc_all_reduce.py:126; vllm/envs.py:2073-2078",
             why="PCIe-IPC all-reduce needs a 2/4/8-GPU TP group with P2P on PCIe and is off under DBO",
             effect="ignored",
         ),
@@ -152,7 +172,7 @@ RULES = RuleTable(
             values=(True,),
             needs={"comm.all2all": "deepep", "pp": 1, "family": {"not": ["deepseek_v41"]}},
             source="vllm/config/vllm.py:2090-2115 (a2a backend); :3378-3408 (PP); :1412-1421 and "
-            "model_executor/models/registry.py:359,393-396 (V4.1: Engram, multimodal)",
+            "vllm/model_executor/models/registry.py:359,393-396 (V4.1: Engram, multimodal)",
             why="--enable-dbo needs a DeepEP all2all backend and no pipeline parallelism; DeepSeek-V4.1 refuses it",
         ),
         # ---- fusion (-cc pass_config)
@@ -190,20 +210,57 @@ RULES = RuleTable(
             source="vllm/config/parallel.py:638-641",
             why="the decode context parallel size must divide the tensor parallel size",
         ),
+        # MLA: every backend mi-tune names supports DCP (TRITON_MLA mla/triton_mla.py:170, FLASHINFER_MLA
+        # mla/flashinfer_mla.py:255; the latter's cc 10.x need is its own rule), so only GQA has a DCP rule here
         Rule(
             field="dcp",
             values=(2, 4, 8),
-            needs={"attention": ["mla"], "kernels.attention": ["auto", "triton"]},
-            source="vllm/v1/attention/backend.py:242-246,349-350; mla/triton_mla.py:170",
-            why="the attention backend must support DCP (TRITON_MLA on these boxes; not TRITON_ATTN or the SM120 "
-            "sparse backend)",
+            when={"attention": ["mha"]},
+            needs={"dcp_fits_kv_heads": True, "kernels.attention": ["auto", "flashinfer"]},
+            source="vllm/config/model.py:1598-1628 (GQA: tp > KV heads, dcp <= tp / KV heads, divides q per KV); "
+            "vllm/v1/attention/backends/flash_attn.py:1068; vllm/v1/attention/backends/flashinfer.py:2043 "
+            "(TRITON_ATTN has no DCP)",
+            why="GQA decode context parallelism needs tp > KV heads, dcp <= tp / KV heads dividing the query heads "
+            "per KV head, and FLASH_ATTN or FLASHINFER",
         ),
         Rule(
             field="eplb",
             values=(True,),
-            needs={"ep": {"min": 2}, "expert_weights": FP8_FORMATS + FP4_FORMATS},
-            source="vllm/config/parallel.py:215; fused_moe/fused_moe_method_base.py:129-130; quantization/fp8.py:802",
-            why="EPLB needs expert parallelism and a quantised MoE method that supports it (not bf16 experts)",
+            needs={"ep": {"min": 2}, "expert_weights": ["bf16", "fp16"] + FP8_FORMATS + FP4_FORMATS},
+            source="vllm/config/parallel.py:601-608; vllm/model_executor/layers/fused_moe/fused_moe_method_base.py:"
+            "128-130; vllm/model_executor/layers/fused_moe/unquantized_fused_moe_method.py:64-66; "
+            "vllm/model_executor/layers/quantization/fp8.py:801-803",
+            why="EPLB needs expert parallelism and a MoE method that supports it (bf16, FP8, FP4 experts; not INT4)",
+        ),
+        # ---- disaggregated: NIXL hashes what the KV transfer depends on and refuses a peer whose hash differs
+        # (nixl/base_worker.py:1267-1283, enforce_handshake_compat defaults to true :1112-1114); every request fails
+        Rule(
+            field="kernels.kv_cache_dtype",
+            values=(),
+            when={"mode": "disaggregated"},
+            needs={"kernels.kv_cache_dtype": {"same_as": "peer.kernels.kv_cache_dtype"}},
+            source="vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:150-220 (cache_dtype); "
+            "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1112-1114,1267-1283",
+            why="prefill and decode must use the same KV-cache dtype (NIXL compatibility hash)",
+        ),
+        Rule(
+            field="kernels.attention",
+            values=(),
+            when={"mode": "disaggregated"},
+            needs={"kernels.attention": {"same_as": "peer.kernels.attention"}},
+            source="vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:150-220 (attn_backend_name); "
+            "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py:1267-1283",
+            why="prefill and decode must run the same attention backend (NIXL compatibility hash)",
+        ),
+        Rule(
+            field="speculative.method",
+            values=(),
+            when={"mode": "disaggregated"},
+            needs={"speculative.method": {"same_as": "peer.speculative.method"}},
+            source="vllm/distributed/kv_transfer/kv_connector/v1/nixl/metadata.py:107-145,150-220 "
+            "(speculative_config of MTP / DSpark: uses_target_hidden_states); "
+            "vllm/v1/worker/gpu/spec_decode/eagle/config.py:38; vllm/v1/worker/gpu/spec_decode/dflash/config.py:19",
+            why="prefill and decode must speculate alike (NIXL compatibility hash covers MTP / DSpark drafts)",
         ),
         # ---- batching
         Rule(

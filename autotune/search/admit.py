@@ -31,8 +31,13 @@ def fact_values(field: str, value: Any, known: dict[str, Any]) -> dict[str, Any]
 
 
 def default_facts(fields: set[str]) -> dict[str, Any]:
-    """Plan defaults of the phase fields no sampled dimension sets (the engine default stays)."""
-    return {name: get(_DEFAULT_PHASE) for name, get in PHASE_FIELDS.items() if name not in fields}
+    """Plan defaults of the phase fields no sampled dimension sets (the engine default stays); a dimension on a
+    whole group (`speculative` sets speculative.method and .draft_tokens) leaves its facts unknown until sampled."""
+    return {
+        name: get(_DEFAULT_PHASE)
+        for name, get in PHASE_FIELDS.items()
+        if name not in fields and name.split(".")[0] not in fields
+    }
 
 
 @dataclass(frozen=True)

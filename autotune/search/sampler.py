@@ -6,6 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from autotune.capability.facts import phase_field_facts
 from autotune.search.admit import Admission, default_facts, fact_values, parse_speculative
 from autotune.search.space import Space, dynamic_requirements
 from autotune.specs import PhasePlan, Plan, SpecError, from_dict
@@ -61,7 +62,8 @@ def sample_plan(
 ) -> tuple[Plan | None, str]:
     """Ask `suggest(param_name, choices)` for each active dimension; returns (plan, '') or (None, reason).
     With `admission`, each phase dimension is offered only the values the sampled engine accepts given the
-    values sampled before it (capability rules)."""
+    values sampled before it (capability rules); decode is sampled after prefill and sees its values as `peer.*`
+    facts, so a rule tying the two phases together (the KV connector compares them) offers only matching values."""
     deployment: dict[str, Any] = {}
     for dim in space.dimensions:
         active = dim.scope == "deployment" and all(deployment.get(k) == v for k, v in dim.when.items())
@@ -70,9 +72,10 @@ def sample_plan(
     split = phase_gpus(deployment["mode"], deployment.get("prefill_share", 0.5), num_gpus)
     if isinstance(split, str):
         return None, split
-    phases = {}
+    phases: dict[str, PhasePlan] = {}
     for phase_name, gpus in split.items():
-        values = _phase_values(space, choices, suggest, phase_name, len(gpus), deployment, admission)
+        peer = phase_field_facts(phases["prefill"], "peer.") if phase_name == "decode" else {}
+        values = _phase_values(space, choices, suggest, phase_name, len(gpus), deployment, admission, peer)
         if isinstance(values, str):
             return None, f"{phase_name}: {values}"
         reason = _unmet(space, values, f"{phase_name}.")
@@ -115,6 +118,7 @@ def _phase_values(
     num_gpus: int,
     deployment: dict[str, Any],
     admission: Admission | None = None,
+    peer: dict[str, Any] | None = None,
 ) -> dict[str, Any] | str:
     """Sample a phase's dimensions. The layout dimensions are sampled jointly as one choice among the layouts
     that fit the phase's GPUs (`both.layout@8`): every sampled layout is valid, and one move of the
@@ -141,7 +145,7 @@ def _phase_values(
         and choices[dim.name]  # else inactive, or moot on this box/model: the plan keeps its default
     ]
     known = {**default_facts({d.field for d in active}), **{"tp": 1, "dp": 1, "pp": 1}, **values}
-    known.update(mode=deployment.get("mode"), phase=phase)
+    known.update(mode=deployment.get("mode"), phase=phase, **(peer or {}))
     for dim in active:
         offered = choices[dim.name]
         name = f"{phase}.{dim.name}"

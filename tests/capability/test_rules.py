@@ -85,7 +85,8 @@ CASES = [
     ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"speculative": Speculative("mtp", 1)}, True, "MTP layers"),
     ("vllm", "deepseek-v3", box("h200-x8"), {"dcp": 2}, False, ""),
     ("vllm", "deepseek-v3", box("h200-x8"), {"dcp": 2, "kernels": Kernels(attention="flashinfer")}, True, ""),
-    ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"eplb": True, "ep": 8}, True, "not bf16 experts"),
+    # bf16 experts support EPLB (unquantized_fused_moe_method.py:64-66)
+    ("vllm", "qwen3-235b-a22b", box("h200-x8"), {"eplb": True, "ep": 8}, False, ""),
     ("vllm", "deepseek-v3", box("h200-x8"), {"eplb": True, "ep": 8}, False, ""),
     ("vllm", "deepseek-v3", box("h200-x8"), {"eplb": True}, True, "expert parallelism"),
     ("vllm", "glm-5", box("h200-x8"), {"fusion": {"allreduce_rmsnorm": True}}, True, "torch.compile"),
@@ -107,7 +108,7 @@ CASES = [
     ("sglang", "deepseek-v4-flash", box("rtx-pro-6000-x8"), {"tp": 4, "pp": 2}, False, ""),
     ("sglang", "deepseek-v4.1-flash", box("h200-x8"), {"dp": 8, "overlap": Overlap(two_batch=True)}, True, "V4.1"),
     ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 8, "overlap": Overlap(two_batch=True)}, True, "DP attention"),
-    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 2, "dp": 4, "overlap": Overlap(two_batch=True)}, False, ""),
+    ("sglang", "qwen3-235b-a22b", box("h200-x8"), {"tp": 2, "dp": 4, "overlap": Overlap(two_batch=True)}, True, "Deep"),
     ("sglang", "deepseek-v4.1-flash", box("l40s-x8"), {}, True, "compute capability 9.0"),
     ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"tp": 2, "comm": Comm(allreduce="pcie_ipc")}, True, "custom"),
     ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(moe="flashinfer_cutlass")}, True, "ModelOpt"),
@@ -144,7 +145,8 @@ CASES = [
     ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="triton")}, True, "FP8 experts"),
     ("sglang", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="b12x")}, True, "no b12x"),
     ("sglang", "llama-3.1-70b", box("rtx-pro-6000-x8"), {"kernels": Kernels(linear="cutlass")}, True, "FP8 linear"),
-    ("sglang", "deepseek-v3", box("h200-x8", "sm_80"), {"kernels": Kernels(linear="cutlass")}, True, ">= 8.9"),
+    ("sglang", "deepseek-v3", box("h200-x8"), {"kernels": Kernels(linear="cutlass")}, True, "off SM120"),
+    ("sglang", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(linear="cutlass")}, False, ""),
     (
         "sglang",
         "deepseek-v3",
@@ -206,10 +208,14 @@ def test_the_emitters_refuse_a_plan_that_breaks_a_rule():
 
 
 def test_every_rule_has_a_recorded_case():
+    from tests.capability.test_plan_rules import PAIRS  # rules over the whole plan (both phases, combinations)
+
+    recorded = [(plan(engine, **fields), model, hw) for engine, model, hw, fields, _, _ in CASES]
+    recorded += [(p, model, hw) for p, model, hw, _, _ in PAIRS]
     broken = set()
-    for engine, model, hw, fields, _, _ in CASES:
-        for v in capability.plan_violations(plan(engine, **fields), load_model(model), hw):
-            broken.add((engine, v.rule.field, v.rule.why))
+    for p, model, hw in recorded:
+        for v in capability.plan_violations(p, load_model(model), hw):
+            broken.add((p.engine, v.rule.field, v.rule.why))
     missing = [
         (table.engine, rule.field, rule.why)
         for table in capability.TABLES.values()

@@ -1,0 +1,92 @@
+"""Every `file:line` a capability rule cites exists in the engine wheel the rule table is for: the file is there
+and each cited line is inside it. The wheels are unpacked under MI_TUNE_ENGINE_SRC (default /tmp/wheels/src;
+.ci/run downloads them: `pip download --no-deps vllm==0.34.0 sglang==0.5.23`, unzipped into vllm/ and sglang/).
+Without them the test skips, and fails in CI (CI=true)."""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from autotune import capability
+from autotune.capability.rules import RuleTable
+
+ENGINE_SRC = Path(os.environ.get("MI_TUNE_ENGINE_SRC", "/tmp/wheels/src"))
+REPO = Path(__file__).resolve().parents[2]
+# (engine, version) of a rule table -> (folder under ENGINE_SRC the wheel is unzipped into, how a cited path's
+# first component maps into it). A table for another engine version needs its wheel named here.
+ENGINE_SOURCES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
+    ("vllm", "0.34.0"): ("vllm", {"vllm/": "vllm/"}),
+    ("sglang", "0.5.23"): ("sglang", {"srt/": "sglang/srt/", "arg_groups/": "sglang/srt/arg_groups/"}),
+}
+# a path (.py / .yaml) with optional :lines, or a bare :lines continuing the previous path ("... :3378-3408")
+CITATION = re.compile(
+    r"(?P<path>[A-Za-z_][\w/.-]*\.(?:py|yaml))(?::(?P<lines>\d[\d,-]*))?|(?<=[\s(]):(?P<more>\d[\d,-]*)"
+)
+
+
+def citations(source: str) -> list[tuple[str, list[int]]]:
+    """(cited path, the last line of each cited range) in the order they appear; a bare `:lines` belongs to the
+    path before it."""
+    found: list[tuple[str, list[int]]] = []
+    for m in CITATION.finditer(source):
+        if m.group("path"):
+            found.append((m.group("path"), []))
+        lines = (m.group("lines") or m.group("more") or "").strip(",-")
+        if lines and found:
+            found[-1][1].extend(int(part.split("-")[-1]) for part in lines.split(",") if part)
+    return found
+
+
+def resolve(table: RuleTable, path: str) -> Path | str:
+    """Where a cited path lives, or why it cannot be placed."""
+    if path.startswith("autotune/"):
+        return REPO / path
+    folder, prefixes = ENGINE_SOURCES[(table.engine, table.version)]
+    for prefix, target in prefixes.items():
+        if path.startswith(prefix):
+            return ENGINE_SRC / folder / (target + path[len(prefix) :])
+    return f"{path}: not a path from the package root (starts with one of {', '.join(prefixes)})"
+
+
+def _tables_with_source() -> list[RuleTable]:
+    tables = list(capability.TABLES.values())
+    unknown = [t.label for t in tables if (t.engine, t.version) not in ENGINE_SOURCES]
+    assert not unknown, f"rule tables with no engine source named in ENGINE_SOURCES: {unknown}"
+    missing = [t.label for t in tables if not (ENGINE_SRC / ENGINE_SOURCES[(t.engine, t.version)][0]).is_dir()]
+    if missing:
+        why = f"no unpacked wheel under {ENGINE_SRC} for {', '.join(missing)} (.ci/run downloads them)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return tables
+
+
+def test_citation_parser_reads_ranges_and_continuations():
+    got = citations("vllm/config/vllm.py:2090-2115 (a2a); :3378-3408 (PP); vllm/x.py:359,393-396; flags/v.yaml (no)")
+    assert got == [("vllm/config/vllm.py", [2115, 3408]), ("vllm/x.py", [359, 396]), ("flags/v.yaml", [])]
+
+
+def test_every_cited_file_and_line_exists_in_the_pinned_wheel():
+    problems = []
+    for table in _tables_with_source():
+        for rule in table.rules:
+            cited = citations(rule.source)
+            if not cited:
+                problems.append(f"{table.label} {rule.field}: cites no file ({rule.source})")
+            for path, last_lines in cited:
+                where = resolve(table, path)
+                if isinstance(where, str):
+                    problems.append(f"{table.label} {rule.field}: {where}")
+                    continue
+                if not where.is_file():
+                    problems.append(f"{table.label} {rule.field}: {path} is not in the wheel ({where})")
+                    continue
+                length = len(where.read_text(errors="replace").splitlines())
+                problems += [
+                    f"{table.label} {rule.field}: {path}:{line} is beyond the file's {length} lines"
+                    for line in last_lines
+                    if line > length
+                ]
+    assert not problems, "\n".join(problems)
