@@ -29,6 +29,7 @@ from autotune.specs import (
     save,
 )
 from autotune.specs.best import finite_or_none as _finite
+from autotune.specs.ranges import path_component
 
 DEFAULT_PRESET = "rtx-pro-6000-x8"
 RESULTS_DIR = Path("results")
@@ -144,8 +145,12 @@ def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path
         return out
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    # names from files become one path component each (specs/ranges.py): never a '..' or a '/' out of results/
+    label = f"{path_component(model.name, 'model')}-{path_component(hw.name, 'box')}-{stamp}"
     for n in range(1, 1000):
-        out = RESULTS_DIR / (f"{model.name}-{hw.name}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        out = RESULTS_DIR / (label + (f"-{n}" if n > 1 else ""))
+        if out.resolve().parent != RESULTS_DIR.resolve():
+            raise MiTuneError(f"run directory {out}: outside {RESULTS_DIR}/; pass --out DIR")
         try:
             out.mkdir()
             return out

@@ -241,6 +241,7 @@ def search(
         if value not in allowed:
             raise MiTuneError(f"{flag}: expected one of {', '.join(allowed)}, got '{value}'")
     validate.search_flags(trials, timeout, seed, workers, gpus)
+    validate.flags("search", {"--measure": measure, "--measure-port": measure_port if measure else None})
     validate.run_dir("--out", out)
     opts = api.SearchOptions(
         model=model,
@@ -452,7 +453,9 @@ def bench(
 
     if (url is None) == (from_file is None):
         raise MiTuneError("--url / --from-file: give one of them")
-    validate.at_least("--burst", burst, 0, "0 = no burst")
+    numbers = {"--isl": isl, "--osl": osl, "--concurrency": concurrency, "--rate": rate, "--burst": burst,
+               "--num-requests": num_requests, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms, "--seed": seed}  # fmt: skip
+    validate.flags("bench", numbers)
     if from_file:
         report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
     else:
@@ -497,8 +500,7 @@ def measure(
 
     _check_host(host)
     _check_port(port)
-    validate.at_least("--num-requests", num_requests, 0, "0 = 4 rounds of the concurrency")
-    validate.above("--ready-timeout", ready_timeout, 0, " seconds")
+    validate.flags("measure", {"--top": top, "--num-requests": num_requests, "--ready-timeout": ready_timeout})
     opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
     print(format_outcome(api.measure_run(run_dir, opts)))
 
@@ -554,6 +556,7 @@ def kernels_tune_moe(
     """Tune the engines' fused-MoE Triton configs on this GPU and write them where vLLM / SGLang read them."""
     from autotune.kernels.moe_tune import build_request, check_device, describe, requests_from_best, tune_moe
 
+    validate.flags("kernels", {"--tp": tp, "--ep": ep, "--trials": trials, "--seed": seed})
     try:
         sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
     except ValueError:

@@ -97,7 +97,7 @@ CASES = [
             "--space",
             _space(t, TP + "  - {name: max_running, field: batching.max_running, choices: [-16]}\n"),
         ],
-        r"space\.yaml: max_running: expected a positive integer, got -16",
+        r"space\.yaml: max_running: expected 1\.\.1,048,576 requests, got -16",
     ),
     (
         "space-choice-of-the-wrong-type",
@@ -166,11 +166,15 @@ CASES = [
     ),
     ("space-missing", lambda t: [*SEARCH, "--space", str(t / "nope.yaml")], r"nope\.yaml: file not found"),
     # workload and search flags
-    ("negative-ttft", lambda t: [*SEARCH, "--ttft-ms", "-1"], r"--ttft-ms: expected 0 or more .*got -1"),
-    ("negative-tpot", lambda t: [*SEARCH, "--tpot-ms", "-5"], r"--tpot-ms: expected 0 or more .*got -5"),
+    (
+        "negative-ttft",
+        lambda t: [*SEARCH, "--ttft-ms", "-1"],
+        r"--ttft-ms: expected 0\.\.86,400,000 ms \(0 = no SLO\), got -1",
+    ),
+    ("negative-tpot", lambda t: [*SEARCH, "--tpot-ms", "-5"], r"--tpot-ms: expected 0\.\..* ms .*got -5"),
     ("nan-ttft", lambda t: [*SEARCH, "--ttft-ms", "nan"], r"--ttft-ms: expected a finite number"),
-    ("zero-timeout", lambda t: [*SEARCH, "--timeout", "0"], r"--timeout: expected more than 0 seconds"),
-    ("negative-timeout", lambda t: [*SEARCH, "--timeout", "-3"], r"--timeout: expected more than 0 seconds"),
+    ("zero-timeout", lambda t: [*SEARCH, "--timeout", "0"], r"--timeout: expected 0 < x <= .* seconds"),
+    ("negative-timeout", lambda t: [*SEARCH, "--timeout", "-3"], r"--timeout: expected 0 < x <= .*got -3"),
     (
         "timeout-before-the-first-trial",
         lambda t: [*SEARCH, "--timeout", "0.000001", "--quiet"],
@@ -181,16 +185,20 @@ CASES = [
         lambda t: [*SEARCH, "--isl", "200000"],
         r"--isl 200000 \+ --osl 1024 = 201024 tokens: more than llama-3\.1-70b's context of 131072",
     ),
-    ("zero-isl", lambda t: [*SEARCH, "--isl", "0"], r"--isl: expected 1 or more, got 0"),
-    ("zero-osl", lambda t: [*SEARCH, "--osl", "0"], r"--osl: expected 1 or more, got 0"),
+    ("zero-isl", lambda t: [*SEARCH, "--isl", "0"], r"--isl: expected 1\.\.134,217,728 tokens, got 0"),
+    ("zero-osl", lambda t: [*SEARCH, "--osl", "0"], r"--osl: expected 1\.\..* tokens, got 0"),
     ("isl-not-a-number", lambda t: [*SEARCH, "--isl", "abc"], r"'--isl'.*integer.*\(see 'mi-tune search --help'\)"),
     ("zero-trials", lambda t: [*SEARCH[:-2], "--trials", "0"], r"'--trials'"),
     ("more-gpus-than-the-box", lambda t: [*SEARCH, "--gpus", "9"], r"--gpus: expected 1\.\.8 for 'rtx-pro-6000-x8'"),
-    ("negative-gpus", lambda t: [*SEARCH, "--gpus", "-1"], r"--gpus: expected 0 or more"),
-    ("negative-concurrency", lambda t: [*SEARCH, "--concurrency", "-1"], r"--concurrency: expected 0 or more"),
-    ("negative-rate", lambda t: [*SEARCH, "--rate", "-1"], r"--rate: expected 0 or more"),
+    (
+        "negative-gpus",
+        lambda t: [*SEARCH, "--gpus", "-1"],
+        r"--gpus: expected 0\.\.4096 \(0 = every GPU of the box\), got -1",
+    ),
+    ("negative-concurrency", lambda t: [*SEARCH, "--concurrency", "-1"], r"--concurrency: expected 0\.\..*got -1"),
+    ("negative-rate", lambda t: [*SEARCH, "--rate", "-1"], r"--rate: expected 0\.\..* requests/s"),
     ("rate-and-concurrency", lambda t: [*SEARCH, "--rate", "1", "--concurrency", "4"], r"not both"),
-    ("negative-seed", lambda t: [*SEARCH, "--seed", "-1"], r"--seed: expected 0\.\.4294967295, got -1"),
+    ("negative-seed", lambda t: [*SEARCH, "--seed", "-1"], r"--seed: expected 0\.\.4,294,967,295, got -1"),
     ("zero-workers", lambda t: [*SEARCH, "--workers", "0"], r"'--workers'"),
     ("unknown-engine", lambda t: [*SEARCH, "--engine", "trt"], r"--engine: expected one of auto, vllm, sglang"),
     ("unknown-mode", lambda t: [*SEARCH, "--mode", "x"], r"--mode: expected one of"),
@@ -198,7 +206,7 @@ CASES = [
     ("unknown-flag", lambda t: [*SEARCH, "--colour", "red"], r"No such option: --colour"),
     ("missing-model", lambda t: ["search"], r"Missing option '--model'"),
     # the simulator's workload flags and workload files (sim/workloads.py)
-    ("negative-burst", lambda t: [*SEARCH, "--burst", "-1"], r"--burst: expected 0 or more"),
+    ("negative-burst", lambda t: [*SEARCH, "--burst", "-1"], r"--burst: expected 0\.\..*got -1"),
     ("negative-isl-std", lambda t: [*SEARCH, "--isl-std", "-1", "--length-dist", "normal"], r"--isl-std: expected 0"),
     (
         "nan-osl-std",
@@ -208,11 +216,15 @@ CASES = [
     (
         "prefix-hit-rate-above-1",
         lambda t: [*SEARCH, "--prefix-hit-rate", "1.5"],
-        r"--prefix-hit-rate: expected a share",
+        r"--prefix-hit-rate: expected 0 <= x < 1 \(a share of the prompt\), got 1\.5",
     ),
-    ("zero-num-requests", lambda t: [*SEARCH, "--num-requests", "0"], r"--num-requests: expected 1 or more"),
-    ("slo-percentile-100", lambda t: [*SEARCH, "--slo-percentile", "100"], r"--slo-percentile: expected a percentile"),
-    ("slo-percentile-0", lambda t: [*SEARCH, "--slo-percentile", "0"], r"--slo-percentile: expected a percentile"),
+    ("zero-num-requests", lambda t: [*SEARCH, "--num-requests", "0"], r"--num-requests: expected 1\.\..*got 0"),
+    (
+        "slo-percentile-100",
+        lambda t: [*SEARCH, "--slo-percentile", "100"],
+        r"--slo-percentile: expected 0 < x < 100 \(a percentile\), got 100",
+    ),
+    ("slo-percentile-0", lambda t: [*SEARCH, "--slo-percentile", "0"], r"--slo-percentile: expected 0 < x < 100"),
     ("unknown-length-dist", lambda t: [*SEARCH, "--length-dist", "zipf"], r"length_dist: expected one of fixed"),
     ("unknown-dataset", lambda t: [*SEARCH, "--dataset", "nope"], r"--dataset: expected one of"),
     ("burst-and-concurrency", lambda t: [*SEARCH, "--burst", "4", "--concurrency", "3"], r"give one"),
@@ -220,7 +232,7 @@ CASES = [
     (
         "workload-file-negative-slo",
         lambda t: [*SEARCH, "--workload", _file(t, "w.yaml", WORKLOAD + "ttft_ms: -5\n")],
-        r"w\.yaml: ttft_ms/tpot_ms: expected values >= 0",
+        r"w\.yaml: ttft_ms: expected 0\.\..* ms \(0 = no SLO\), got -5",
     ),
     (
         "workload-file-unknown-field",
@@ -250,7 +262,7 @@ CASES = [
     (
         "config-no-context",
         lambda t: [*SEARCH[:1], "--model", _config(t, max_position_embeddings=0)],
-        r"config\.json: max_position_embeddings: expected a positive integer, got 0",
+        r"config\.json: field 'max_position_embeddings': expected 1\.\..* tokens, got 0",
     ),
     (
         "config-missing-field",
@@ -262,7 +274,7 @@ CASES = [
     (
         "hardware-negative-memory",
         lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gb=-48))],
-        r"box\.yaml: accelerators\[0\]\.memory_gb: expected a value >= 0, got -48",
+        r"box\.yaml: accelerators\[0\]\.memory_gb: expected 0\.\.4096 GiB \(0 = unknown\), got -48",
     ),
     (
         "hardware-unknown-field",
@@ -317,7 +329,7 @@ CASES = [
             _file(t, "p.yaml", PLAN.replace("tp: 8", "tp: 8, batching: {max_running: -16}")),
             *MODEL,
         ],
-        r"p\.yaml: phases\.both\.batching\.max_running: expected a positive integer, got -16",
+        r"p\.yaml: phases\.both\.batching\.max_running: expected 1\.\..* requests, got -16",
     ),
     (
         "plan-unknown-allreduce",
@@ -337,7 +349,7 @@ CASES = [
     (
         "plan-negative-gpu",
         lambda t: ["estimate", _file(t, "p.yaml", PLAN.replace("[0,1,2", "[-1,1,2")), *MODEL],
-        r"p\.yaml: phases\.both\.gpus: expected GPU indices >= 0",
+        r"p\.yaml: phases\.both\.gpus\[0\]: expected 0\.\.4095 \(GPU indices\), got -1",
     ),
     (
         "plan-gpu-beyond-the-box",
@@ -362,26 +374,42 @@ CASES = [
     ),
     ("estimate-negative-ttft", lambda t: ["estimate", _plan_dir(t), *MODEL, "--ttft-ms", "-1"], r"--ttft-ms"),
     # the other commands' numeric flags
-    ("search-negative-measure", lambda t: [*SEARCH, "--measure", "-1"], r"--top: expected a positive number"),
-    ("search-measure-port-zero", lambda t: [*SEARCH, "--measure", "1", "--measure-port", "0"], r"--port: expected"),
-    ("bench-negative-burst", lambda t: [*BENCH, "--burst", "-1"], r"--burst: expected 0 or more"),
-    ("bench-negative-requests", lambda t: [*BENCH, "--num-requests", "-1"], r"--num-requests: expected a positive"),
-    ("bench-zero-isl", lambda t: [*BENCH, "--isl", "0"], r"--isl: expected 1 or more"),
-    ("bench-negative-ttft", lambda t: [*BENCH, "--ttft-ms", "-1"], r"--ttft-ms: expected 0 or more"),
-    ("bench-negative-rate", lambda t: [*BENCH, "--rate", "-2"], r"--rate: expected 0 or more"),
+    (
+        "search-negative-measure",
+        lambda t: [*SEARCH, "--measure", "-1"],
+        r"--measure: expected 0\.\.1000 plans \(0 = no measuring\), got -1",
+    ),
+    (
+        "search-measure-port-zero",
+        lambda t: [*SEARCH, "--measure", "1", "--measure-port", "0"],
+        r"--measure-port: expected 1\.\.65,535, got 0",
+    ),
+    ("bench-negative-burst", lambda t: [*BENCH, "--burst", "-1"], r"--burst: expected 0\.\..*got -1"),
+    (
+        "bench-negative-requests",
+        lambda t: [*BENCH, "--num-requests", "-1"],
+        r"--num-requests: expected 0\.\..* \(0 = the workload's\), got -1",
+    ),
+    ("bench-zero-isl", lambda t: [*BENCH, "--isl", "0"], r"--isl: expected 1\.\..*got 0"),
+    ("bench-negative-ttft", lambda t: [*BENCH, "--ttft-ms", "-1"], r"--ttft-ms: expected 0\.\..*got -1"),
+    ("bench-negative-rate", lambda t: [*BENCH, "--rate", "-2"], r"--rate: expected 0\.\..*got -2"),
     ("bench-bad-url", lambda t: ["bench", "--url", "notaurl"], r"--url: expected http://HOST:PORT"),
-    ("measure-zero-top", lambda t: ["measure", str(t), "--top", "0"], r"--top: expected a positive number of plans"),
+    ("measure-zero-top", lambda t: ["measure", str(t), "--top", "0"], r"--top: expected 1\.\.1000 plans, got 0"),
     ("measure-port-zero", lambda t: ["measure", str(t), "--port", "0"], r"--port: expected 1\.\.65535"),
     ("measure-negative-requests", lambda t: ["measure", str(t), "--num-requests", "-1"], r"--num-requests: expected 0"),
     (
         "measure-zero-ready-timeout",
         lambda t: ["measure", str(t), "--ready-timeout", "0"],
-        r"--ready-timeout: expected more than 0 seconds",
+        r"--ready-timeout: expected 0 < x <= .* seconds, got 0",
     ),
     ("measure-not-a-run-dir", lambda t: ["measure", str(t)], r"no best\.yaml"),
     ("tune-moe-zero-tp", lambda t: [*TUNE, "--tp", "0"], r"--tp"),
     ("tune-moe-ep-not-dividing", lambda t: [*TUNE, "--tp", "2", "--ep", "3"], r"--tp/--ep: expected positive sizes"),
-    ("tune-moe-zero-trials", lambda t: [*TUNE, "--tp", "2", "--trials", "0"], r"--trials: expected a positive"),
+    (
+        "tune-moe-zero-trials",
+        lambda t: [*TUNE, "--tp", "2", "--trials", "0"],
+        r"--trials: expected 1\.\..* configs per batch size, got 0",
+    ),
     ("tune-moe-bad-batch-sizes", lambda t: [*TUNE, "--tp", "2", "--batch-sizes", "0,-4"], r"--batch-sizes: expected"),
     # serve, report, probe
     ("serve-missing-file", lambda t: ["serve", str(t / "best.yaml"), "--dry-run"], r"best\.yaml: file not found"),
