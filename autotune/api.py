@@ -141,7 +141,10 @@ def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path
     """--out, or a new directory under results/ (suffixed when another search took the same second)."""
     if opts.out:
         out = Path(opts.out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. under /sys or /proc: a directory root may not create anything in
+            raise MiTuneError(f"--out {out}: cannot be created ({exc.strerror})") from None
         return out
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
@@ -477,6 +480,8 @@ def rebuild_report(run_dir: str, repredict: bool = False) -> dict[str, Path]:
     predictions stored by the search, its recorded elapsed time; `repredict` adds this mi-tune's re-prediction."""
     from autotune.report import build_report
 
+    if Path(run_dir).is_dir():  # a file where the report writes its plots folder: say so before any work
+        validate.run_dir("", run_dir)
     return build_report(Path(run_dir), repredict=repredict)
 
 

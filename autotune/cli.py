@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal failure.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import json
 import os
@@ -609,6 +610,12 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mi-tune: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno in WRITE_ERRNOS and exc.filename and not os.environ.get("MI_TUNE_DEBUG"):
+            # a path the user chose that cannot be written (a file where a folder goes, /sys, a full disk)
+            print(f"mi-tune: error: {exc.filename}: cannot write ({exc.strerror})", file=sys.stderr)
+            return 2
+        return _internal(exc)
     except Exception as exc:  # internal failure: one line, traceback on request
         if _is_click(exc, "NoArgsIsHelpError"):  # `mi-tune` or `mi-tune kernels` alone: the help
             exc.show()
@@ -616,14 +623,21 @@ def run(argv: list[str] | None = None) -> int:
         if _is_click(exc, "ClickException"):  # a usage error (unknown flag, a value of the wrong type): one line
             print(f"mi-tune: error: {_usage_message(exc)}", file=sys.stderr)
             return 2
-        if os.environ.get("MI_TUNE_DEBUG"):
-            raise
-        print(
-            f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal(exc)
     return 0
+
+
+# errno values of a write the user's environment refuses (not a bug of mi-tune): cli.run says which path
+WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EROFS, errno.ENOSPC}
+WRITE_ERRNOS |= {errno.EDQUOT, errno.ENAMETOOLONG}
+
+
+def _internal(exc: Exception) -> int:
+    if os.environ.get("MI_TUNE_DEBUG"):
+        raise exc
+    message = f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)"
+    print(message, file=sys.stderr)
+    return 1
 
 
 def _is_click(exc: Exception, name: str) -> bool:

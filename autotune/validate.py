@@ -130,13 +130,23 @@ def context(model: ModelSpec, workload: Workload) -> None:
         )
 
 
+# Folders a run directory holds (report/__init__.py plots, measure.py MEASURE_DIR, engines/tuned_moe.py
+# RUN_DIR_FOLDER): a file of that name would stop the run after its work, when it writes there.
+RUN_DIR_FOLDERS = ("plots", "measure", "moe_configs")
+
+
 def run_dir(flag: str, path: str | Path | None) -> None:
-    """A directory that exists or can be created: not an existing file, not under a file, writable."""
+    """A directory that exists or can be created: not an existing file, not under a file, writable, and no file
+    where the run writes a folder."""
     if path is None:
         return
     p = Path(path)
+    name = f"{flag} {path}".strip()
     if p.exists() and not p.is_dir():
-        raise MiTuneError(f"{flag} {path}: expected a directory, but it is an existing file")
+        raise MiTuneError(f"{name}: expected a directory, but it is an existing file")
+    for folder in RUN_DIR_FOLDERS:
+        if (p / folder).exists() and not (p / folder).is_dir():
+            raise MiTuneError(f"{name}: {p / folder} is a file; the run writes its '{folder}' folder there")
     _writable_below(flag, path, p if p.is_dir() else p.parent)
 
 
