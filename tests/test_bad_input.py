@@ -3,17 +3,22 @@ expected; no traceback. Each row runs the real CLI (autotune.cli.run) on one bad
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autotune import catalog
 from autotune.catalog import load_model, load_preset
-from autotune.cli import run
-from autotune.specs import to_dict
+from autotune.catalog.models import CATALOG
+from autotune.cli import app, run
+from autotune.specs import HardwareProfile, ModelSpec, Plan, Workload, ranges, to_dict
+from autotune.validate import FLAGS
 
 MODEL = ["--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8"]
 SEARCH = ["search", *MODEL, "--trials", "8"]
@@ -427,7 +432,92 @@ CASES = [
     ("serve-a-directory", lambda t: ["serve", str(t), "--dry-run"], r"cannot read \(Is a directory\)"),
     ("probe-out-a-directory", lambda t: ["probe", "--out", str(t)], r"--out .*: expected a file name, but it is a dir"),
     ("probe-out-under-a-file", lambda t: ["probe", "--out", _file(t, "f", "") + "/hw.yaml"], r"cannot be created"),
+    # issue 18: numbers and files from outside (the classes of each are generated below)
+    (
+        "hardware-nan-bandwidth",
+        lambda t: [
+            *SEARCH[:3],
+            "--hardware",
+            _hardware(t, lambda d: d["accelerators"][0].update(mem_bw_gbs=float("nan"))),
+        ],
+        r"box\.yaml: accelerators\[0\]\.mem_bw_gbs: expected a finite number in 0\.\.100,000 GB/s .*, got nan",
+    ),
+    (
+        "hardware-infinite-memory",
+        lambda t: [
+            *SEARCH[:3],
+            "--hardware",
+            _hardware(t, lambda d: d["accelerators"][0].update(memory_gb=float("inf"))),
+        ],
+        r"box\.yaml: accelerators\[0\]\.memory_gb: expected a finite number in 0\.\.4096 GiB",
+    ),
+    (
+        "config-zero-heads",
+        lambda t: [*SEARCH[:1], "--model", _config(t, num_attention_heads=0)],
+        r"config\.json: field 'num_attention_heads': expected 1\.\.65,536, got 0",
+    ),
+    (
+        "config-more-experts-per-token-than-experts",
+        lambda t: [*SEARCH[:1], "--model", _moe_config(t, num_experts_per_tok=300)],
+        r"config\.json: layers\[\d+\]\.ffn: experts_per_token: expected 1\.\.num_experts \(128\) .*got 300|"
+        r"config\.json: experts_per_token: expected 1\.\.num_experts \(128\)",
+    ),
+    (
+        "config-meta-not-a-mapping",
+        lambda t: [*SEARCH[:1], "--model", _config(t, _mi_tune=5)],
+        r"config\.json: _mi_tune: expected a mapping, got 5",
+    ),
+    (
+        "space-tp-fits-no-gpu-count",
+        lambda t: [*SEARCH, "--space", _space(t, "  - {name: tp, field: tp, choices: [3, 5, 7]}\n")],
+        r"space\.yaml: tp: no layout of the choices \(tp \[3, 5, 7\]\) fits 8 GPUs",
+    ),
+    (
+        "space-huge-chunk",
+        lambda t: [
+            *SEARCH,
+            "--space",
+            _space(t, TP + "  - {name: c, field: batching.chunked_prefill_tokens, choices: [1000000000000]}\n"),
+        ],
+        r"space\.yaml: c: expected 1\.\.134,217,728 tokens, got 1,000,000,000,000",
+    ),
+    ("serve-dev-zero", lambda t: ["serve", "/dev/zero", "--dry-run"], r"/dev/zero: expected a regular file"),
+    (
+        "serve-not-utf8",
+        lambda t: ["serve", _bytes(t, "best.yaml", b"schema: mi-tune/best/v1\nengine: \xff\n"), "--dry-run"],
+        r"best\.yaml: not UTF-8 text \(byte 0xff at offset 32\)",
+    ),
+    (
+        "lengths-file-beyond-any-context",
+        lambda t: [*SEARCH, "--lengths-file", _file(t, "l.csv", "input,output\n1000,10\n999999999999,10\n")],
+        r"l\.csv:3: isl: expected 1\.\.134,217,728 tokens, got 999,999,999,999",
+    ),
+    ("out-under-sys", lambda t: [*SEARCH, "--out", "/sys/mi-tune-run"], r"--out /sys/mi-tune-run: cannot be created"),
+    (
+        "out-with-plots-a-file",
+        lambda t: [*SEARCH, "--out", str(Path(_file(t, "plots", "")).parent)],
+        r"--out .*: .*/plots is a file; the run writes its 'plots' folder there",
+    ),
+    (
+        "report-with-plots-a-file",
+        lambda t: ["report", str(Path(_file(t, "plots", "")).parent)],
+        r"/plots is a file; the run writes its 'plots' folder there",
+    ),
+    ("search-measure-negative", lambda t: [*SEARCH, "--measure", "-1"], r"--measure: expected 0\.\.1000 plans"),
 ]
+
+
+def _bytes(tmp: Path, name: str, data: bytes) -> str:
+    path = tmp / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def _moe_config(tmp: Path, **change) -> str:
+    """qwen3-235b-a22b's config.json (128 routed experts) with some keys changed."""
+    doc = json.loads((Path(catalog.__file__).parent / "models" / "qwen3-235b-a22b.json").read_text())
+    doc.update(change)
+    return _file(tmp, "config.json", json.dumps(doc))
 
 
 def _param(case):
@@ -491,3 +581,323 @@ def test_an_impossible_slo_says_what_is_achievable(tmp_path, capsys):
     assert got, err
     ttft_ms, tpot_ms = float(got.group(1).replace(",", "")), float(got.group(3).replace(",", ""))
     assert ttft_ms > 1 and tpot_ms > 0.5  # what is achievable misses the SLO, else a plan would have met it
+
+
+# ---------------------------------------------------------------- rows generated by property (specs/ranges.py)
+# One rule per class of input, applied to every member: each numeric field of each file kind, each numeric flag
+# of each command, each name that becomes a path, each reader of a file. A new field or flag without a range
+# fails test_every_numeric_field_and_flag_has_a_range; a new one with a range gets its rows here automatically.
+
+NON_FINITE = (float("nan"), float("inf"), float("-inf"))
+
+
+def _outside(rng: ranges.Range, integer: bool) -> list:
+    """The values just outside a range: under its low end and over its high end."""
+    low = rng.low if rng.open_low else rng.low - 1
+    high = rng.high if rng.open_high else rng.high + 1
+    return [int(low), int(high)] if integer else [float(low), float(high)]
+
+
+def _leaves(doc, path: str = ""):
+    """(where, value) of every number in a plain document, the first item of each list standing for the rest;
+    `where` is spelled as the readers name it: 'accelerators[0].peak_tflops.bf16'."""
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from _leaves(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(doc, list) and doc:
+        yield from _leaves(doc[0], f"{path}[0]")
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        yield path, doc
+
+
+def _set(doc, where: str, value) -> None:
+    parts = [int(p) if p.isdigit() else p for p in re.findall(r"[^.\[\]]+", where)]
+    for part in parts[:-1]:
+        doc = doc[part]
+    doc[parts[-1]] = value
+
+
+def _range_of(owner: type, where: str) -> ranges.Range | None:
+    """The range of the field `where` (dotted, from the document root `owner`) in specs/ranges.py."""
+    import typing
+
+    names = [p for p in re.findall(r"[^.\[\]]+", where) if not p.isdigit()]
+    cls, i = owner, 0
+    while i < len(names):
+        if names[i] not in {f.name for f in dataclasses.fields(cls)}:
+            return None
+        hint = typing.get_type_hints(cls)[names[i]]
+        nested = [t for t in ranges._leaf_types(hint) if dataclasses.is_dataclass(t)]
+        if not nested or i == len(names) - 1:
+            return ranges.field_range(cls, names[i])
+        cls, i = nested[0], i + (2 if typing.get_origin(hint) is dict else 1)  # a mapping's key is no field
+    return None
+
+
+def _file_rows(kind: str, owner: type, doc: dict) -> list:
+    """(kind, where, bad value) rows: non-finite numbers for every float field, and values just outside the range
+    of every numeric field (negative counts included), from a valid document of the kind."""
+    rows = []
+    for where, value in _leaves(doc):
+        rng = _range_of(owner, where)
+        assert rng is not None, f"{kind}: {where} has no range in specs/ranges.py"
+        integer = isinstance(value, int)
+        bad = _outside(rng, integer) + ([] if integer else list(NON_FINITE))
+        rows += [pytest.param(kind, where, v, id=f"{kind}-{where}={v}") for v in bad]
+    return rows
+
+
+def _hardware_doc() -> dict:
+    """The rtx-pro-6000-x8 preset with every optional numeric section filled (measured curves, corrections)."""
+    doc = to_dict(load_preset("rtx-pro-6000-x8"))
+    for derived in ("interconnect", "fingerprint"):
+        doc.pop(derived)
+    doc["measured"].update(gemm_tflops={"bf16": 400.0}, mem_bw_gbs=1500.0, p2p_gbs=[[0.0, 25.0]])
+    doc["measured"].update(host_copy_gbs={"h2d/numa0/gpu0": 20.0})
+    op = dict(op_class="gemm", dtype="bf16", bucket="m<=16", shape="m=16", time_us=10.0, tflops=1.0, gbs=100.0)
+    doc["measured"]["ops"] = [op]
+    doc["measured"]["collectives"] = {"all_reduce/8": doc["measured"]["collectives"]["all_reduce/8"][:1]}
+    doc["corrections"] = {"gemm": 1.0}
+    return doc
+
+
+def _plan_doc() -> dict:
+    doc = yaml.safe_load(PLAN)
+    doc["phases"]["both"].update(batching={"max_running": 64, "chunked_prefill_tokens": 8192})
+    doc["phases"]["both"]["speculative"] = {"method": "mtp", "draft_tokens": 2}
+    return doc
+
+
+def _workload_doc() -> dict:
+    doc = to_dict(Workload())
+    doc.update(ttft_percentile=95.0, burst=0)
+    return doc
+
+
+FILE_DOCS = {  # kind -> (root contract, a valid document, argv reading the file at PATH)
+    "hardware": (HardwareProfile, _hardware_doc, lambda p: [*SEARCH[:3], "--hardware", p]),
+    "plan": (Plan, _plan_doc, lambda p: ["estimate", p, *MODEL]),
+    "workload": (Workload, _workload_doc, lambda p: [*SEARCH, "--workload", p]),
+}
+FILE_ROWS = [row for kind, (owner, doc, _) in FILE_DOCS.items() for row in _file_rows(kind, owner, doc())]
+
+
+@pytest.mark.parametrize(("kind", "where", "value"), FILE_ROWS)
+def test_every_numeric_field_of_every_file_kind_is_finite_and_in_range(kind, where, value, tmp_path, capsys):
+    owner, make_doc, argv = FILE_DOCS[kind]
+    doc = make_doc()
+    _set(doc, where, value)
+    path = tmp_path / f"{kind}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    args = argv(str(path))
+    err = _fails(args + (["--out", str(tmp_path / "run")] if args[0] == "search" else []), capsys)
+    # the file, the field as the file spells it, what was expected (a range, or the type) and the value
+    assert f"{kind}.yaml: {where}: expected " in err, err
+    rng = _range_of(owner, where)
+    named = rng.describe() in err or "expected an integer" in err  # an int field given a float
+    assert named and "got " in err, err
+
+
+def _fails(argv: list[str], capsys) -> str:
+    """Run the CLI; it must exit 2 with one line on stderr. Returns that line."""
+    code = run(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.count("\n") == 1 and err.startswith("mi-tune: error: ") and "Traceback" not in err, err
+    return err
+
+
+# config.json: every key the adapters read through Fields.num whose range is declared, in the first catalog model
+# that has it, just outside its range and as a float NaN (a negative count is the low side of most).
+def _keys_read(path: Path) -> set[str]:
+    """The config.json keys the model's adapter reads as counts (Fields.num / nums), recorded while it loads."""
+    from unittest import mock
+
+    from autotune.catalog.adapters.common import Fields
+    from autotune.catalog.models import model_from_config
+
+    read, num = set(), Fields.num
+
+    def recording(self, key, *args):
+        read.add(key)
+        return num(self, key, *args)
+
+    with mock.patch.object(Fields, "num", recording):
+        model_from_config(path)
+    return read
+
+
+def _config_rows() -> list:
+    rows, seen = [], set()
+    for name in CATALOG:
+        path = Path(catalog.__file__).parent / "models" / f"{name}.json"
+        doc, read = json.loads(path.read_text()), _keys_read(path)
+        for key, rng in ranges.CONFIG_KEYS.items():
+            if key in seen or key not in read or not isinstance(doc.get(key), int):
+                continue
+            seen.add(key)
+            rows += [pytest.param(name, key, v, id=f"{name}-{key}={v}") for v in [*_outside(rng, True), NON_FINITE[0]]]
+    return rows
+
+
+@pytest.mark.parametrize(("model", "key", "value"), _config_rows())
+def test_every_config_json_count_is_in_range(model, key, value, tmp_path, capsys):
+    doc = json.loads((Path(catalog.__file__).parent / "models" / f"{model}.json").read_text())
+    doc[key] = value
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps(doc))
+    err = _fails(
+        ["search", "--model", str(tmp_path / "m"), "--preset", "l40s-x8", "--out", str(tmp_path / "r")], capsys
+    )
+    assert f"config.json: field '{key}': expected " in err and "got " in err, err
+
+
+def test_the_config_json_keys_with_a_declared_range_cover_every_adapter_family():
+    """Each adapter family's catalog config has its structural counts in CONFIG_KEYS (not the default rule)."""
+    covered = {key for p in _config_rows() for key in [p.values[1]]}
+    assert {"num_attention_heads", "n_routed_experts", "num_experts", "kv_lora_rank", "o_groups"} <= covered
+
+
+# every numeric flag of every command: a range in validate.FLAGS, checked before any work under its own name
+def _commands():
+    """(command, subcommand, flag, is_float) of every int/float option, read from the command functions'
+    signatures (stable across Typer releases, unlike its click objects)."""
+    import inspect
+    import typing
+
+    import typer.models
+
+    def options(typer_app, name=None):
+        for info in typer_app.registered_commands:
+            hints = typing.get_type_hints(info.callback)
+            for pname, param in inspect.signature(info.callback).parameters.items():
+                decls = getattr(param.default, "param_decls", None)
+                tp = hints[pname]
+                if isinstance(param.default, typer.models.OptionInfo) and tp in (int, float, int | None, float | None):
+                    yield name or info.name or info.callback.__name__, decls[0], float in typing.get_args(tp) + (tp,)
+
+    yield from options(app)
+    for group in app.registered_groups:
+        yield from options(group.typer_instance, group.name)
+
+
+def _flag_range(command: str, flag: str) -> ranges.Range | None:
+    return FLAGS.get(f"{command} {flag}") or FLAGS.get(flag)
+
+
+FLAG_BASE = {  # argv each command needs besides the flag under test (tmp: the test's folder)
+    "search": lambda t: [*SEARCH[:5], "--out", str(t / "run")],
+    "estimate": lambda t: ["estimate", _plan_dir(t), *MODEL],
+    "bench": lambda t: ["bench", "--url", "http://127.0.0.1:1"],
+    "measure": lambda t: ["measure", str(t)],
+    "serve": lambda t: ["serve", _plan_dir(t), "--dry-run"],
+    "kernels": lambda t: TUNE[:-1],
+}
+FLAG_ROWS = [
+    pytest.param(cmd, flag, v, id=f"{cmd}-{flag}={v}")
+    for cmd, flag, is_float in _commands()
+    if _flag_range(cmd, flag) is not None
+    for v in _outside(_flag_range(cmd, flag), not is_float) + ([NON_FINITE[0], NON_FINITE[1]] if is_float else [])
+]
+
+
+def test_every_numeric_field_and_flag_has_a_range():
+    """A numeric field of a file kind, or a numeric flag, without a range in specs/ranges.py / validate.FLAGS."""
+    for owner in (HardwareProfile, Plan, Workload, ModelSpec):
+        missing = [p for cls, name, p in ranges.numeric_fields(owner) if ranges.field_range(cls, name) is None]
+        assert not missing, f"{owner.__name__}: no range for {missing}"
+    flags = [f"{cmd} {flag}" for cmd, flag, _ in _commands() if _flag_range(cmd, flag) is None]
+    assert not flags, f"numeric flags without a range in validate.FLAGS: {flags}"
+    assert len(FLAG_ROWS) > 80
+
+
+@pytest.mark.parametrize(("command", "flag", "value"), FLAG_ROWS)
+def test_every_numeric_flag_is_checked_before_any_work_under_its_own_name(command, flag, value, tmp_path, capsys):
+    argv = FLAG_BASE[command](tmp_path) + [flag, str(value)]
+    if flag == "--measure-port":
+        argv += ["--measure", "1"]
+    err = _fails(argv, capsys)
+    assert re.search(rf"{flag}\b", err), err  # named by its own flag (--trials' min=1 is click's: it names it too)
+    assert not (tmp_path / "run").exists()  # before any work: no run directory
+
+
+# names that become part of a path: refused where a file gives them, sanitised where mi-tune builds a path
+TRAVERSALS = ["../../X", "..", ".", "a/b", "/etc/passwd", "..\\..\\X", "tab\there", "new\nline", "", "x" * 200]
+
+
+def _name_argv(where: str, name: str, tmp: Path) -> list[str]:
+    if where == "config":
+        doc = json.loads((Path(catalog.__file__).parent / "models" / "llama-3.1-70b.json").read_text())
+        doc["_mi_tune"]["name"] = name
+        (tmp / "m").mkdir()
+        (tmp / "m" / "config.json").write_text(json.dumps(doc))
+        return ["search", "--model", str(tmp / "m"), "--preset", "l40s-x8"]
+    change = (
+        (lambda d: d.update(name=name)) if where == "hardware" else (lambda d: d["accelerators"][0].update(name=name))
+    )
+    return [*SEARCH[:3], "--hardware", _hardware(tmp, change)]
+
+
+@pytest.mark.parametrize("name", TRAVERSALS, ids=repr)
+@pytest.mark.parametrize("where", ["config", "hardware", "accelerator"])
+def test_a_name_that_could_leave_the_directory_is_refused(where, name, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a default run directory would land in tmp_path/results
+    argv = _name_argv(where, name, tmp_path)
+    if where == "config" and name == "":
+        assert run([*argv, "--trials", "4", "--quiet"]) == 0  # no name: the model's folder names it
+        assert [p.parent for p in (tmp_path / "results").iterdir()] == [tmp_path / "results"]
+        return
+    err = _fails(argv, capsys)
+    assert re.search(r"(_mi_tune\.name|name): expected a name", err), err
+    assert not (tmp_path / "results").exists() and not (tmp_path.parent / "X").exists()
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_path_component_always_stays_one_folder_below(name):
+    part = ranges.path_component(name)
+    base = Path("/results")
+    assert (base / part).resolve().parent == base and part == Path(part).name and not part.startswith(".")
+
+
+# every reader of a file from outside: a device (would read forever), bytes that are not UTF-8, a file past the
+# reader's size bound (sparse: no disk used), a directory
+READERS = {
+    "hardware": lambda p, t: [*SEARCH[:3], "--hardware", p, "--out", str(t / "run")],
+    "workload": lambda p, t: [*SEARCH, "--workload", p, "--out", str(t / "run")],
+    "space": lambda p, t: [*SEARCH, "--space", p, "--out", str(t / "run")],
+    "config": lambda p, t: ["search", "--model", p, "--preset", "l40s-x8", "--out", str(t / "run")],
+    "lengths": lambda p, t: [*SEARCH, "--lengths-file", p, "--out", str(t / "run")],
+    "plan": lambda p, t: ["estimate", p, *MODEL],
+    "best": lambda p, t: ["serve", p, "--dry-run"],
+    "bench-result": lambda p, t: ["bench", "--from-file", p],
+}
+FILE_TYPES = {
+    "device": (lambda t: "/dev/zero", r"/dev/zero: expected a regular file, not a device"),
+    "not-utf8": (lambda t: _latin1(t), r"not UTF-8 text \(byte 0xe9 at offset 13\)"),
+    "too-big": (lambda t: _sparse(t, 300 * 2**20), r"larger than \d+ MiB"),
+    "directory": (lambda t: str(t), r"cannot read \(Is a directory\)"),
+}
+
+
+def _latin1(tmp: Path) -> str:
+    path = tmp / "latin1.json"
+    path.write_bytes('{"name": "caf\xe9"}\n'.encode("latin-1"))
+    return str(path)
+
+
+def _sparse(tmp: Path, size: int) -> str:
+    path = tmp / "big.json"
+    with path.open("wb") as f:
+        f.truncate(size)
+    return str(path)
+
+
+@pytest.mark.parametrize("file_type", FILE_TYPES)
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_refuses_what_is_not_a_bounded_utf8_file(reader, file_type, tmp_path, capsys):
+    if reader == "config" and file_type == "directory":
+        pytest.skip("a model directory is where config.json is looked up (its own row: model-dir-without-config)")
+    make, expected = FILE_TYPES[file_type]
+    err = _fails(READERS[reader](make(tmp_path), tmp_path), capsys)
+    assert re.search(expected, err), err

@@ -155,18 +155,20 @@ def read_text(path: str | Path, limit: int = MAX_DOCUMENT_BYTES, what: str = "")
     p = Path(path)
     name = f"{what} {p}" if what else str(p)
     try:
-        mode = p.stat().st_mode
-        if stat.S_ISDIR(mode):
+        info = p.stat()
+        if stat.S_ISDIR(info.st_mode):
             raise SpecError(f"{name}: cannot read (Is a directory)")
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):  # a pipe is read below with the same bound
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):  # a pipe is read with the same bound
             raise SpecError(f"{name}: expected a regular file, not a device or socket")
-        with p.open("rb") as handle:
-            data = handle.read(limit + 1)
+        too_big = info.st_size > limit  # refused without reading it
+        if not too_big:
+            with p.open("rb") as handle:
+                data = handle.read(limit + 1)
     except FileNotFoundError:
         raise SpecError(f"{name}: file not found") from None
     except OSError as exc:
         raise SpecError(f"{name}: cannot read ({exc.strerror})") from None
-    if len(data) > limit:
+    if too_big or len(data) > limit:
         size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit:,} bytes"
         raise SpecError(f"{name}: larger than {size}; expected a mi-tune input file")
     try:
