@@ -842,12 +842,9 @@ def _name_argv(where: str, name: str, tmp: Path) -> list[str]:
 @pytest.mark.parametrize("where", ["config", "hardware", "accelerator"])
 def test_a_name_that_could_leave_the_directory_is_refused(where, name, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a default run directory would land in tmp_path/results
-    argv = _name_argv(where, name, tmp_path)
     if where == "config" and name == "":
-        assert run([*argv, "--trials", "4", "--quiet"]) == 0  # no name: the model's folder names it
-        assert [p.parent for p in (tmp_path / "results").iterdir()] == [tmp_path / "results"]
-        return
-    err = _fails(argv, capsys)
+        return  # no name: the model's folder names it (the searched_run fixture runs that case)
+    err = _fails(_name_argv(where, name, tmp_path), capsys)
     assert re.search(r"(_mi_tune\.name|name): expected a name", err), err
     assert not (tmp_path / "results").exists() and not (tmp_path.parent / "X").exists()
 
@@ -901,3 +898,77 @@ def test_every_reader_refuses_what_is_not_a_bounded_utf8_file(reader, file_type,
     make, expected = FILE_TYPES[file_type]
     err = _fails(READERS[reader](make(tmp_path), tmp_path), capsys)
     assert re.search(expected, err), err
+
+
+@pytest.fixture(scope="module")
+def searched_run(tmp_path_factory):
+    """One search with the default run directory, from a model folder and a hardware name full of characters a
+    path must not take as they are ('odd name;$(x)', 'box *?|<>'): its best.yaml feeds the rows below."""
+    import os
+
+    tmp = tmp_path_factory.mktemp("searched")
+    doc = json.loads((Path(catalog.__file__).parent / "models" / "llama-3.1-70b.json").read_text())
+    doc["_mi_tune"].pop("name")  # the folder names the model
+    folder = tmp / "odd name;$(x)"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(doc))
+    hardware = _hardware(tmp, lambda d: d.update(name="box *?|<>"))
+    cwd = os.getcwd()
+    os.chdir(tmp)
+    try:
+        assert run(["search", "--model", str(folder), "--hardware", hardware, "--trials", "4", "--quiet"]) == 0
+    finally:
+        os.chdir(cwd)
+    (out,) = (tmp / "results").iterdir()
+    return tmp, out
+
+
+def test_the_default_run_directory_is_one_sanitised_folder_under_results(searched_run):
+    tmp, out = searched_run
+    assert [p.name for p in tmp.iterdir()] and out.parent == tmp / "results"
+    assert re.fullmatch(r"odd-name-x-box-\d{8}-\d{6}", out.name), out.name  # names reduced to safe characters
+    assert (out / "best.yaml").is_file()
+
+
+BEST_ROWS = [  # (where in best.yaml, bad value): the embedded profile, the plan and the workload it records
+    ("hardware.profile.accelerators[0].mem_bw_gbs", float("nan")),
+    ("hardware.profile.accelerators[0].memory_gb", float("inf")),
+    ("hardware.profile.host.memory_gb", -1.0),
+    ("hardware.profile.accelerators[0].name", "../../X"),
+    ("phases.both.tp", 0),
+    ("phases.both.batching.max_running", 10**9),
+    ("workload.isl", -1),
+    ("workload.rate_rps", float("nan")),
+]
+
+
+@pytest.mark.parametrize(("where", "value"), BEST_ROWS, ids=[w for w, _ in BEST_ROWS])
+def test_a_best_yaml_is_read_with_the_same_ranges(searched_run, where, value, tmp_path, capsys):
+    _, out = searched_run
+    doc = yaml.safe_load((out / "best.yaml").read_text())
+    _set(doc, where, value)
+    path = tmp_path / "best.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    err = _fails(["serve", str(path), "--dry-run"], capsys)
+    assert f"best.yaml: {where}: expected " in err, err
+
+
+# search spaces: each plan field a dimension may name, offered a value just outside the plan's range
+SPACE_FIELDS = ("tp", "dp", "pp", "dcp", "replicas", "batching.max_running", "batching.chunked_prefill_tokens")
+SPACE_ROWS = [
+    pytest.param(f, v, id=f"{f}={v}")
+    for f in SPACE_FIELDS
+    for v in _outside(ranges.field_range(*(("Batching", f[9:]) if "." in f else ("PhasePlan", f))), True)
+]
+
+
+@pytest.mark.parametrize(("field", "value"), SPACE_ROWS)
+def test_every_space_choice_is_in_its_plan_field_range(field, value, tmp_path, capsys):
+    dims = ("" if field == "tp" else TP) + f"  - {{name: d, field: {field}, choices: [{value}]}}\n"
+    if field == "tp":
+        dims = dims.replace("name: d", "name: tp")
+    err = _fails([*SEARCH, "--space", _space(tmp_path, dims), "--out", str(tmp_path / "r")], capsys)
+    name = "tp" if field == "tp" else "d"
+    assert re.search(
+        rf"space\.yaml: {name}: expected .*got {value:,}|space\.yaml: {name}: expected .*got {value}", err
+    ), err
