@@ -34,6 +34,7 @@ from autotune.specs import (
     save,
 )
 from autotune.specs.best import finite_or_none as _finite
+from autotune.specs.ranges import path_component
 
 RESULTS_DIR = Path("results")
 
@@ -84,12 +85,19 @@ def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path
     """--out, or a new directory under results/ (suffixed when another search took the same second)."""
     if opts.out:
         out = Path(opts.out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. under /sys or /proc: a directory root may not create anything in
+            raise MiTuneError(f"--out {out}: cannot be created ({exc.strerror})") from None
         return out
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    # names from files become one path component each (specs/ranges.py): never a '..' or a '/' out of results/
+    label = f"{path_component(model.name, 'model')}-{path_component(hw.name, 'box')}-{stamp}"
     for n in range(1, 1000):
-        out = RESULTS_DIR / (f"{model.name}-{hw.name}-{stamp}" + (f"-{n}" if n > 1 else ""))
+        out = RESULTS_DIR / (label + (f"-{n}" if n > 1 else ""))
+        if out.resolve().parent != RESULTS_DIR.resolve():
+            raise MiTuneError(f"run directory {out}: outside {RESULTS_DIR}/; pass --out DIR")
         try:
             out.mkdir()
             return out
@@ -370,6 +378,8 @@ def rebuild_report(run_dir: str, repredict: bool = False) -> dict[str, Path]:
     predictions stored by the search, its recorded elapsed time; `repredict` adds this mi-tune's re-prediction."""
     from autotune.report import build_report
 
+    if Path(run_dir).is_dir():  # a file where the report writes its plots folder: say so before any work
+        validate.run_dir("", run_dir)
     return build_report(Path(run_dir), repredict=repredict)
 
 

@@ -6,6 +6,7 @@ Exit codes: 0 success, 2 bad input (one line on stderr), 1 internal failure.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import ipaddress
 import json
 import os
@@ -241,6 +242,7 @@ def search(
         if value not in allowed:
             raise MiTuneError(f"{flag}: expected one of {', '.join(allowed)}, got '{value}'")
     validate.search_flags(trials, timeout, seed, workers, gpus)
+    validate.flags("search", {"--measure": measure, "--measure-port": measure_port if measure else None})
     validate.run_dir("--out", out)
     opts = api.SearchOptions(
         model=model,
@@ -452,7 +454,9 @@ def bench(
 
     if (url is None) == (from_file is None):
         raise MiTuneError("--url / --from-file: give one of them")
-    validate.at_least("--burst", burst, 0, "0 = no burst")
+    numbers = {"--isl": isl, "--osl": osl, "--concurrency": concurrency, "--rate": rate, "--burst": burst,
+               "--num-requests": num_requests, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms, "--seed": seed}  # fmt: skip
+    validate.flags("bench", numbers)
     if from_file:
         report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
     else:
@@ -497,8 +501,7 @@ def measure(
 
     _check_host(host)
     _check_port(port)
-    validate.at_least("--num-requests", num_requests, 0, "0 = 4 rounds of the concurrency")
-    validate.above("--ready-timeout", ready_timeout, 0, " seconds")
+    validate.flags("measure", {"--top": top, "--num-requests": num_requests, "--ready-timeout": ready_timeout})
     opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
     print(format_outcome(api.measure_run(run_dir, opts)))
 
@@ -554,6 +557,7 @@ def kernels_tune_moe(
     """Tune the engines' fused-MoE Triton configs on this GPU and write them where vLLM / SGLang read them."""
     from autotune.kernels.moe_tune import build_request, check_device, describe, requests_from_best, tune_moe
 
+    validate.flags("kernels", {"--tp": tp, "--ep": ep, "--trials": trials, "--seed": seed})
     try:
         sizes = tuple(int(b) for b in batch_sizes.split(",") if b.strip())
     except ValueError:
@@ -606,6 +610,12 @@ def run(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("mi-tune: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno in WRITE_ERRNOS and exc.filename and not os.environ.get("MI_TUNE_DEBUG"):
+            # a path the user chose that cannot be written (a file where a folder goes, /sys, a full disk)
+            print(f"mi-tune: error: {exc.filename}: cannot write ({exc.strerror})", file=sys.stderr)
+            return 2
+        return _internal(exc)
     except Exception as exc:  # internal failure: one line, traceback on request
         if _is_click(exc, "NoArgsIsHelpError"):  # `mi-tune` or `mi-tune kernels` alone: the help
             exc.show()
@@ -613,14 +623,21 @@ def run(argv: list[str] | None = None) -> int:
         if _is_click(exc, "ClickException"):  # a usage error (unknown flag, a value of the wrong type): one line
             print(f"mi-tune: error: {_usage_message(exc)}", file=sys.stderr)
             return 2
-        if os.environ.get("MI_TUNE_DEBUG"):
-            raise
-        print(
-            f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal(exc)
     return 0
+
+
+# errno values of a write the user's environment refuses (not a bug of mi-tune): cli.run says which path
+WRITE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EEXIST, errno.ENOTDIR, errno.EISDIR, errno.EROFS, errno.ENOSPC}
+WRITE_ERRNOS |= {errno.EDQUOT, errno.ENAMETOOLONG}
+
+
+def _internal(exc: Exception) -> int:
+    if os.environ.get("MI_TUNE_DEBUG"):
+        raise exc
+    message = f"mi-tune: internal error: {type(exc).__name__}: {exc} (set MI_TUNE_DEBUG=1 for a traceback)"
+    print(message, file=sys.stderr)
+    return 1
 
 
 def _is_click(exc: Exception, name: str) -> bool:

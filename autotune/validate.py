@@ -10,8 +10,10 @@ import os
 from pathlib import Path
 
 from autotune.specs import MiTuneError, ModelSpec, Workload
+from autotune.specs.ranges import MAX_GPUS, Range, field_range
 
 SEED_MAX = 2**32 - 1  # Optuna's samplers seed numpy's RandomState, which takes 0..2**32 - 1
+MAX_PORT = 65535
 
 
 def _number(flag: str, value: float) -> None:
@@ -42,50 +44,80 @@ def _fmt(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _workload(name: str) -> Range:
+    rng = field_range("Workload", name)
+    assert rng is not None, name
+    return rng
+
+
+# Every numeric flag's range (specs/ranges.py Range): a workload flag takes its Workload field's range, so a flag
+# and a workload file accept the same values. "COMMAND --flag" entries override where a command means another
+# thing by the same flag. A new numeric flag adds its row here and passes through `flags` before any work.
+FLAGS: dict[str, Range] = {
+    "--isl": _workload("isl"),
+    "--osl": _workload("osl"),
+    "--concurrency": _workload("concurrency"),
+    "--rate": _workload("rate_rps"),
+    "--ttft-ms": _workload("ttft_ms"),
+    "--tpot-ms": _workload("tpot_ms"),
+    "--burst": _workload("burst"),
+    "--isl-std": _workload("isl_std"),
+    "--osl-std": _workload("osl_std"),
+    "--num-requests": _workload("num_requests"),
+    "--prefix-hit-rate": _workload("prefix_hit_rate"),
+    "--slo-percentile": _workload("slo_percentile"),
+    "--trials": Range(1, 1_000_000, "trials"),
+    "--timeout": Range(0, 1e7, "seconds (leave it out for no limit)", open_low=True),  # ~4 months
+    "--seed": Range(0, SEED_MAX),
+    "--workers": Range(1, 1024, "processes"),
+    "--gpus": Range(0, MAX_GPUS, note="0 = every GPU of the box"),
+    "--measure": Range(0, 1000, "plans", "0 = no measuring"),
+    "--measure-port": Range(1, MAX_PORT),
+    "--port": Range(1, MAX_PORT),
+    "--top": Range(1, 1000, "plans"),
+    "--ready-timeout": Range(0, 1e6, "seconds", open_low=True),
+    "bench --num-requests": Range(0, 10_000_000, "requests", "0 = the workload's"),
+    "measure --num-requests": Range(0, 10_000_000, "requests", "0 = 4 rounds of the concurrency"),
+    "kernels --tp": Range(0, MAX_GPUS, note="GPUs of the MoE layers; required without --best"),
+    "kernels --ep": Range(1, MAX_GPUS),
+    "kernels --trials": Range(1, 100_000, "configs per batch size"),
+}
+
+
+def flags(command: str, values: dict[str, float | None]) -> None:
+    """Check the numeric flags of `command` that were given (None: left out) against FLAGS, before any work."""
+    for flag, value in values.items():
+        rng = FLAGS.get(f"{command} {flag}") or FLAGS[flag]
+        if value is not None:
+            rng.check(value, flag)
+
+
 def workload_flags(isl: int, osl: int, concurrency: int, rate: float, ttft_ms: float, tpot_ms: float) -> None:
-    """The workload flags every command shares (search, estimate)."""
-    at_least("--isl", isl, 1)
-    at_least("--osl", osl, 1)
-    at_least("--concurrency", concurrency, 0, "0 = as many as fit")
-    at_least("--rate", rate, 0, "requests/s; 0 = closed loop")
-    at_least("--ttft-ms", ttft_ms, 0, "0 = no TTFT SLO")
-    at_least("--tpot-ms", tpot_ms, 0, "0 = no TPOT SLO")
+    """The workload flags every command shares (search, estimate, bench)."""
+    values = {"--isl": isl, "--osl": osl, "--concurrency": concurrency, "--rate": rate}
+    flags("", {**values, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms})
     if concurrency and rate:
         raise MiTuneError(f"--concurrency {concurrency} and --rate {rate:g}: give one of them, not both")
 
 
-# The simulator's workload flags: Workload field -> (flag, lowest value, highest value (excluded), unit or meaning)
+# The simulator's workload flags: Workload field -> flag (their ranges are the fields', in FLAGS)
 SIM_FLAGS = {
-    "burst": ("--burst", 0, None, "0 = no burst"),
-    "isl_std": ("--isl-std", 0, None, "tokens"),
-    "osl_std": ("--osl-std", 0, None, "tokens"),
-    "prefix_hit_rate": ("--prefix-hit-rate", 0, 1, "a share of the prompt"),
-    "num_requests": ("--num-requests", 1, None, "requests the simulator runs"),
-    "slo_percentile": ("--slo-percentile", 0, 100, "a percentile"),
+    "burst": "--burst",
+    "isl_std": "--isl-std",
+    "osl_std": "--osl-std",
+    "prefix_hit_rate": "--prefix-hit-rate",
+    "num_requests": "--num-requests",
+    "slo_percentile": "--slo-percentile",
 }
 
 
 def simulator_flags(given: dict) -> None:
     """The simulator's workload flags that were given, keyed by Workload field as the CLI passes them on."""
-    for name, value in given.items():
-        if name not in SIM_FLAGS or isinstance(value, str):
-            continue
-        flag, low, high, meaning = SIM_FLAGS[name]
-        _number(flag, value)
-        if high is None:
-            at_least(flag, value, low, meaning)
-        elif not low <= value < high or (name == "slo_percentile" and value == low):
-            bounds = f"{low:g} < x < {high:g}" if name == "slo_percentile" else f"{low:g} <= x < {high:g}"
-            raise MiTuneError(f"{flag}: expected {meaning}, {bounds}, got {_fmt(value)}")
+    flags("", {SIM_FLAGS[k]: v for k, v in given.items() if k in SIM_FLAGS and not isinstance(v, str)})
 
 
 def search_flags(trials: int, timeout_s: float | None, seed: int, workers: int, gpus: int) -> None:
-    at_least("--trials", trials, 1)
-    above("--timeout", timeout_s, 0, " seconds (leave it out for no limit)")
-    if not 0 <= seed <= SEED_MAX:
-        raise MiTuneError(f"--seed: expected 0..{SEED_MAX}, got {seed}")
-    at_least("--workers", workers, 1)
-    at_least("--gpus", gpus, 0, "0 = every GPU of the box")
+    flags("search", {"--trials": trials, "--timeout": timeout_s, "--seed": seed, "--workers": workers, "--gpus": gpus})
 
 
 def context(model: ModelSpec, workload: Workload) -> None:
@@ -98,13 +130,23 @@ def context(model: ModelSpec, workload: Workload) -> None:
         )
 
 
+# Folders a run directory holds (report/__init__.py plots, measure.py MEASURE_DIR, engines/tuned_moe.py
+# RUN_DIR_FOLDER): a file of that name would stop the run after its work, when it writes there.
+RUN_DIR_FOLDERS = ("plots", "measure", "moe_configs")
+
+
 def run_dir(flag: str, path: str | Path | None) -> None:
-    """A directory that exists or can be created: not an existing file, not under a file, writable."""
+    """A directory that exists or can be created: not an existing file, not under a file, writable, and no file
+    where the run writes a folder."""
     if path is None:
         return
     p = Path(path)
+    name = f"{flag} {path}".strip()
     if p.exists() and not p.is_dir():
-        raise MiTuneError(f"{flag} {path}: expected a directory, but it is an existing file")
+        raise MiTuneError(f"{name}: expected a directory, but it is an existing file")
+    for folder in RUN_DIR_FOLDERS:
+        if (p / folder).exists() and not (p / folder).is_dir():
+            raise MiTuneError(f"{name}: {p / folder} is a file; the run writes its '{folder}' folder there")
     _writable_below(flag, path, p if p.is_dir() else p.parent)
 
 
@@ -130,4 +172,4 @@ def _writable_below(flag: str, given: str | Path, folder: Path) -> None:
         raise MiTuneError(f"{flag} {given}: cannot be created: no write permission in {probe}")
 
 
-__all__ = ["above", "at_least", "context", "out_file", "run_dir", "search_flags", "workload_flags"]
+__all__ = ["FLAGS", "above", "at_least", "context", "flags", "out_file", "run_dir", "search_flags", "workload_flags"]

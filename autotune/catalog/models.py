@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autotune.catalog.adapters import ADAPTERS
 from autotune.specs import MiTuneError, ModelSpec, SpecError, read_document
+from autotune.specs.ranges import check_name, check_tree
 
 CATALOG = ("deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3", "glm-5", "qwen3-235b-a22b", "llama-3.1-70b")
 META_KEY = "_mi_tune"
@@ -84,13 +85,18 @@ def model_from_config(path: Path) -> ModelSpec:
         supported = ", ".join(sorted(ADAPTERS))
         raise SpecError(f"{path}: model_type '{model_type}' is not supported (supported: {supported})")
     meta = config.get(META_KEY) or {}
+    if not isinstance(meta, dict):
+        raise SpecError(f"{path}: {META_KEY}: expected a mapping, got {meta!r}")
     name = meta.get("name") or path.resolve().parent.name
     try:
+        check_name(name, f"{META_KEY}.name" if meta.get("name") else "the model directory's name")
         spec = adapter(config, name)
-        return dataclasses.replace(
+        spec = dataclasses.replace(
             spec,
-            hf_id=meta.get("hf_id", spec.hf_id),
+            hf_id=str(meta.get("hf_id", spec.hf_id)),
             kv_bytes_per_token_native=float(meta.get("kv_bytes_per_token_native", spec.kv_bytes_per_token_native)),
         )
-    except (SpecError, ValueError) as exc:
+        check_tree(spec, "")  # what the adapter built: finite and in range (specs/ranges.py), layer by layer
+        return spec
+    except (SpecError, ValueError, TypeError) as exc:
         raise SpecError(f"{path}: {exc}") from None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from autotune.loadgen.metrics import BenchReport, Sample, summarize_samples
 from autotune.specs.errors import MiTuneError
+from autotune.specs.io import read_text
 
 VLLM = "vllm bench serve"
 SGLANG = "sglang bench_serving"
@@ -35,10 +36,7 @@ def read_result(path: str | Path, slo_ttft_ms: float = 0.0, slo_tpot_ms: float =
 
 
 def _load(path: Path) -> dict:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise MiTuneError(f"--from-file {path}: {exc.strerror or exc}") from None
+    text = read_text(path, 256 * 2**20, "--from-file")  # bounded: per-request arrays of 1M requests fit
     try:
         doc = json.loads(text)
     except ValueError:

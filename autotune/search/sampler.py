@@ -110,6 +110,23 @@ def layouts(space: Space, choices: dict[str, tuple[Any, ...]], num_gpus: int) ->
     return tuple(",".join(f"{name}={v}" for name, v in c) for c in fitting)
 
 
+def layout_misfit(space: Space, choices: dict[str, tuple[Any, ...]], num_gpus: int) -> str:
+    """'' when some mode (and prefill share) of the choices has a tp x dp x pp layout dividing each phase's GPUs;
+    else what the layout choices are and why none fits (e.g. a space offering tp 3, 5, 7 on an 8-GPU box)."""
+    shares = choices.get("prefill_share") or (0.5,)
+    for mode in choices.get("mode") or ("aggregated",):
+        for share in shares if mode == "disaggregated" else (0.5,):
+            split = phase_gpus(mode, share, num_gpus)
+            if not isinstance(split, str) and all(layouts(space, choices, len(g)) for g in split.values()):
+                return ""
+    dims = [d for d in space.dimensions if d.scope == "phase" and d.field in LAYOUT_FIELDS and choices[d.name]]
+    offered = ", ".join(f"{d.name} {list(choices[d.name])}" for d in dims)
+    return (
+        f"{'/'.join(d.name for d in dims)}: no layout of the choices ({offered}) fits {num_gpus} GPUs "
+        "(a replica's tp x dp x pp GPUs must divide the GPUs of its phase)"
+    )
+
+
 def _phase_values(
     space: Space,
     choices: dict[str, tuple[Any, ...]],
@@ -126,6 +143,8 @@ def _phase_values(
     the same reason a dimension whose admitted values are narrowed by an engine rule is asked under a name
     that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted."""
     options, layout_name = layouts(space, choices, num_gpus), f"{phase}.layout@{num_gpus}"
+    if not options:  # e.g. a prefill share whose GPU count no layout divides
+        return f"no tp x dp x pp layout of the space divides {num_gpus} GPUs"
     if admission is not None:  # e.g. SGLang refuses pp > 1 for DeepSeek-V4.1 while vLLM takes it
         engine = deployment["engine"]
         kept = tuple(o for o in options if not _layout_refusal(admission, engine, o, space))

@@ -13,6 +13,7 @@ from autotune.search.admit import Admission, parse_speculative
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, SpecError, Speculative, read_document
 from autotune.specs.io import check_schema, convert
 from autotune.specs.plan import ENGINES, MODES, NCCL_NAME, NCCL_VALUE
+from autotune.specs.ranges import check_field
 
 SCOPES = ("deployment", "phase")
 PHASES = ("both", "prefill", "decode")
@@ -152,6 +153,7 @@ def _check_choice(where: str, scope: str, field_name: str, value: Any) -> None:
         convert(tp, value, where)
         if field_name in POSITIVE_PHASE_FIELDS and value < 1:
             raise SpecError(f"{where}: expected a positive integer, got {value!r}")
+        check_field(owner if dataclasses.is_dataclass(owner) else "", leaf, value, where)  # specs/ranges.py
         if owner is dict and field_name.startswith("comm.nccl."):
             if not NCCL_NAME.fullmatch(leaf):
                 raise SpecError(f"{where}: field: expected comm.nccl.NCCL_<NAME>, got {field_name!r}")

@@ -40,6 +40,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from autotune.specs import MiTuneError
+from autotune.specs.io import read_text
 
 MANIFEST = "manifest.yaml"
 DEFAULT_STORAGE = "study.journal"  # relative to the run directory
@@ -208,7 +209,7 @@ def read_manifest(run_dir: Path) -> Manifest | None:
     if not path.is_file():
         return None
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = yaml.safe_load(read_text(path)) or {}
     except yaml.YAMLError as exc:
         raise MiTuneError(f"{path}: not valid YAML: {_first_line(exc)}") from None
     if not isinstance(raw, dict) or not raw.get("run_id") or not raw.get("storage"):

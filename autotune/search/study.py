@@ -20,6 +20,7 @@ from autotune.search.evaluate import evaluate
 from autotune.search.explain import Alternative, alternatives, simplify
 from autotune.search.refine import _key
 from autotune.search.runner import Progress, Session, Stop
+from autotune.search.sampler import layout_misfit
 from autotune.search.space import Space, dynamic_requirements, effective_choices
 from autotune.specs import (
     HardwareProfile,
@@ -112,7 +113,11 @@ def study_choices(req: SearchRequest) -> dict[str, tuple[Any, ...]]:
         if req.mode not in req.space.dimension("mode").choices:
             raise MiTuneError(f"--mode: '{req.mode}' is not a choice of the search space ({req.space.source})")
         choices["mode"] = (req.mode,)
-    return _prune_unreachable(req.space, choices)
+    choices = _prune_unreachable(req.space, choices)
+    misfit = layout_misfit(req.space, choices, req.num_gpus)
+    if misfit:
+        raise SpecError(f"{req.space.source}: {misfit}")
+    return choices
 
 
 PRECISION_FIELDS = ("kernels.gemm_dtype", "kernels.kv_cache_dtype")

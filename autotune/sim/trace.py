@@ -22,6 +22,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from autotune.specs import MiTuneError, Workload
+from autotune.specs.io import read_text
+from autotune.specs.ranges import field_range
+
+LENGTHS_FILE_MAX_BYTES = 256 * 2**20  # ~20M (input, output) rows
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ def read_lengths(path: str) -> tuple[tuple[int, int], ...]:
 
 @lru_cache(maxsize=8)
 def _read_lengths(path: str, _mtime_ns: int) -> tuple[tuple[int, int], ...]:
-    text = Path(path).read_text()
+    text = read_text(path, LENGTHS_FILE_MAX_BYTES)
     rows = _jsonl_rows(path, text) if path.endswith((".jsonl", ".json")) else _csv_rows(path, text)
     if not rows:
         raise MiTuneError(f"{path}: no (input, output) length rows")
@@ -97,6 +101,8 @@ def _positive(path: str, line: int, values) -> tuple[int, int]:
         raise MiTuneError(f"{path}:{line}: expected two whole token counts (input, output)") from None
     if isl < 1 or osl < 1:
         raise MiTuneError(f"{path}:{line}: expected positive token counts, got {isl}, {osl}")
+    for name, value in (("isl", isl), ("osl", osl)):  # the workload file's range for the same lengths
+        field_range("Workload", name).check(value, f"{path}:{line}: {name}")
     return isl, osl
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import stat
 import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -16,6 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import yaml
 
 from autotune.specs.errors import SpecError
+from autotune.specs.ranges import check_field
 
 
 def to_dict(obj: Any) -> Any:
@@ -133,6 +135,7 @@ def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
                 raise SpecError(f"{path}: missing required field")
             continue
         kwargs[name] = _convert(hints[name], value[name], path)
+        check_field(cls, name, kwargs[name], path)  # finite and inside its range (specs/ranges.py)
     try:
         return cls(**kwargs)
     except (ValueError, TypeError) as exc:  # a contract's own check; "tp: expected ..." names the field it is about
@@ -142,18 +145,45 @@ def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
         raise SpecError(f"{where}: {exc}") from None
 
 
+MAX_DOCUMENT_BYTES = 64 * 2**20  # a hardware profile with every probe curve is ~1 MB; best.yaml ~100 kB
+
+
+def read_text(path: str | Path, limit: int = MAX_DOCUMENT_BYTES, what: str = "") -> str:
+    """A text file's contents, read with a size bound: errors name the file (prefixed by `what`, e.g. a flag)
+    for a missing file, a directory, a device or socket (`/dev/zero` would read forever), a file above `limit`
+    bytes, or bytes that are not UTF-8."""
+    p = Path(path)
+    name = f"{what} {p}" if what else str(p)
+    try:
+        info = p.stat()
+        if stat.S_ISDIR(info.st_mode):
+            raise SpecError(f"{name}: cannot read (Is a directory)")
+        if not (stat.S_ISREG(info.st_mode) or stat.S_ISFIFO(info.st_mode)):  # a pipe is read with the same bound
+            raise SpecError(f"{name}: expected a regular file, not a device or socket")
+        too_big = info.st_size > limit  # refused without reading it
+        if not too_big:
+            with p.open("rb") as handle:
+                data = handle.read(limit + 1)
+    except FileNotFoundError:
+        raise SpecError(f"{name}: file not found") from None
+    except OSError as exc:
+        raise SpecError(f"{name}: cannot read ({exc.strerror})") from None
+    if too_big or len(data) > limit:
+        size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit:,} bytes"
+        raise SpecError(f"{name}: larger than {size}; expected a mi-tune input file")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{name}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
 def read_document(path: str | Path) -> dict:
     """Parse a YAML or JSON file into a mapping; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise SpecError(f"{p}: file not found") from None
-    except OSError as exc:
-        raise SpecError(f"{p}: cannot read ({exc.strerror})") from None
+    text = read_text(p)
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+    except (yaml.YAMLError, json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nesting 1000s deep
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" at line {line + 1}" if line is not None else ""
         raise SpecError(f"{p}: malformed {'JSON' if p.suffix == '.json' else 'YAML'}{at}") from None
@@ -190,4 +220,15 @@ def save(obj: Any, path: str | Path) -> Path:
     return p
 
 
-__all__ = ["to_dict", "from_dict", "convert", "read_document", "check_schema", "load", "dump_yaml", "dump_json", "save"]
+__all__ = [
+    "to_dict",
+    "from_dict",
+    "convert",
+    "read_document",
+    "read_text",
+    "check_schema",
+    "load",
+    "dump_yaml",
+    "dump_json",
+    "save",
+]

@@ -41,6 +41,13 @@ class FfnSpec:
     experts_per_token: int = 0
     expert_params: int = 0  # parameters of ONE routed expert
 
+    def __post_init__(self) -> None:
+        if self.kind == "moe" and not 1 <= self.experts_per_token <= self.num_experts:
+            raise ValueError(
+                f"experts_per_token: expected 1..num_experts ({self.num_experts}) routed experts per token, "
+                f"got {self.experts_per_token}"
+            )
+
 
 @dataclass(frozen=True)
 class LayerSpec:

@@ -101,5 +101,7 @@ def test_non_positive_batching_is_refused_naming_the_field(tmp_path):
         "schema: mi-tune/plan/v1\nengine: vllm\nmode: aggregated\nphases:\n"
         "  both: {gpus: [0], batching: {max_running: -16, chunked_prefill_tokens: 8192}}\n"
     )
-    with pytest.raises(SpecError, match=r"phases\.both\.batching\.max_running: expected a positive integer, got -16"):
+    with pytest.raises(
+        SpecError, match=r"phases\.both\.batching\.max_running: expected 1\.\.1,048,576 requests, got -16"
+    ):
         load_plan(path)

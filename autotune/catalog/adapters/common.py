@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autotune.specs import FfnSpec, LayerSpec, ModelSpec, SpecError
+from autotune.specs.ranges import check_config
 
 _MISSING = object()
 _TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -25,6 +26,7 @@ class Fields:
             raise SpecError(f"missing field '{self.prefix}{key}'")
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(f"field '{self.prefix}{key}': expected an integer, got {value!r}")
+        check_config(key, value, f"field '{self.prefix}{key}'")  # specs/ranges.py CONFIG_KEYS
         return value
 
     def nums(self, key: str, default=_MISSING) -> list[int]:
@@ -33,6 +35,7 @@ class Fields:
             raise SpecError(f"missing field '{self.prefix}{key}'")
         if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
             raise SpecError(f"field '{self.prefix}{key}': expected a list of integers, got {value!r}")
+        check_config(key, value, f"field '{self.prefix}{key}'")
         return value
 
     def sub(self, key: str) -> Fields:
