@@ -65,6 +65,14 @@ def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -
     return Op("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group)
 
 
+def _quant(rows: float, k: float, count: float, source: str) -> Op:
+    """Per-token FP8 activation quantisation in front of `count` FP8 GEMMs of reduction width `k`: reads the bf16
+    rows, writes FP8 rows and one fp32 scale per row (vLLM scaled_fp8_quant / per_token_group_quant_fp8,
+    SGLang sgl_per_token_quant_fp8: one kernel per GEMM input)."""
+    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + 1.0) + 4.0)
+    return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
@@ -114,8 +122,9 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         rates.rates_table(hw),
         dense_dtype,
         expert_dtype,
-        eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0,
-        eff.MOE_VARIANT_SPEED.get(moe, 1.0),
+        _narrow_speed(hw, dense_dtype, model.hidden_size)
+        * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
+        eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(phase.kernels.attention, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
@@ -124,6 +133,11 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         imbalance,
         comm.nccl_env(phase.comm),
     )
+
+
+def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
+    """rates.narrow_k_speed for FP8 / FP4 GEMMs of reduction width `k` (the hidden size), 1 for wider dtypes."""
+    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0
 
 
 def attended_entries(att: AttentionSpec, ctx: float) -> float:
@@ -272,6 +286,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
            shape.split_count, "tp", dense_speed)
     )  # fmt: skip
+    if dense_dtype == "fp8":  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden)
+        ops.append(_quant(rows, hidden, shape.split_count - (1 if shape.rep else 0), "kernels.gemm_dtype"))
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
         ops.append(
@@ -331,6 +347,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed,
             )
         )
+        if c.dense_dtype == "fp8":  # gate_up's and down's inputs
+            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype"))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, c.imbalance
@@ -352,6 +370,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             c.moe_speed,
         )
     )
+    if c.expert_dtype == "fp8":  # routed rows quantised in front of the two grouped GEMMs
+        ops.append(_quant(routed, hidden, 2, "kernels.moe"))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
 
@@ -475,3 +495,13 @@ def head_ops(c: Context, rows: float) -> list[Op]:
     if rows:  # top-k / top-p sampling over the rank's logits (fp32 reads)
         ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, m * model.vocab_size / phase.tp * 4, 1.0, "engine"))
     return ops
+
+
+def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
+    """One dense linear layer (m rows, n x k weights on this rank, in the Context's dense dtype) as the op list
+    builds it: the GEMM streaming its weights, after its input's FP8 quantisation. Used by the per-op check
+    (tests/bench/op_check.py)."""
+    dtype = c.dense_dtype
+    speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
+    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, n * k * c.dense_bytes, 1.0, speed)]
+    return ops + ([_quant(m, k, 1.0, source)] if dtype == "fp8" else [])

@@ -1,0 +1,67 @@
+"""Structural causes of issue 16 (model fidelity v3): each test fails on the model before the fix."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.catalog import load_model, load_preset
+from autotune.perf import rates
+from autotune.perf.oplist import context, ffn_ops, layer_ops, linear_ops
+from autotune.perf.ops import StepInput, cost_ops
+from autotune.specs import Kernels, PhasePlan
+
+H200, PCIE = load_preset("h200-x8"), load_preset("rtx-pro-6000-x8")
+DSV3, LLAMA70 = load_model("deepseek-v3"), load_model("llama-3.1-70b")
+
+
+def phase(n=1, **kw) -> PhasePlan:
+    return PhasePlan(gpus=tuple(range(n)), **kw)
+
+
+def test_kernel_time_is_launch_plus_transfer():
+    """A weight-streaming GEMM pays its fixed kernel time on top of the transfer (old: max of the two)."""
+    bf16 = dataclasses.replace(LLAMA70, dense_dtype="bf16")
+    c = context(bf16, phase(), "vllm", H200, (0,))
+    ops = linear_ops(c, 1, 4096, 4096, "t")
+    rate = rates.rates_table(H200).get("gemm", "bf16", "m<=16")
+    transfer_s = 4096 * 4096 * 2 / (rate.gbs * 1e9)
+    assert cost_ops(c, ops).time_s == pytest.approx(transfer_s + rate.min_us * 1e-6)
+
+
+def test_fp8_linear_pays_its_activation_quantisation():
+    """An FP8 linear emits the `quant` op (per-token activation quantisation); a bf16 one does not."""
+    fp8 = context(LLAMA70, phase(kernels=Kernels(gemm_dtype="fp8")), "vllm", H200, (0,))
+    bf16 = context(dataclasses.replace(LLAMA70, dense_dtype="bf16"), phase(), "vllm", H200, (0,))
+    x = StepInput(prefill_tokens=4096, prefill_ctx=2048)
+    fp8_quant = [op for op in layer_ops(fp8, LLAMA70.layers[0], x) if op.kind == "quant"]
+    assert fp8_quant and all(op.nbytes > 0 for op in fp8_quant)
+    assert not [op for op in layer_ops(bf16, LLAMA70.layers[0], x) if op.kind == "quant"]
+    assert cost_ops(fp8, fp8_quant).by_rate.get(("quant", "bf16", "any"), 0.0) > 0
+
+
+def test_fp8_speedup_shrinks_with_small_k():
+    """The FP8/bf16 ratio depends on K: a K=512 FP8 GEMM gains less over bf16 than a K=8192 one."""
+    fp8 = context(LLAMA70, phase(kernels=Kernels(gemm_dtype="fp8")), "vllm", H200, (0,))
+    bf16 = context(dataclasses.replace(LLAMA70, dense_dtype="bf16"), phase(), "vllm", H200, (0,))
+
+    def gemm_s(c, k):
+        return cost_ops(c, [op for op in linear_ops(c, 16384, 8192, k, "t") if op.kind == "gemm"]).time_s
+
+    small = gemm_s(bf16, 512) / gemm_s(fp8, 512)
+    large = gemm_s(bf16, 8192) / gemm_s(fp8, 8192)
+    assert 1.0 < small < large
+    assert rates.narrow_k_speed("sm_90", rates.FP8_RATIO_K) == pytest.approx(1.0)
+
+
+def test_memory_bound_moe_is_not_divided_by_the_kernel_speed_prior():
+    """Decode experts stream weights at the bandwidth: a slower kernel prior (Triton 0.85) does not slow them."""
+    x_tokens = 4.0  # a few decode tokens: weight streaming dominates
+    layer = DSV3.layers[-1]
+    costs = {}
+    for kernel in ("cutlass", "triton"):
+        c = context(DSV3, phase(8, tp=8, ep=8, kernels=Kernels(moe=kernel)), "vllm", H200, tuple(range(8)))
+        moe = [op for op in ffn_ops(c, layer.ffn, x_tokens) if op.kind == "grouped_moe"]
+        costs[kernel] = cost_ops(c, moe).time_s
+    assert costs["triton"] == pytest.approx(costs["cutlass"])
