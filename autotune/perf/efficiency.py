@@ -61,6 +61,9 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 # NCCL latency (per protocol and ring step), protocols, P2P level, channels, PCIe-IPC: perf/comm_rates.py.
 # pcie-rtx6kpro: custom one-shot PCIe all-reduce 7.5 us at 256 B - 1 KB.
 CUSTOM_ALLREDUCE_LATENCY_US = 7.5
+# The same kernel family over NVLink, by world size: sgl-project/sglang#2904 (H100 SXM, custom all-reduce, no
+# CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us and 4 KiB: 3.9 / 3.7 / 5.7 us at 2 / 4 / 8 GPUs -> the 512 B figures.
+CUSTOM_ALLREDUCE_NVLINK_LATENCY_US = {2: 3.7, 4: 4.8, 8: 5.9}
 
 # Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms. Priors
 # (the v1 figures). Whether it adds to the step depends on the engine's scheduler (scheduler_overhead_ms below).
@@ -109,8 +112,15 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
     return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
 
 
-# MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB).
+# MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB) at large batches, from
+# the experts' popularity skew; small batches add their sampling spread (oplist.ep_imbalance).
 EP_IMBALANCE = 1.15
+# Routing popularity of the experts, rank^-ROUTING_SKEW (oplist.distinct_experts), in ROUTING_GROUPS groups. A
+# prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean
+# without EPLB), and a skew of 0.5 puts the busiest eighth of 256 experts at 2.8x the mean rate, the least
+# popular eighth at 0.5x. No public per-expert histogram is in calibration.yaml to fit it to.
+ROUTING_SKEW = 0.5
+ROUTING_GROUPS = 8
 # Share of that excess left with the expert-parallel load balancer. autotune/catalog/calibration.yaml
 # eplb-trtllm-deepseek-r1-ep32: (max - mean) / mean 1.56 without -> 0.115 with (EP36, 32 redundant experts),
 # 7% left; eplb-vllm-kimi-k3-ep16: max/mean 1.069 -> 1.008, 12% left. Both keep ~1/10 of the excess.

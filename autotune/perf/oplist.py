@@ -11,8 +11,10 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from autotune.perf import comm, precision, rates
@@ -181,11 +183,42 @@ def layer_groups(model: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
     return groups
 
 
-def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:
-    """Expected number of experts hit when `tokens` tokens each route to top-k of E experts."""
+def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float | None = None) -> float:
+    """Expected number of experts hit when `tokens` tokens each route to top-k of E experts, the experts' routing
+    popularity falling as rank^-skew (eff.ROUTING_SKEW; 0 = uniform): popular experts are hit by many of the
+    tokens, so a batch hits fewer distinct experts than uniform routing would (exactly top-k for one token)."""
     if tokens <= 0:
         return 0.0
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+    weights = _popularity(num_experts, eff.ROUTING_SKEW if skew is None else skew)
+    per_group = num_experts / len(weights)
+    return sum(per_group * (1.0 - max(0.0, 1.0 - top_k * w / num_experts) ** tokens) for w in weights)
+
+
+@lru_cache(maxsize=256)
+def _popularity(num_experts: int, skew: float) -> tuple[float, ...]:
+    """Mean routing probability of each of ROUTING_GROUPS equal groups of experts (ranked by popularity, mean 1)."""
+    groups = min(eff.ROUTING_GROUPS, num_experts) if skew else 1
+    p = [(i + 1) ** -skew for i in range(num_experts)]
+    mean = sum(p) / num_experts
+    size = num_experts / groups
+    return tuple(
+        sum(p[int(g * size) : int((g + 1) * size)]) / (int((g + 1) * size) - int(g * size)) / mean
+        for g in range(groups)
+    )
+
+
+def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
+    """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens: the popularity skew the
+    placement leaves (Context.imbalance: EP_IMBALANCE, mostly removed by EPLB) plus the sampling spread of a
+    small batch, max over ep ranks of a Poisson count ~ mean + sqrt(2 ln(ep) x mean); never above all the
+    routed rows on one rank."""
+    ep = c.phase.ep
+    if ep <= 1:
+        return 1.0
+    mean_rows = tokens * top_k / ep
+    if mean_rows <= 0:
+        return c.imbalance
+    return min(float(ep), c.imbalance + math.sqrt(2.0 * math.log(ep) / mean_rows))
 
 
 def speculation(phase: PhasePlan) -> tuple[int, float]:
@@ -351,7 +384,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype"))
     if ffn.kind != "moe":
         return
-    e_bytes, imbalance = c.expert_bytes, c.imbalance
+    e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
     routed = tokens * ffn.experts_per_token / ranks * imbalance  # routed rows the busiest rank computes
     per_expert = tokens * ffn.experts_per_token / ffn.num_experts * imbalance
     hit = distinct_experts(ffn.num_experts, ffn.experts_per_token, tokens)

@@ -65,3 +65,37 @@ def test_memory_bound_moe_is_not_divided_by_the_kernel_speed_prior():
         moe = [op for op in ffn_ops(c, layer.ffn, x_tokens) if op.kind == "grouped_moe"]
         costs[kernel] = cost_ops(c, moe).time_s
     assert costs["triton"] == pytest.approx(costs["cutlass"])
+
+
+def test_ep_imbalance_depends_on_the_batch():
+    """The busiest EP rank's excess shrinks as the batch grows (old: a fixed 1.15 at every token count)."""
+    c = context(DSV3, phase(8, tp=8, ep=8), "vllm", H200, tuple(range(8)))
+    ffn = DSV3.layers[-1].ffn
+
+    def excess(tokens):
+        moe = next(op for op in ffn_ops(c, ffn, tokens) if op.kind == "grouped_moe")
+        return moe.m / (tokens * ffn.experts_per_token / ffn.num_experts)
+
+    assert excess(16) > excess(256) > excess(65536) > 1.0
+    assert excess(65536) == pytest.approx(c.imbalance, rel=0.05)
+
+
+def test_skewed_routing_hits_fewer_experts_than_uniform():
+    """Expert hits follow a non-uniform popularity: a batch reads fewer distinct experts than uniform routing."""
+    from autotune.perf.oplist import distinct_experts
+
+    assert distinct_experts(256, 8, 1) == pytest.approx(8)
+    assert distinct_experts(256, 8, 64) < distinct_experts(256, 8, 64, skew=0.0) - 5
+
+
+def test_custom_all_reduce_latency_is_per_interconnect():
+    """A tiny custom all-reduce over NVLink costs the NVLink kernel latency, not the 7.5 us PCIe figure."""
+    from autotune.perf import comm
+    from autotune.perf import efficiency as eff
+
+    algo, nvlink_s = comm.all_reduce(H200, tuple(range(8)), 512, "custom")
+    assert algo == "custom"
+    assert nvlink_s * 1e6 < eff.CUSTOM_ALLREDUCE_LATENCY_US
+    assert nvlink_s * 1e6 == pytest.approx(eff.CUSTOM_ALLREDUCE_NVLINK_LATENCY_US[8], rel=0.05)
+    algo, pcie_s = comm.all_reduce(PCIE, (0, 1), 512, "custom")
+    assert algo == "custom" and pcie_s * 1e6 >= eff.CUSTOM_ALLREDUCE_LATENCY_US
