@@ -91,14 +91,19 @@ def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
 
 
-def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED).
     SGLang 0.5.23: FP8 auto = DeepGEMM only with an a2a backend (DeepEP), else Triton (srt/layers/quantization/
     fp8.py:1520-1542); FP4 (V4.x MXFP4) experts auto = flashinfer_mxfp4 (arg_groups/model_overrides/deepseek_v4.py:
     66-91); bf16: the Triton fused MoE. vLLM 0.34 (fused_moe/oracle/*.py, /tmp/rules-evidence.md item 2): block
     FP8 on SM90 Triton first for ep == 1 and FlashInfer CUTLASS for ep > 1 (fp8.py:127-139), on SM100 FlashInfer
     (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else Marlin; bf16:
-    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89."""
+    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89.
+    The checkpoint's format decides first: INT4 (AWQ / GPTQ) experts run Marlin in both engines (vLLM
+    quantization/auto_awq.py:338-362 -> fused_moe/oracle/int_wna16.py:130-147, Marlin first on CUDA; SGLang
+    quantization/awq/awq.py:356-390, awq_marlin)."""
+    if expert_format in ("int4_awq", "int4_gptq") or expert_dtype == "int4":
+        return "marlin"
     if engine == "sglang":
         if expert_dtype == "fp8":
             return "deep_gemm" if deepep else "triton"

@@ -110,7 +110,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep)
+        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
     imbalance = 1.0
     if phase.ep > 1:
         excess = eff.EP_IMBALANCE - 1.0

@@ -99,3 +99,15 @@ def test_custom_all_reduce_latency_is_per_interconnect():
     assert nvlink_s * 1e6 == pytest.approx(eff.CUSTOM_ALLREDUCE_NVLINK_LATENCY_US[8], rel=0.05)
     algo, pcie_s = comm.all_reduce(PCIE, (0, 1), 512, "custom")
     assert algo == "custom" and pcie_s * 1e6 >= eff.CUSTOM_ALLREDUCE_LATENCY_US
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_int4_awq_experts_default_to_marlin(engine):
+    """The engine's MoE kernel follows the checkpoint format: AWQ/GPTQ INT4 experts run Marlin (old: by dtype,
+    a bf16-compute kernel the rules do not admit for that format)."""
+    from autotune.perf import efficiency as eff
+
+    awq = dataclasses.replace(DSV3, dense_dtype="bf16", expert_dtype="int4", expert_format="int4_awq")
+    c = context(awq, phase(8, tp=8), engine, H200, tuple(range(8)))
+    assert c.moe_speed == pytest.approx(eff.MOE_VARIANT_SPEED["marlin"])
+    assert eff.auto_moe_kernel(engine, "bf16", "sm_90", False, 1, "int4_awq") == "marlin"
