@@ -62,6 +62,7 @@ SIM_FLAGS = {
     "prefix_hit_rate": ("--prefix-hit-rate", 0, 1, "a share of the prompt"),
     "num_requests": ("--num-requests", 1, None, "requests the simulator runs"),
     "slo_percentile": ("--slo-percentile", 0, 100, "a percentile"),
+    "draft_acceptance": ("--draft-acceptance", 0, 1, "a per-draft-token acceptance (0 = the model's default)"),
 }
 
 

@@ -210,6 +210,11 @@ CASES = [
         lambda t: [*SEARCH, "--prefix-hit-rate", "1.5"],
         r"--prefix-hit-rate: expected a share",
     ),
+    (
+        "draft-acceptance-1",
+        lambda t: [*SEARCH, "--draft-acceptance", "1"],
+        r"--draft-acceptance: expected a per-draft-token acceptance",
+    ),
     ("zero-num-requests", lambda t: [*SEARCH, "--num-requests", "0"], r"--num-requests: expected 1 or more"),
     ("slo-percentile-100", lambda t: [*SEARCH, "--slo-percentile", "100"], r"--slo-percentile: expected a percentile"),
     ("slo-percentile-0", lambda t: [*SEARCH, "--slo-percentile", "0"], r"--slo-percentile: expected a percentile"),

@@ -142,6 +142,21 @@ NORMS_PER_LAYER = 2  # input + post-attention RMSNorm, each fused with its resid
 # dspark-vllm-v4-flash-0731 / dspark-vllm-v41-flash-gsm8k: mean acceptance length 2.74 / 2.82 at k=5 ->
 # a = 0.67 / 0.68 under the geometric model -> 0.68. EAGLE has no head in the catalog: the MTP figure, a prior.
 DRAFT_ACCEPTANCE = {"mtp": 0.85, "dspark": 0.68, "eagle": 0.85}
+# Per model family and method, where a public report measured it (calibration.yaml): GLM-5.x MTP,
+# mtp-llamacpp-glm53-flash: mean accepted length 4.13 at 5 drafts (per-position 0.92 / 0.81 / 0.60 / 0.44 / 0.35)
+# -> a = 0.80 under the geometric model (a Q4-quantised draft layer: a low end). DeepSeek-V3 MTP:
+# mtp-sglang-deepseek-v3-nextn ~1.9 accepted length with one draft -> 0.9, beside the report's 0.85-0.90: the
+# method default 0.85 stays. A workload's `draft_acceptance` (--draft-acceptance) overrides both.
+DRAFT_ACCEPTANCE_BY_FAMILY = {("glm_moe_dsa", "mtp"): 0.80}
+
+
+def draft_acceptance(family: str, method: str, override: float = 0.0) -> float:
+    """Per-draft-token acceptance of `method` on a model `family`: the workload's override (0 = none), else the
+    family's public figure, else the method's."""
+    if override > 0:
+        return override
+    hit = DRAFT_ACCEPTANCE_BY_FAMILY.get((family, method))
+    return hit if hit is not None else DRAFT_ACCEPTANCE.get(method, DRAFT_ACCEPTANCE["mtp"])
 
 
 def efficiency(hw: HardwareProfile) -> Efficiency:

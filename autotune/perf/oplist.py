@@ -221,15 +221,16 @@ def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
     return min(float(ep), c.imbalance + math.sqrt(2.0 * math.log(ep) / mean_rows))
 
 
-def speculation(phase: PhasePlan) -> tuple[int, float]:
+def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> tuple[int, float]:
     """(tokens each decoding sequence runs through the target model per step, tokens it advances on average):
     k drafts verified at once, each accepted with probability `a` given its predecessors were, advance
-    E = (1 - a^(k+1)) / (1 - a) tokens (the bonus token included)."""
+    E = (1 - a^(k+1)) / (1 - a) tokens (the bonus token included). `a` is eff.draft_acceptance of the model
+    `family` and the method, or `acceptance` when given (Workload.draft_acceptance)."""
     spec = phase.speculative
     k = spec.draft_tokens if spec.method != "none" else 0
     if k <= 0:
         return 1, 1.0
-    a = eff.DRAFT_ACCEPTANCE.get(spec.method, eff.DRAFT_ACCEPTANCE["mtp"])
+    a = eff.draft_acceptance(family, spec.method, acceptance)
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
 
 

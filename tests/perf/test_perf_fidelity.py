@@ -111,3 +111,23 @@ def test_int4_awq_experts_default_to_marlin(engine):
     c = context(awq, phase(8, tp=8), engine, H200, tuple(range(8)))
     assert c.moe_speed == pytest.approx(eff.MOE_VARIANT_SPEED["marlin"])
     assert eff.auto_moe_kernel(engine, "bf16", "sm_90", False, 1, "int4_awq") == "marlin"
+
+
+def test_speculative_acceptance_is_an_input():
+    """Acceptance per model family (public figure) and per workload (flag / file field) moves the prediction
+    (old: one constant per method)."""
+    from autotune.perf import efficiency as eff
+    from autotune.perf import predict
+    from autotune.perf.oplist import speculation
+    from autotune.specs import Plan, Speculative, Workload
+
+    mtp = phase(8, tp=8, speculative=Speculative("mtp", 3))
+    assert speculation(mtp, "glm_moe_dsa")[1] < speculation(mtp, "deepseek_v3")[1]
+    assert eff.draft_acceptance("glm_moe_dsa", "mtp") == eff.DRAFT_ACCEPTANCE_BY_FAMILY[("glm_moe_dsa", "mtp")]
+    assert speculation(mtp, "deepseek_v3", 0.5)[1] == pytest.approx((1 - 0.5**4) / 0.5)
+    plan = Plan(engine="vllm", mode="aggregated", phases={"both": mtp})
+    low = predict(plan, DSV3, H200, Workload(isl=1024, osl=1024, draft_acceptance=0.5))
+    default = predict(plan, DSV3, H200, Workload(isl=1024, osl=1024))
+    assert low.feasible and low.output_tok_s < default.output_tok_s
+    with pytest.raises(ValueError, match="draft_acceptance"):
+        Workload(draft_acceptance=1.5)
