@@ -27,6 +27,21 @@ DEFAULT_EFFICIENCY = Efficiency(gemm_compute=0.75, gemm_memory=0.80, attention_c
 # Relative speed of kernel variants against the engine's auto choice (1.0). Priors, not measurements:
 # `mi-tune kernels bench` and measured trials are the way to replace them.
 ATTENTION_VARIANT_SPEED = {"auto": 1.0, "flashinfer": 1.0, "triton": 0.85}
+
+
+def auto_attention_kernel(engine: str, model, arch: str, chosen: str) -> str:
+    """The attention kernel a plan runs: its kernels.attention, or for `auto` the engine's default where that is
+    not the fast kernel the speed priors take as 1.0. vLLM 0.34 MLA (DeepSeek / GLM / Kimi latent attention) on
+    sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need sm_90,
+    FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at cuda.py:146-151."""
+    if chosen != "auto":
+        return chosen
+    mla = any(layer.attention.latent_shared for layer in model.layers[:1])
+    if engine == "vllm" and mla and arch in ("sm_120", "sm_89", "sm_80"):
+        return "triton"
+    return "auto"
+
+
 # MoE additions, priors: flashinfer_cutlass is the same CUTLASS grouped GEMM family as cutlass (1.0);
 # b12x (W4A8, SM120/121 FP4 experts): flashinfer#3051 measures its FP4 GEMM 1.3-1.7x faster than CUTLASS at
 # decode M <= 64 and at par from M >= 256, so 1.1 over the whole step mix; flashinfer_mxfp4 (W4A16 MXFP4):

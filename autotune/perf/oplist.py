@@ -127,7 +127,9 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         _narrow_speed(hw, dense_dtype, model.hidden_size)
         * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
         eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
-        eff.ATTENTION_VARIANT_SPEED.get(phase.kernels.attention, 1.0),
+        eff.ATTENTION_VARIANT_SPEED.get(
+            eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention), 1.0
+        ),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
         DTYPE_BYTES[precision.dense_dtype(model, phase)],

@@ -131,3 +131,30 @@ def test_speculative_acceptance_is_an_input():
     assert low.feasible and low.output_tok_s < default.output_tok_s
     with pytest.raises(ValueError, match="draft_acceptance"):
         Workload(draft_acceptance=1.5)
+
+
+def test_memory_follows_each_engines_arithmetic():
+    """SGLang: total - its reserved share (mem_fraction_static, floor 10 GiB above 60 GiB), not 90%; vLLM: 90% of
+    total minus weights, profiled activations and non-torch growth, the CUDA context outside the budget."""
+    from autotune.perf.memory import GIB, RESERVE_GB, memory_fit
+    from autotune.specs import Batching
+
+    small = phase(8, tp=8, batching=Batching(chunked_prefill_tokens=2048, max_running=128))
+    sglang = memory_fit(DSV3, small, H200, 2048, "sglang")
+    # 512 + 1.5 x 2048 + 128 x 2 + 8 / 8 x 1024 MB = 4,864 MB < the 10 GiB floor
+    assert sglang.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gb * GIB - 10 * GIB)
+    vllm = memory_fit(DSV3, small, H200, 2048, "vllm")
+    assert vllm.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gb * GIB * 0.9)
+    assert vllm.reserve_gb == RESERVE_GB < 3.0
+    assert sglang.kv_tokens > vllm.kv_tokens
+
+
+def test_vllm_mla_on_sm120_runs_triton_mla():
+    """vLLM's default MLA kernel on sm_120 is TRITON_MLA: costed with the Triton prior, not as FlashMLA."""
+    from autotune.perf import efficiency as eff
+
+    auto = context(DSV3, phase(8, tp=8), "vllm", PCIE, tuple(range(8)))
+    sglang = context(DSV3, phase(8, tp=8), "sglang", PCIE, tuple(range(8)))
+    hopper = context(DSV3, phase(8, tp=8), "vllm", H200, tuple(range(8)))
+    assert auto.attention_speed == eff.ATTENTION_VARIANT_SPEED["triton"] < hopper.attention_speed
+    assert sglang.attention_speed == eff.ATTENTION_VARIANT_SPEED["auto"]
