@@ -120,9 +120,7 @@ def _draft_heads(*configs: Fields) -> tuple[str, ...]:
     DSpark (dspark_* fields)."""
     has = lambda key: any(cfg.get(key) for cfg in configs)  # noqa: E731
     mtp = has("num_nextn_predict_layers") or has("mtp_num_hidden_layers")  # Qwen3.5 names its MTP head so
-    return (("mtp",) if mtp else ()) + (
-        ("dspark",) if has("dspark_target_layer_ids") else ()
-    )
+    return (("mtp",) if mtp else ()) + (("dspark",) if has("dspark_target_layer_ids") else ())
 
 
 def _dense_ffn(hidden: int, intermediate: int) -> FfnSpec:
