@@ -425,6 +425,7 @@ def rows() -> list[Row]:
         ),
         Row("mtp-deepseek-v3-report", "MTP 2nd-token acceptance", "", 0.875, lambda: accepted_tokens("mtp", 1)() - 1),
         Row("mtp-deepseek-v3-report", "MTP decode speed-up, V3 TP8 8xH200 c=1", "x", 1.8, mtp_speedup),
+        Row("mtp-sglang-deepseek-v3-nextn", "MTP acceptance length k=1", "tok", 1.9, accepted_tokens("mtp", 1)),
         Row("dspark-vllm-v4-flash-0731", "DSpark acceptance length k=5", "tok", 2.74, accepted_tokens("dspark", 5)),
         Row("dspark-vllm-v41-flash-gsm8k", "DSpark acceptance length k=5", "tok", 2.82, accepted_tokens("dspark", 5)),
         Row("eplb-trtllm-deepseek-r1-ep32", "EP32 max/mean rank load, no EPLB", "", 2.564, imbalance(False)),
