@@ -47,6 +47,9 @@ LENGTHS_FILE = typer.Option("", "--lengths-file", help="CSV/JSONL of (input, out
 PREFIX_HIT_RATE = typer.Option(0.0, "--prefix-hit-rate", help="Share of prompt tokens cached, 0..1.")
 NUM_REQUESTS = typer.Option(1000, "--num-requests", help="Requests the simulator runs.")
 SLO_PERCENTILE = typer.Option(95.0, "--slo-percentile", help="Percentile --ttft-ms/--tpot-ms hold at (default 95).")
+DRAFT_ACCEPTANCE = typer.Option(
+    0.0, "--draft-acceptance", help="Speculative decoding: per-draft-token acceptance, 0..1 (0 = the model's default)."
+)
 
 
 def _workload(
@@ -87,9 +90,10 @@ def _workload(
         raise MiTuneError(f"workload flags: {exc}") from None
 
 
-def _sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo) -> dict:
+def _sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo, accept=0.0):
     """The simulator's workload flags given away from their defaults (Workload fields)."""
     flags = dict(
+        draft_acceptance=accept,
         burst=burst,
         length_dist="file" if lengths_file and length_dist == "fixed" else length_dist,
         isl_std=isl_std,
@@ -206,6 +210,7 @@ def search(
     prefix_hit_rate: float = PREFIX_HIT_RATE,
     num_requests: int = NUM_REQUESTS,
     slo_percentile: float = SLO_PERCENTILE,
+    draft_acceptance: float = DRAFT_ACCEPTANCE,
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(
         None, "--timeout", help="Stop the search after S seconds (all workers); the outputs hold the trials done."
@@ -254,7 +259,7 @@ def search(
         workload=_workload(
             isl, osl, concurrency, rate, ttft_ms, tpot_ms, objective, workload_file, dataset,
             **_sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests,
-                         slo_percentile),
+                         slo_percentile, draft_acceptance),
         ),  # fmt: skip
         trials=trials,
         timeout_s=timeout,
@@ -339,6 +344,7 @@ def estimate(
     prefix_hit_rate: float = PREFIX_HIT_RATE,
     num_requests: int = NUM_REQUESTS,
     slo_percentile: float = SLO_PERCENTILE,
+    draft_acceptance: float = DRAFT_ACCEPTANCE,
     as_json: bool = typer.Option(False, "--json"),
     explain: bool = typer.Option(
         False, "--explain", help="Also predict each single-setting change the engine's rules admit on this box."
@@ -349,7 +355,8 @@ def estimate(
 
     workload = _workload(
         isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput", workload_file, dataset,
-        **_sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo_percentile),
+        **_sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo_percentile,
+                     draft_acceptance),
     )  # fmt: skip
     plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
     if explain and prediction.feasible:

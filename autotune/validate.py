@@ -66,6 +66,7 @@ FLAGS: dict[str, Range] = {
     "--num-requests": _workload("num_requests"),
     "--prefix-hit-rate": _workload("prefix_hit_rate"),
     "--slo-percentile": _workload("slo_percentile"),
+    "--draft-acceptance": _workload("draft_acceptance"),
     "--trials": Range(1, 1_000_000, "trials"),
     "--timeout": Range(0, 1e7, "seconds (leave it out for no limit)", open_low=True),  # ~4 months
     "--seed": Range(0, SEED_MAX),
@@ -108,6 +109,7 @@ SIM_FLAGS = {
     "prefix_hit_rate": "--prefix-hit-rate",
     "num_requests": "--num-requests",
     "slo_percentile": "--slo-percentile",
+    "draft_acceptance": "--draft-acceptance",
 }
 
 

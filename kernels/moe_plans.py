@@ -32,7 +32,7 @@ def phase_moe_kernel(plan: Plan, name: str, model: ModelSpec, hw: HardwareProfil
             return moe
     deepep = phase.comm.all2all == "deepep" and phase.ep > 1
     expert = precision.compute_dtype(model, phase, hw, "expert")
-    return efficiency.auto_moe_kernel(plan.engine, expert, hw.gpu.arch, deepep, phase.ep)
+    return efficiency.auto_moe_kernel(plan.engine, expert, hw.gpu.arch, deepep, phase.ep, model.expert_format)
 
 
 def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict[str, mc.MoeShape]:

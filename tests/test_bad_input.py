@@ -230,6 +230,11 @@ CASES = [
         r"--slo-percentile: expected 0 < x < 100 \(a percentile\), got 100",
     ),
     ("slo-percentile-0", lambda t: [*SEARCH, "--slo-percentile", "0"], r"--slo-percentile: expected 0 < x < 100"),
+    (
+        "draft-acceptance-1",
+        lambda t: [*SEARCH, "--draft-acceptance", "1"],
+        r"--draft-acceptance: expected 0 <= x < 1 \(a per-draft-token acceptance",
+    ),
     ("unknown-length-dist", lambda t: [*SEARCH, "--length-dist", "zipf"], r"length_dist: expected one of fixed"),
     ("unknown-dataset", lambda t: [*SEARCH, "--dataset", "nope"], r"--dataset: expected one of"),
     ("burst-and-concurrency", lambda t: [*SEARCH, "--burst", "4", "--concurrency", "3"], r"give one"),

@@ -314,13 +314,24 @@ def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: fl
 def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
     one_stage = nbytes < cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(len(group), 0.0)
     return _custom_wire_s(
-        nbytes, _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+        nbytes,
+        _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY),
+        custom_latency_s(topology(holder.hw), group),
     )
 
 
-def _custom_wire_s(nbytes: float, unit_wire_s: float) -> float:
+def custom_latency_s(topo: Topology, group: tuple[int, ...]) -> float:
+    """Fixed time of the engines' custom all-reduce on `group`: the NVLink figure by world size where the group is
+    NVLinked, else the PCIe P2P figure (efficiency.CUSTOM_ALLREDUCE_LATENCY_US*)."""
+    if transport(topo, group) == "nvlink":
+        by_world = eff.CUSTOM_ALLREDUCE_NVLINK_LATENCY_US
+        return by_world.get(len(group), max(by_world.values())) * 1e-6
+    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6
+
+
+def _custom_wire_s(nbytes: float, unit_wire_s: float, latency_s: float) -> float:
     """Custom all-reduce time of `nbytes` at `unit_wire_s` seconds per byte (one- or two-shot, _unit_wire_s)."""
-    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6 + nbytes * unit_wire_s
+    return latency_s + nbytes * unit_wire_s
 
 
 def _pcie_ipc_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
@@ -381,6 +392,7 @@ def all_reduce_fn(
     one_stage_max = cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(p, 0.0)
     custom_one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
     custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
+    custom_latency = custom_latency_s(topo, group) if custom else 0.0
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
@@ -392,7 +404,8 @@ def all_reduce_fn(
             return "none", 0.0
         nbytes = float(nbytes)
         if custom and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES:
-            return "custom", _custom_wire_s(nbytes, custom_one if nbytes < one_stage_max else custom_two)
+            unit = custom_one if nbytes < one_stage_max else custom_two
+            return "custom", _custom_wire_s(nbytes, unit, custom_latency)
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box
                 return "pcie_ipc", _curve_time_s(ipc_points, ipc_sizes, p, nbytes)

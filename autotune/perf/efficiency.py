@@ -27,6 +27,21 @@ DEFAULT_EFFICIENCY = Efficiency(gemm_compute=0.75, gemm_memory=0.80, attention_c
 # Relative speed of kernel variants against the engine's auto choice (1.0). Priors, not measurements:
 # `mi-tune kernels bench` and measured trials are the way to replace them.
 ATTENTION_VARIANT_SPEED = {"auto": 1.0, "flashinfer": 1.0, "triton": 0.85}
+
+
+def auto_attention_kernel(engine: str, model, arch: str, chosen: str) -> str:
+    """The attention kernel a plan runs: its kernels.attention, or for `auto` the engine's default where that is
+    not the fast kernel the speed priors take as 1.0. vLLM 0.34 MLA (DeepSeek / GLM / Kimi latent attention) on
+    sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need sm_90,
+    FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at cuda.py:146-151."""
+    if chosen != "auto":
+        return chosen
+    mla = any(layer.attention.latent_shared for layer in model.layers[:1])
+    if engine == "vllm" and mla and arch in ("sm_120", "sm_89", "sm_80"):
+        return "triton"
+    return "auto"
+
+
 # MoE additions, priors: flashinfer_cutlass is the same CUTLASS grouped GEMM family as cutlass (1.0);
 # b12x (W4A8, SM120/121 FP4 experts): flashinfer#3051 measures its FP4 GEMM 1.3-1.7x faster than CUTLASS at
 # decode M <= 64 and at par from M >= 256, so 1.1 over the whole step mix; flashinfer_mxfp4 (W4A16 MXFP4):
@@ -61,6 +76,9 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 # NCCL latency (per protocol and ring step), protocols, P2P level, channels, PCIe-IPC: perf/comm_rates.py.
 # pcie-rtx6kpro: custom one-shot PCIe all-reduce 7.5 us at 256 B - 1 KB.
 CUSTOM_ALLREDUCE_LATENCY_US = 7.5
+# The same kernel family over NVLink, by world size: sgl-project/sglang#2904 (H100 SXM, custom all-reduce, no
+# CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us and 4 KiB: 3.9 / 3.7 / 5.7 us at 2 / 4 / 8 GPUs -> the 512 B figures.
+CUSTOM_ALLREDUCE_NVLINK_LATENCY_US = {2: 3.7, 4: 4.8, 8: 5.9}
 
 # Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms. Priors
 # (the v1 figures). Whether it adds to the step depends on the engine's scheduler (scheduler_overhead_ms below).
@@ -88,14 +106,19 @@ def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
 
 
-def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED).
     SGLang 0.5.23: FP8 auto = DeepGEMM only with an a2a backend (DeepEP), else Triton (srt/layers/quantization/
     fp8.py:1520-1542); FP4 (V4.x MXFP4) experts auto = flashinfer_mxfp4 (arg_groups/model_overrides/deepseek_v4.py:
     66-91); bf16: the Triton fused MoE. vLLM 0.34 (fused_moe/oracle/*.py, /tmp/rules-evidence.md item 2): block
     FP8 on SM90 Triton first for ep == 1 and FlashInfer CUTLASS for ep > 1 (fp8.py:127-139), on SM100 FlashInfer
     (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else Marlin; bf16:
-    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89."""
+    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89.
+    The checkpoint's format decides first: INT4 (AWQ / GPTQ) experts run Marlin in both engines (vLLM
+    quantization/auto_awq.py:338-362 -> fused_moe/oracle/int_wna16.py:130-147, Marlin first on CUDA; SGLang
+    quantization/awq/awq.py:356-390, awq_marlin)."""
+    if expert_format in ("int4_awq", "int4_gptq") or expert_dtype == "int4":
+        return "marlin"
     if engine == "sglang":
         if expert_dtype == "fp8":
             return "deep_gemm" if deepep else "triton"
@@ -109,8 +132,15 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
     return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
 
 
-# MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB).
+# MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB) at large batches, from
+# the experts' popularity skew; small batches add their sampling spread (oplist.ep_imbalance).
 EP_IMBALANCE = 1.15
+# Routing popularity of the experts, rank^-ROUTING_SKEW (oplist.distinct_experts), in ROUTING_GROUPS groups. A
+# prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean
+# without EPLB), and a skew of 0.5 puts the busiest eighth of 256 experts at 2.8x the mean rate, the least
+# popular eighth at 0.5x. No public per-expert histogram is in calibration.yaml to fit it to.
+ROUTING_SKEW = 0.5
+ROUTING_GROUPS = 8
 # Share of that excess left with the expert-parallel load balancer. autotune/catalog/calibration.yaml
 # eplb-trtllm-deepseek-r1-ep32: (max - mean) / mean 1.56 without -> 0.115 with (EP36, 32 redundant experts),
 # 7% left; eplb-vllm-kimi-k3-ep16: max/mean 1.069 -> 1.008, 12% left. Both keep ~1/10 of the excess.
@@ -127,6 +157,21 @@ NORMS_PER_LAYER = 2  # input + post-attention RMSNorm, each fused with its resid
 # dspark-vllm-v4-flash-0731 / dspark-vllm-v41-flash-gsm8k: mean acceptance length 2.74 / 2.82 at k=5 ->
 # a = 0.67 / 0.68 under the geometric model -> 0.68. EAGLE has no head in the catalog: the MTP figure, a prior.
 DRAFT_ACCEPTANCE = {"mtp": 0.85, "dspark": 0.68, "eagle": 0.85}
+# Per model family and method, where a public report measured it (calibration.yaml): GLM-5.x MTP,
+# mtp-llamacpp-glm53-flash: mean accepted length 4.13 at 5 drafts (per-position 0.92 / 0.81 / 0.60 / 0.44 / 0.35)
+# -> a = 0.80 under the geometric model (a Q4-quantised draft layer: a low end). DeepSeek-V3 MTP:
+# mtp-sglang-deepseek-v3-nextn ~1.9 accepted length with one draft -> 0.9, beside the report's 0.85-0.90: the
+# method default 0.85 stays. A workload's `draft_acceptance` (--draft-acceptance) overrides both.
+DRAFT_ACCEPTANCE_BY_FAMILY = {("glm_moe_dsa", "mtp"): 0.80}
+
+
+def draft_acceptance(family: str, method: str, override: float = 0.0) -> float:
+    """Per-draft-token acceptance of `method` on a model `family`: the workload's override (0 = none), else the
+    family's public figure, else the method's."""
+    if override > 0:
+        return override
+    hit = DRAFT_ACCEPTANCE_BY_FAMILY.get((family, method))
+    return hit if hit is not None else DRAFT_ACCEPTANCE.get(method, DRAFT_ACCEPTANCE["mtp"])
 
 
 def efficiency(hw: HardwareProfile) -> Efficiency:

@@ -10,9 +10,19 @@ from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, M
 
 GB = 1e9
 GIB = 2**30  # HardwareProfile.memory_gb is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
-GPU_MEMORY_UTILIZATION = 0.90  # share of device memory the engine may take (vLLM/SGLang static fraction)
-# Runtime reserve per GPU: CUDA context + NCCL buffers + CUDA-graph pools + allocator slack. Prior in GB.
-RESERVE_GB = 3.0
+GPU_MEMORY_UTILIZATION = 0.90  # vLLM --gpu-memory-utilization default: the share of TOTAL memory it may take
+# vLLM 0.34 KV budget (v1/worker/utils.py:742-743 requested = total x utilization; v1/worker/gpu_worker.py:776-779
+# KV = requested - non_kv_cache_memory - cudagraph_memory_estimate; utils/mem_utils.py:326-336 non_kv_cache_memory
+# = weights + non-torch growth (NCCL / custom all-reduce buffers) + the profiled activation peak). The CUDA context
+# exists before the snapshot, so it sits in the (1 - utilization) share, not in the budget. Non-torch growth +
+# CUDA graphs per GPU: 1.5 GB, a prior (no public breakdown; the v1 figure 3 GB also held the context and slack).
+RESERVE_GB = 1.5
+# SGLang 0.5.23 sizes its KV pool as total x mem_fraction_static - weights, with mem_fraction_static = (total -
+# reserved) / total (srt/arg_groups/memory_hook.py:298-326): reserved MB = 512 + 1.5 x max(chunk, 2048) tokens +
+# tp x pp / 8 x 1024 + CUDA-graph reserve (decode max_bs x 2, x attn-dp 3 more with DP attention, x 1.5 more
+# above bs 300: :355-380), at least 10 GiB on GPUs above 60 GiB. Activations run in the reserved share.
+SGLANG_RESERVED_FLOOR_MB = 10 * 1024
+SGLANG_GRAPH_MAX_BS = 512  # decode CUDA-graph batch sizes are capped here (a prior for the default max_bs)
 ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/attention intermediates)
 
 
@@ -107,12 +117,18 @@ def memory_fit(
     model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm"
 ) -> MemoryFit:
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
-    capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
     weights = weights_per_gpu_bytes(model, phase, engine)
-    batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
-    activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
-    activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
-    free = capacity - weights - activations - RESERVE_GB * GB
+    if engine == "sglang":  # the engine's own static fraction (above): activations live outside the pool
+        activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
+        capacity = hw.gpu.memory_gb * GIB - activations - reserve
+        free = capacity - weights
+    else:
+        capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
+        batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
+        activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
+        activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
+        reserve = RESERVE_GB * GB
+        free = capacity - weights - activations - reserve
     per_seq = seq_tokens * kv_bytes_per_token_per_gpu(model, phase) + window_bytes_per_seq_per_gpu(model, phase)
     seqs_per_rank = max(0.0, free) / per_seq if per_seq else 0.0
     kv_tokens = int(seqs_per_rank * seq_tokens * phase.dp)
@@ -120,7 +136,19 @@ def memory_fit(
         weights_gb=weights / GB,
         kv_gb=max(0.0, free) / GB,
         activations_gb=activations / GB,
-        reserve_gb=RESERVE_GB,
+        reserve_gb=reserve / GB,
         capacity_gb=capacity / GB,
         kv_tokens=kv_tokens,
     )
+
+
+def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float) -> tuple[float, float]:
+    """(activation + CUDA-graph share, parallel slack) SGLang keeps outside mem_fraction_static (see above)."""
+    mb = 2**20
+    max_bs = min(phase.batching.max_running, SGLANG_GRAPH_MAX_BS)
+    graph_mb = max_bs * 2 + (max_bs * phase.dp * (3 + (1.5 if max_bs > 300 else 0)) if phase.dp > 1 else 0)
+    working_mb = 512 + 1.5 * max(phase.batching.chunked_prefill_tokens, 2048) + graph_mb
+    slack_mb = phase.tp * phase.dp * phase.pp / 8 * 1024  # SGLang's tp_size is tp x dp (attention-DP ranks)
+    if total_bytes > 60 * 1024 * mb:
+        working_mb = max(working_mb, SGLANG_RESERVED_FLOOR_MB - slack_mb)
+    return working_mb * mb, slack_mb * mb

@@ -11,8 +11,10 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from autotune.perf import comm, precision, rates
@@ -65,6 +67,14 @@ def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -
     return Op("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group)
 
 
+def _quant(rows: float, k: float, count: float, source: str) -> Op:
+    """Per-token FP8 activation quantisation in front of `count` FP8 GEMMs of reduction width `k`: reads the bf16
+    rows, writes FP8 rows and one fp32 scale per row (vLLM scaled_fp8_quant / per_token_group_quant_fp8,
+    SGLang sgl_per_token_quant_fp8: one kernel per GEMM input)."""
+    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + 1.0) + 4.0)
+    return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
@@ -100,7 +110,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep)
+        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
     imbalance = 1.0
     if phase.ep > 1:
         excess = eff.EP_IMBALANCE - 1.0
@@ -114,9 +124,12 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         rates.rates_table(hw),
         dense_dtype,
         expert_dtype,
-        eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0,
-        eff.MOE_VARIANT_SPEED.get(moe, 1.0),
-        eff.ATTENTION_VARIANT_SPEED.get(phase.kernels.attention, 1.0),
+        _narrow_speed(hw, dense_dtype, model.hidden_size)
+        * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
+        eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
+        eff.ATTENTION_VARIANT_SPEED.get(
+            eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention), 1.0
+        ),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
         DTYPE_BYTES[precision.dense_dtype(model, phase)],
@@ -124,6 +137,11 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         imbalance,
         comm.nccl_env(phase.comm),
     )
+
+
+def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
+    """rates.narrow_k_speed for FP8 / FP4 GEMMs of reduction width `k` (the hidden size), 1 for wider dtypes."""
+    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0
 
 
 def attended_entries(att: AttentionSpec, ctx: float) -> float:
@@ -167,22 +185,54 @@ def layer_groups(model: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
     return groups
 
 
-def distinct_experts(num_experts: int, top_k: int, tokens: float) -> float:
-    """Expected number of experts hit when `tokens` tokens each route to top-k of E experts."""
+def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float | None = None) -> float:
+    """Expected number of experts hit when `tokens` tokens each route to top-k of E experts, the experts' routing
+    popularity falling as rank^-skew (eff.ROUTING_SKEW; 0 = uniform): popular experts are hit by many of the
+    tokens, so a batch hits fewer distinct experts than uniform routing would (exactly top-k for one token)."""
     if tokens <= 0:
         return 0.0
-    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+    weights = _popularity(num_experts, eff.ROUTING_SKEW if skew is None else skew)
+    per_group = num_experts / len(weights)
+    return sum(per_group * (1.0 - max(0.0, 1.0 - top_k * w / num_experts) ** tokens) for w in weights)
 
 
-def speculation(phase: PhasePlan) -> tuple[int, float]:
+@lru_cache(maxsize=256)
+def _popularity(num_experts: int, skew: float) -> tuple[float, ...]:
+    """Mean routing probability of each of ROUTING_GROUPS equal groups of experts (ranked by popularity, mean 1)."""
+    groups = min(eff.ROUTING_GROUPS, num_experts) if skew else 1
+    p = [(i + 1) ** -skew for i in range(num_experts)]
+    mean = sum(p) / num_experts
+    size = num_experts / groups
+    return tuple(
+        sum(p[int(g * size) : int((g + 1) * size)]) / (int((g + 1) * size) - int(g * size)) / mean
+        for g in range(groups)
+    )
+
+
+def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
+    """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens: the popularity skew the
+    placement leaves (Context.imbalance: EP_IMBALANCE, mostly removed by EPLB) plus the sampling spread of a
+    small batch, max over ep ranks of a Poisson count ~ mean + sqrt(2 ln(ep) x mean); never above all the
+    routed rows on one rank."""
+    ep = c.phase.ep
+    if ep <= 1:
+        return 1.0
+    mean_rows = tokens * top_k / ep
+    if mean_rows <= 0:
+        return c.imbalance
+    return min(float(ep), c.imbalance + math.sqrt(2.0 * math.log(ep) / mean_rows))
+
+
+def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> tuple[int, float]:
     """(tokens each decoding sequence runs through the target model per step, tokens it advances on average):
     k drafts verified at once, each accepted with probability `a` given its predecessors were, advance
-    E = (1 - a^(k+1)) / (1 - a) tokens (the bonus token included)."""
+    E = (1 - a^(k+1)) / (1 - a) tokens (the bonus token included). `a` is eff.draft_acceptance of the model
+    `family` and the method, or `acceptance` when given (Workload.draft_acceptance)."""
     spec = phase.speculative
     k = spec.draft_tokens if spec.method != "none" else 0
     if k <= 0:
         return 1, 1.0
-    a = eff.DRAFT_ACCEPTANCE.get(spec.method, eff.DRAFT_ACCEPTANCE["mtp"])
+    a = eff.draft_acceptance(family, spec.method, acceptance)
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
@@ -272,6 +322,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
            shape.split_count, "tp", dense_speed)
     )  # fmt: skip
+    if dense_dtype == "fp8":  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden)
+        ops.append(_quant(rows, hidden, shape.split_count - (1 if shape.rep else 0), "kernels.gemm_dtype"))
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
         ops.append(
@@ -331,9 +383,11 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed,
             )
         )
+        if c.dense_dtype == "fp8":  # gate_up's and down's inputs
+            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype"))
     if ffn.kind != "moe":
         return
-    e_bytes, imbalance = c.expert_bytes, c.imbalance
+    e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
     routed = tokens * ffn.experts_per_token / ranks * imbalance  # routed rows the busiest rank computes
     per_expert = tokens * ffn.experts_per_token / ffn.num_experts * imbalance
     hit = distinct_experts(ffn.num_experts, ffn.experts_per_token, tokens)
@@ -352,6 +406,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             c.moe_speed,
         )
     )
+    if c.expert_dtype == "fp8":  # routed rows quantised in front of the two grouped GEMMs
+        ops.append(_quant(routed, hidden, 2, "kernels.moe"))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
 
@@ -475,3 +531,13 @@ def head_ops(c: Context, rows: float) -> list[Op]:
     if rows:  # top-k / top-p sampling over the rank's logits (fp32 reads)
         ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, m * model.vocab_size / phase.tp * 4, 1.0, "engine"))
     return ops
+
+
+def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
+    """One dense linear layer (m rows, n x k weights on this rank, in the Context's dense dtype) as the op list
+    builds it: the GEMM streaming its weights, after its input's FP8 quantisation. Used by the per-op check
+    (tests/bench/op_check.py)."""
+    dtype = c.dense_dtype
+    speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
+    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, n * k * c.dense_bytes, 1.0, speed)]
+    return ops + ([_quant(m, k, 1.0, source)] if dtype == "fp8" else [])

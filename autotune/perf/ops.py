@@ -125,9 +125,11 @@ def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, fl
 
 
 def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:
-    """The costing pass: op time = max(flops / rate, bytes / bandwidth) / kernel speed, never below count x the
-    kernel's minimum latency; collectives on the topology (comm.py). Adds `times` x the ops' cost to `into`
-    (a new Cost when None) and returns it: a step accumulates its layer kinds without intermediate Costs."""
+    """The costing pass: op time = count x the kernel's fixed latency (launch, prologue, tail: the rate's
+    `min_us`) + max(flops / rate / kernel speed, bytes / bandwidth), the kernel-variant speed dividing the memory
+    term too for attention only (a GEMM / grouped-MoE variant streams the same weights at the same bandwidth);
+    collectives on the topology (comm.py). Adds `times` x the ops' cost to `into` (a new Cost when None) and
+    returns it: a step accumulates its layer kinds without intermediate Costs."""
     cost = Cost() if into is None else into
     terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
     compute_s = memory_s = 0.0
@@ -143,8 +145,8 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
             flops_per_s, bytes_per_s, min_s = rate
             speed = op.speed
             t_compute = op.flops / flops_per_s / speed if op.flops else 0.0
-            t_memory = op.nbytes / bytes_per_s / speed
-            seconds = max(t_compute, t_memory, min_s * op.count) * times
+            t_memory = op.nbytes / bytes_per_s / (speed if op.kind == "attention" else 1.0)
+            seconds = (max(t_compute, t_memory) + min_s * op.count) * times
             t_compute *= times
             compute_s += t_compute
             memory_s += seconds - t_compute

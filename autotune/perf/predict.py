@@ -131,7 +131,7 @@ def _points(
             w=w,
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
-            spec=speculation(phase),
+            spec=speculation(phase, model.family, w.draft_acceptance),
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed")
         point = partial(aggregated_point, step, **args)
@@ -142,7 +142,7 @@ def _points(
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
     decode = _step_fn(model, dec, plan.engine, hw, "decode")
-    accepted = speculation(dec)[1]
+    accepted = speculation(dec, model.family, w.draft_acceptance)[1]
     points = [
         disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp, accepted) for n in candidate_sizes(limit)
     ]

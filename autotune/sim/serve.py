@@ -27,7 +27,7 @@ def _instance(
 ) -> InstanceSpec:
     label = {"both": "mixed"}.get(role, role)
     step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label)
-    width, accepted = speculation(phase) if role != "prefill" else (1, 1.0)
+    width, accepted = speculation(phase, model.family, w.draft_acceptance) if role != "prefill" else (1, 1.0)
     return InstanceSpec(
         role=role,
         cache=StepCache(step, phase.pp),

@@ -147,6 +147,7 @@ FIELDS: dict[str, dict[str, Range]] = {
         "osl_std": count(MAX_TOKENS, "tokens"),
         "prefix_hit_rate": Range(0, 1, note="a share of the prompt", open_high=True),
         "slo_percentile": Range(0, 100, note="a percentile", open_low=True, open_high=True),
+        "draft_acceptance": Range(0, 1, note="a per-draft-token acceptance (0 = the model's default)", open_high=True),
     },
     # ModelSpec as the catalog adapters build it (checked by `check_tree` after every adapter)
     "ModelSpec": {

@@ -42,6 +42,7 @@ class Workload:
     dataset: str = ""  # built-in length profile the lengths came from (catalog/datasets.yaml), for the record
     prefix_hit_rate: float = 0.0  # share of each prompt's tokens found in the prefix cache, 0..1
     slo_percentile: float = DEFAULT_SLO_PERCENTILE
+    draft_acceptance: float = 0.0  # per-draft-token speculative acceptance, [0, 1); 0 = eff.draft_acceptance
     schema: str = "mi-tune/workload/v1"
 
     def __post_init__(self) -> None:
@@ -61,6 +62,8 @@ class Workload:
             raise ValueError("concurrency/rate_rps/burst: expected values >= 0")
         if sum(bool(x) for x in (self.concurrency, self.rate_rps, self.burst)) > 1:
             raise ValueError("concurrency, rate_rps and burst are alternatives: give one, not both")
+        if not 0.0 <= self.draft_acceptance < 1.0:  # NaN fails the comparison too
+            raise ValueError(f"draft_acceptance: expected a share in [0, 1) (0 = default), got {self.draft_acceptance}")
         if self.num_requests < 1:
             raise ValueError(f"num_requests: expected a positive count, got {self.num_requests}")
         if self.objective not in OBJECTIVES:

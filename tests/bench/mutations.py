@@ -43,7 +43,7 @@ MUTATIONS = [
      "PREFILL_LAUNCH_US_PER_LAYER = 30.0", "PREFILL_LAUNCH_US_PER_LAYER = 0.0"),
     ("MoE weight bytes without /ranks", f"{PERF}/oplist.py",
      "hit * ffn.expert_params * e_bytes / ranks * imbalance", "hit * ffn.expert_params * e_bytes * imbalance"),
-    ("memory reserve 0", f"{PERF}/memory.py", "RESERVE_GB = 3.0", "RESERVE_GB = 0.0"),
+    ("memory reserve 0", f"{PERF}/memory.py", "RESERVE_GB = 1.5", "RESERVE_GB = 0.0"),
     ("LM head ignored", f"{PERF}/ops.py", "    total.add(head, 1 / phase.pp)", "    total.add(head, 0.0)"),
     ("custom all-reduce on 8 PCIe GPUs", f"{PERF}/comm.py",
      'return kind == "nvlink" or (len(group) == 2 and kind == "p2p")', 'return kind in ("nvlink", "p2p")'),

@@ -57,34 +57,73 @@ _INT4_METHODS = {"awq": "int4_awq", "gptq": "int4_gptq"}
 def _formats(root: Fields) -> tuple[str, str, str, str]:
     """(dense dtype, expert dtype, dense format, expert format) from quantization_config; unquantised = the
     torch dtype. fp8 with weight_block_size is block-scaled (DeepSeek style), else per-tensor; fp4 experts
-    with ue8m0 / MX scales are MXFP4, ModelOpt NVFP4 is NVFP4; AWQ/GPTQ 4-bit are weight-only INT4."""
+    with ue8m0 / MX scales are MXFP4, ModelOpt NVFP4 is NVFP4 and ModelOpt FP8 per-tensor FP8; AWQ/GPTQ 4-bit
+    are weight-only INT4; compressed-tensors (llm-compressor) by its weights' scheme (_compressed_tensors). A
+    top-level `expert_dtype` (V4-style FP4 experts beside FP8 dense) overrides the experts of any method, and an
+    `ignore` / `exclude_modules` list that keeps attention unquantised keeps the dense group at the torch dtype."""
     base = _TORCH_DTYPES.get(root.get("torch_dtype", root.get("dtype", "bfloat16")), "bf16")
     quant = root.get("quantization_config", {})
     method = quant.get("quant_method")
     if method is None:
         return base, base, base, base
+    algo = str(quant.get("quant_algo", "")).upper()
     if method == "fp8":
         block = quant.get("weight_block_size") or []
         # 32-wide blocks with power-of-two (ue8m0) scales are MXFP8 (DeepSeek-V4.1 dense layers)
         fmt = "mxfp8" if block and max(block) == 32 else "fp8_block" if block else "fp8_tensor"
-        expert = quant.get("expert_dtype") or root.get("expert_dtype") or "fp8"
-        return "fp8", expert, fmt, "mxfp4" if expert == "fp4" else fmt
-    if method == "mxfp4":
-        return base, "fp4", base, "mxfp4"
-    if method == "modelopt" and str(quant.get("quant_algo", "")).upper() == "NVFP4":
-        return "fp4", "fp4", "nvfp4", "nvfp4"
-    if method in _INT4_METHODS and quant.get("bits", 4) == 4:
-        return "int4", "int4", _INT4_METHODS[method], _INT4_METHODS[method]
-    supported = "fp8, mxfp4, modelopt (NVFP4), awq / gptq (4-bit)"
-    raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: {supported})")
+        dense, expert, dense_fmt, expert_fmt = "fp8", "fp8", fmt, fmt
+    elif method == "mxfp4":
+        dense, expert, dense_fmt, expert_fmt = base, "fp4", base, "mxfp4"
+    elif method == "modelopt" and algo == "NVFP4":
+        dense, expert, dense_fmt, expert_fmt = "fp4", "fp4", "nvfp4", "nvfp4"
+    elif method == "modelopt" and algo == "FP8":  # vLLM ModelOptFp8Config, per-tensor (quantization/modelopt.py:461)
+        dense, expert, dense_fmt, expert_fmt = "fp8", "fp8", "fp8_tensor", "fp8_tensor"
+    elif method in _INT4_METHODS and quant.get("bits", 4) == 4:
+        dense, expert, dense_fmt, expert_fmt = "int4", "int4", _INT4_METHODS[method], _INT4_METHODS[method]
+    elif method == "compressed-tensors":
+        dtype, fmt = _compressed_tensors(quant)
+        dense, expert, dense_fmt, expert_fmt = dtype, dtype, fmt, fmt
+    else:
+        supported = "fp8, mxfp4, modelopt (NVFP4, FP8), awq / gptq (4-bit), compressed-tensors"
+        raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: {supported})")
+    expert_override = quant.get("expert_dtype") or root.get("expert_dtype")
+    if expert_override in _STORED_DTYPES and expert_override != expert:
+        expert, expert_fmt = expert_override, _STORED_DTYPES[expert_override]
+    ignored = [str(p) for p in (quant.get("ignore") or quant.get("exclude_modules") or [])]
+    if any("attn" in p for p in ignored):  # attention (and with it the dense group) left at the torch dtype
+        dense, dense_fmt = base, base
+    return dense, expert, dense_fmt, expert_fmt
+
+
+# a top-level expert_dtype -> the format it is stored in
+_STORED_DTYPES = {"fp4": "mxfp4", "fp8": "fp8_block", "bf16": "bf16", "int4": "int4_gptq"}
+
+
+def _compressed_tensors(quant: dict) -> tuple[str, str]:
+    """(dtype, format) of a compressed-tensors checkpoint from its first config group's weights: 4-bit int =
+    W4A16 (GPTQ-packed, Marlin kernels: int4_gptq), 8-bit float = FP8 (block or per-tensor / channel), 4-bit
+    float = NVFP4 (vLLM compressed_tensors.py schemes W4A16 / W8A8Fp8 / W4A4Fp4)."""
+    groups = quant.get("config_groups") or {}
+    weights = next((g.get("weights") or {} for g in groups.values() if isinstance(g, dict)), {})
+    bits, kind = weights.get("num_bits"), str(weights.get("type", "int"))
+    if bits == 4 and kind == "int":
+        return "int4", "int4_gptq"
+    if bits == 8 and kind == "float":
+        return "fp8", "fp8_block" if weights.get("strategy") == "block" else "fp8_tensor"
+    if bits == 4 and kind == "float":
+        return "fp4", "nvfp4"
+    raise SpecError(
+        f"quantization_config.config_groups: compressed-tensors weights {bits}-bit {kind} are not supported "
+        "(supported: 4-bit int, 8-bit float, 4-bit float)"
+    )
 
 
 def _draft_heads(*configs: Fields) -> tuple[str, ...]:
-    """Speculative heads the checkpoint ships: MTP (num_nextn_predict_layers) and DSpark (dspark_* fields)."""
+    """Speculative heads the checkpoint ships: MTP (num_nextn_predict_layers; Qwen3.5 mtp_num_hidden_layers) and
+    DSpark (dspark_* fields)."""
     has = lambda key: any(cfg.get(key) for cfg in configs)  # noqa: E731
-    return (("mtp",) if has("num_nextn_predict_layers") else ()) + (
-        ("dspark",) if has("dspark_target_layer_ids") else ()
-    )
+    mtp = has("num_nextn_predict_layers") or has("mtp_num_hidden_layers")  # Qwen3.5 names its MTP head so
+    return (("mtp",) if mtp else ()) + (("dspark",) if has("dspark_target_layer_ids") else ())
 
 
 def _dense_ffn(hidden: int, intermediate: int) -> FfnSpec:

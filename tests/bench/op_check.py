@@ -1,0 +1,233 @@
+"""Per-op check of the performance model against an independent set of measured kernel tables: the op tables
+AIConfigurator 0.12 installs (systems/data/<gpu>/<op>/vllm/<version>/*.parquet, measured by NVIDIA on the GPU),
+read at run time from the path given. Nothing of those tables is copied into this repository and nothing in CI
+depends on this script; it needs pandas + pyarrow, so run it with the interpreter that has them, e.g.
+
+    PYTHONPATH=. /tmp/aic-venv/bin/python tests/bench/op_check.py \
+        /tmp/aic-venv/lib/python3.11/site-packages/aiconfigurator_core/systems/data
+
+For every point it builds the ops mi-tune's op list builds for that shape (oplist.py: the GEMM with its FP8
+activation quantisation, the attention half of a layer, the routed-expert half, the all-reduce) and costs them
+with the rates table of the GPU (ops.cost_ops, comm.all_reduce). Reported: |predicted / measured - 1| per point,
+its median overall and per (GPU, op family) group, the signed median (bias) and how many groups are within 20%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import os
+import statistics
+import sys
+
+from autotune.catalog import load_preset
+from autotune.catalog.devices import DEVICES_BY_KEY
+from autotune.catalog.models import load_model
+from autotune.perf import comm, oplist
+from autotune.perf.ops import cost_ops
+from autotune.specs import Accelerator, FfnSpec, Kernels, PhasePlan
+
+# AIConfigurator system directory -> (mi-tune preset the box comes from, device whose datasheet the GPUs take)
+SYSTEMS = {
+    "h200_sxm": ("h200-x8", "h200-sxm"),
+    "h100_sxm": ("h200-x8", "h100-sxm"),
+    "b200_sxm": ("h200-x8", "b200"),
+    "l40s": ("l40s-x8", "l40s"),
+    "rtx_pro_6000_server": ("rtx-pro-6000-x8", "rtx-pro-6000-server"),
+}
+GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "int4_wo": "int4"}
+MOE_KERNELS = (("marlin", "marlin"), ("triton", "triton"), ("cutlass", "flashinfer_cutlass"), ("trtllm", "cutlass"))
+MLA_KERNELS = {"TRITON_MLA": "triton"}  # the others are FlashMLA / FlashAttention MLA / FlashInfer MLA: auto
+POINTS_PER_GROUP = 150  # every k-th row of a group, so a run takes seconds
+
+
+def box(system: str):
+    """The mi-tune HardwareProfile of an AIConfigurator system: the preset's box with the device's datasheet."""
+    preset, device = SYSTEMS[system]
+    hw = load_preset(preset)
+    spec = DEVICES_BY_KEY[device]
+    gpus = tuple(
+        dataclasses.replace(
+            a, name=spec.name, memory_gb=spec.memory_gb, mem_bw_gbs=spec.mem_bw_gbs,
+            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features,
+            nvlink_gbs=spec.nvlink_gbs or a.nvlink_gbs,
+        )
+        for a in hw.accelerators
+    )  # fmt: skip
+    assert all(isinstance(a, Accelerator) for a in gpus)
+    return dataclasses.replace(hw, name=f"{system} (op_check)", accelerators=gpus, measured=None, corrections={})
+
+
+def latest(root: str, system: str, op_dir: str, filename: str) -> str | None:
+    paths = sorted(glob.glob(os.path.join(root, system, op_dir, "vllm", "*", filename)), key=_version_key)
+    return paths[-1] if paths else None
+
+
+def _version_key(path: str) -> tuple:
+    version = path.split(os.sep)[-2]
+    return tuple(int(p) if p.isdigit() else 0 for p in version.replace("rc", ".").split("."))
+
+
+def _thin(frame):
+    step = max(1, len(frame) // POINTS_PER_GROUP)
+    return frame.iloc[::step]
+
+
+def _context(model, hw, tp=1, dp=1, ep=1, kernels=Kernels()):
+    phase = PhasePlan(
+        gpus=tuple(range(tp * dp)), tp=tp, dp=dp, ep=ep, dp_attention=dp > 1, kernels=kernels
+    )  # fmt: skip
+    return oplist.context(model, phase, "vllm", hw, phase.gpus)
+
+
+def _seconds(c, ops) -> float:
+    return cost_ops(c, ops).time_s
+
+
+def gemm_points(root, system, hw, model):
+    import pandas as pd
+
+    path = latest(root, system, "gemm", "gemm_perf.parquet")
+    if not path:
+        return
+    frame = pd.read_parquet(path)
+    for dtype_name, dtype in GEMM_DTYPES.items():
+        rows = frame[frame.gemm_dtype == dtype_name]
+        if rows.empty or (dtype != "bf16" and not hw.gpu.peak_tflops.get(dtype)):
+            continue
+        stored = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4"}[dtype]
+        spec = dataclasses.replace(model, dense_dtype=stored)
+        c = _context(spec, hw)
+        for r in _thin(rows).itertuples():
+            ops = oplist.linear_ops(c, float(r.m), int(r.n), int(r.k), "op_check")
+            yield f"gemm_{dtype_name}", _seconds(c, ops), r.latency * 1e-3
+
+
+def attention_points(root, system, hw, model):
+    import pandas as pd
+
+    for filename, phase_name in (("generation_attention_perf.parquet", "decode"),
+                                 ("context_attention_perf.parquet", "prefill")):  # fmt: skip
+        path = latest(root, system, "attention", filename)
+        if not path:
+            continue
+        frame = pd.read_parquet(path)
+        frame = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.window_size == 0)]
+        c = _context(model, hw)
+        for r in _thin(frame).itertuples():
+            heads, kv_heads, head_dim = int(r.num_heads), int(r.num_key_value_heads), int(r.head_dim)
+            att = dataclasses.replace(
+                model.layers[0].attention, num_heads=heads, num_kv_heads=kv_heads, score_dim=2 * head_dim,
+                kv_elems_per_token=2 * kv_heads * head_dim, kv_read_elems_per_token=2 * kv_heads * head_dim,
+            )  # fmt: skip
+            if phase_name == "decode":
+                x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
+            else:  # a batch of whole prompts: each token attends its prefix, isl / 2 on average (causal)
+                x = oplist.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
+            ops = [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention"]
+            yield f"attn_{phase_name}", _seconds(c, ops), r.latency * 1e-3
+
+
+def mla_points(root, system, hw, model):
+    import pandas as pd
+
+    for filename, phase_name in (("mla_generation_module_perf.parquet", "decode"),
+                                 ("mla_context_module_perf.parquet", "prefill")):  # fmt: skip
+        path = latest(root, system, "mla", filename)
+        if not path:
+            continue
+        frame = pd.read_parquet(path)
+        frame = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.gemm_type == "bfloat16")]
+        if phase_name == "prefill":
+            frame = frame[frame.kernel_source != "FLASH_ATTN"]
+        spec = dataclasses.replace(model, dense_dtype="bf16")
+        for r in _thin(frame).itertuples():
+            tp = int(r.tp_size)
+            if tp not in (1, 2, 4, 8):
+                continue
+            kernels = Kernels(attention=MLA_KERNELS.get(r.kernel_source, "auto"))
+            c = _context(spec, hw, tp=tp, kernels=kernels)
+            att = spec.layers[-1].attention
+            if phase_name == "decode":
+                x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
+            else:
+                x = oplist.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
+            yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3
+
+
+def moe_points(root, system, hw, model):
+    import pandas as pd
+
+    path = latest(root, system, "moe", "moe_perf.parquet")
+    if not path:
+        return
+    frame = pd.read_parquet(path)
+    frame = frame[(frame.distribution == "power_law_1.01") & (frame.moe_tp_size == 1)]
+    for dtype_name, dtype in MOE_DTYPES.items():
+        rows = frame[frame.moe_dtype == dtype_name]
+        if rows.empty:
+            continue
+        for r in _thin(rows).itertuples():
+            kernel = next((k for key, k in MOE_KERNELS if key in r.kernel_source), "auto")
+            ep = int(r.moe_ep_size)
+            hidden, inter = int(r.hidden_size), int(r.inter_size)
+            ffn = FfnSpec("moe", 0, int(r.num_experts), int(r.topk), 3 * hidden * inter)
+            spec = dataclasses.replace(model, hidden_size=hidden, expert_dtype=dtype, expert_format="")
+            c = _context(spec, hw, dp=ep, ep=ep, kernels=Kernels(moe=kernel))
+            ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
+            ops = [op for op in ops if op.kind != "norm"]
+            yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3
+
+
+def allreduce_points(root, system, hw, model):
+    import pandas as pd
+
+    paths = sorted(glob.glob(os.path.join(root, system, "comm", "vllm", "*", "custom_allreduce_perf.parquet")),
+                   key=_version_key)  # fmt: skip
+    if not paths:
+        return
+    frame = pd.read_parquet(paths[-1])
+    frame = frame[frame.kernel_source == "vLLM_custom_graph"]
+    for r in _thin(frame).itertuples():
+        group = tuple(range(int(r.num_gpus)))
+        nbytes = float(r.message_size) * 2  # message_size counts bf16 elements
+        _, seconds = comm.all_reduce(hw, group, nbytes, "custom")
+        yield "allreduce", seconds, r.latency * 1e-3
+
+
+CHECKS = (gemm_points, attention_points, mla_points, moe_points, allreduce_points)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", help="AIConfigurator's systems/data directory (site-packages/aiconfigurator_core/...)")
+    parser.add_argument("--systems", nargs="*", default=list(SYSTEMS))
+    args = parser.parse_args(argv)
+    if not os.path.isdir(args.data):
+        print(f"op_check: {args.data}: expected AIConfigurator's systems/data directory", file=sys.stderr)
+        return 2
+    gqa, mla = load_model("llama-3.1-70b"), load_model("deepseek-v3")
+    groups: dict[tuple[str, str], list[float]] = {}
+    for system in args.systems:
+        hw = box(system)
+        for check in CHECKS:
+            model = mla if check in (mla_points, moe_points) else gqa
+            for family, predicted, measured in check(args.data, system, hw, model):
+                if measured > 0 and predicted > 0:
+                    groups.setdefault((system, family), []).append(predicted / measured - 1)
+    errors = [abs(e) for es in groups.values() for e in es]
+    print(f"{'gpu':22} {'op family':18} {'points':>6} {'median |err|':>12} {'median signed':>14}")
+    within = 0
+    for (system, family), es in sorted(groups.items()):
+        med = statistics.median(abs(e) for e in es)
+        within += med <= 0.20
+        print(f"{system:22} {family:18} {len(es):6d} {med:12.1%} {statistics.median(es):+14.1%}")
+    print(f"\n{len(errors)} points, median |err| {statistics.median(errors):.1%}; "
+          f"{within} of {len(groups)} (GPU, op family) groups within 20%")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
