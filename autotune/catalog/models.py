@@ -14,7 +14,21 @@ from pathlib import Path
 from autotune.catalog.adapters import ADAPTERS
 from autotune.specs import MiTuneError, ModelSpec, SpecError, read_document
 
-CATALOG = ("deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3", "glm-5", "qwen3-235b-a22b", "llama-3.1-70b")
+CATALOG = (
+    "deepseek-v4.1-flash",
+    "deepseek-v4-flash",
+    "deepseek-v3",
+    "glm-5",
+    "qwen3-235b-a22b",
+    "llama-3.1-70b",
+    # hybrid linear-attention families (catalog/adapters/hybrid.py) and GLM-5.3
+    "glm-5.3",
+    "glm-5.3-flash",
+    "qwen3.5-397b-a17b",
+    "qwen3.5-397b-a17b-fp8",
+    "qwen3.5-397b-a17b-awq",
+    "qwen3.5-35b-a3b",
+)
 META_KEY = "_mi_tune"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from autotune.perf import precision
+from autotune.perf import linear_attention, precision
 from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
@@ -93,7 +93,9 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
     total = precision.kv_bytes_per_token(model, phase) / phase.pp
     if phase.speculative.method != "none" and model.kv_elems_per_token:
         total *= 1 + model.layers[-1].attention.kv_elems_per_token / model.kv_elems_per_token
-    att = model.layers[0].attention
+    att = next(
+        (layer.attention for layer in model.layers if layer.attention.kv_elems_per_token), model.layers[0].attention
+    )
     shard = phase.dcp if att.latent_shared else min(phase.tp, att.num_kv_heads)
     return total / shard
 
@@ -113,12 +115,20 @@ def memory_fit(
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
     activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
     free = capacity - weights - activations - RESERVE_GB * GB
+    # hybrid models: SGLang's separate linear-attention state pool comes off the top; vLLM's per-request states
+    # come out of the shared pool with each request's KV (perf/linear_attention.py)
+    pool = linear_attention.state_pool_bytes_per_gpu(model, phase, engine)
+    state_seq = 0.0 if pool else linear_attention.state_bytes_per_seq_per_gpu(model, phase, engine)
+    free -= pool
     per_seq = seq_tokens * kv_bytes_per_token_per_gpu(model, phase) + window_bytes_per_seq_per_gpu(model, phase)
+    per_seq += state_seq
     seqs_per_rank = max(0.0, free) / per_seq if per_seq else 0.0
     kv_tokens = int(seqs_per_rank * seq_tokens * phase.dp)
+    state = pool + min(seqs_per_rank, phase.batching.max_running / phase.dp) * state_seq
     return MemoryFit(
         weights_gb=weights / GB,
-        kv_gb=max(0.0, free) / GB,
+        kv_gb=max(0.0, free + pool - state) / GB,
+        state_gb=state / GB,
         activations_gb=activations / GB,
         reserve_gb=RESERVE_GB,
         capacity_gb=capacity / GB,
