@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from autotune.capability import sglang_0_5_23 as sglang_rules
+from autotune.capability import vllm_0_34_0 as vllm_rules
 from autotune.specs import DTYPE_BYTES, AttentionSpec, ModelSpec, PhasePlan
 
 # tokens per chunk of the chunkwise scan: vLLM layers/mamba/ops/gdn_chunk_cutedsl/__init__.py:186, SGLang
@@ -73,14 +75,9 @@ def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int,
 
 # ---------------------------------------------------------------- the state each running request pins
 
-# vLLM: prefix caching is on by default (config/cache.py:267), which puts mamba-style layers in "align" mode
-# (models/config.py:1094-1110): each request holds 2 state blocks plus one per speculative token
-# (v1/kv_cache_interface.py:1168-1174), drawn from the hybrid allocator's shared pool as its KV blocks are.
-VLLM_STATES_PER_REQUEST = 2
-# SGLang: the radix cache keeps MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = 3 state slots per running request
-# (srt/mem_cache/kv_cache_configurator.py:227, 3062-3090), plus one intermediate state per draft token
-# (:3295-3370); the slots are a separate pool sized by --max-mamba-cache-size (or --mamba-full-memory-ratio).
-SGLANG_SLOTS_PER_REQUEST = 3
+# States a running request pins (the engines' own arithmetic, read from their source: see the constants' comments)
+VLLM_STATES_PER_REQUEST = vllm_rules.MAMBA_STATES_PER_REQUEST  # drawn from the shared KV pool per request
+SGLANG_SLOTS_PER_REQUEST = sglang_rules.MAMBA_SLOTS_PER_RUNNING_REQUEST  # a separate pool: --max-mamba-cache-size
 
 
 def states_per_request(engine: str, draft_tokens: int) -> int:
@@ -104,11 +101,6 @@ def state_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str)
         return 0.0
     drafts = phase.speculative.draft_tokens if phase.speculative.method != "none" else 0
     return one_state_bytes_per_gpu(model, phase.tp, phase.pp) * states_per_request(engine, drafts)
-
-
-def sglang_state_slots(max_running: int) -> int:
-    """--max-mamba-cache-size for `max_running` requests (the engine caps running requests at slots // ratio)."""
-    return max_running * SGLANG_SLOTS_PER_REQUEST
 
 
 def state_pool_bytes_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
