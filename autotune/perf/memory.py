@@ -105,6 +105,25 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
     return model.window_kv_elems_per_seq * DTYPE_BYTES["fp8"] / phase.pp
 
 
+# SGLang's state pool share when --max-mamba-cache-size is unset: --mamba-full-memory-ratio falls back to 0.9
+# (srt/arg_groups/fields/schedule.py:220-225) and the pool takes ratio / (1 + ratio) of the memory left after the
+# weights (srt/mem_cache/kv_cache_configurator.py:3346-3356)
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+
+
+def sglang_default_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile) -> int:
+    """Running requests SGLang admits on a hybrid model when no state-pool size is given: its default pool
+    (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes (linear_attention)."""
+    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, "sglang")
+    if not per_request:
+        return phase.batching.max_running
+    capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
+    free = capacity - weights_per_gpu_bytes(model, phase, "sglang") - RESERVE_GB * GB
+    ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
+    pool = max(0.0, free) * ratio / (1 + ratio)
+    return max(1, min(phase.batching.max_running, int(pool / per_request) * phase.dp))
+
+
 def memory_fit(
     model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm"
 ) -> MemoryFit:
