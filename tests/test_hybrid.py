@@ -123,3 +123,16 @@ def test_linear_layers_cost_no_more_per_token_as_the_context_grows():
     kernel = lambda att, x: [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention"]  # noqa: E731
     assert kernel(gdn, short) == kernel(gdn, long)
     assert kernel(full, long)[0].nbytes > 100 * kernel(full, short)[0].nbytes
+
+
+def test_glm53_flash_indexer_scores_one_pooled_key_per_four_tokens_and_serves_1m_prompts():
+    from autotune.perf import oplist
+
+    model, hw = load_model("glm-5.3-flash"), load_preset("rtx-pro-6000-x8")
+    mla = model.layers[3].attention
+    assert mla.index_pool == 4 and oplist.indexer_scored(mla, 1 << 20) == (1 << 20) / 4
+    assert oplist.attended_entries(mla, 1 << 20) == 2048  # top-k, whatever the context
+    phase = PhasePlan(gpus=tuple(range(8)), tp=8, batching=Batching(8, 16384))
+    plan = Plan(engine="vllm", mode="aggregated", phases={"both": phase})
+    p = predict(plan, model, hw, Workload(isl=1_000_000, osl=1024, concurrency=2))
+    assert p.feasible and p.memory["both"].kv_tokens > 2 * 1_001_024 and p.memory["both"].state_gb > 0

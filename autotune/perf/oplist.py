@@ -141,7 +141,7 @@ def indexer_scored(att: AttentionSpec, ctx: float) -> float:
     """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer)."""
     if not att.index_heads:
         return 0.0
-    scored = ctx / att.compress_ratio
+    scored = ctx / att.compress_ratio / att.index_pool
     return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
 
 

@@ -186,6 +186,7 @@ def _glm_mla(cfg: Fields) -> AttentionSpec:
         score_dim_decode=kv_lora + rope + kv_lora,
         index_heads=index_heads,
         index_dim=index_dim,
+        index_pool=pool,
         replicated_params=down + indexer,
     )
 
