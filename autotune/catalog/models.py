@@ -70,6 +70,7 @@ def model_rows() -> list[dict]:
             "total_params_b": round(m.total_params / 1e9, 1),
             "active_params_b": round(m.active_params_decode / 1e9, 1),
             "kv_bytes_per_token": m.kv_bytes_per_token("auto"),
+            "state_bytes_per_seq": m.state_bytes_per_seq(),  # linear-attention state of one request (hybrids)
             "hf_id": m.hf_id,
         }
         for m in list_models()

@@ -231,7 +231,11 @@ def test_list_models_and_rows_in_catalog_order():
     assert [spec.name for spec in list_models()] == list(CATALOG)
     rows = model_rows()
     assert [row["name"] for row in rows] == list(CATALOG)
-    assert set(rows[0]) == {"name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "hf_id"}
+    assert set(rows[0]) == {
+        "name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "state_bytes_per_seq", "hf_id"
+    }  # fmt: skip
+    assert rows[0]["state_bytes_per_seq"] == 0
+    assert {r["name"]: r["state_bytes_per_seq"] for r in rows}["qwen3.5-35b-a3b"] == 30 * (32 * 128**2 * 4 + 8192 * 6)
     assert rows[0]["kv_bytes_per_token"] == 890 and rows[0]["hf_id"] == "deepseek-ai/DeepSeek-V4.1-Flash"
 
 
