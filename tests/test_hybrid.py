@@ -136,3 +136,13 @@ def test_glm53_flash_indexer_scores_one_pooled_key_per_four_tokens_and_serves_1m
     plan = Plan(engine="vllm", mode="aggregated", phases={"both": phase})
     p = predict(plan, model, hw, Workload(isl=1_000_000, osl=1024, concurrency=2))
     assert p.feasible and p.memory["both"].kv_tokens > 2 * 1_001_024 and p.memory["both"].state_gb > 0
+
+
+def test_the_report_curves_take_a_burst_workload():
+    """search --workload long-prompts.yaml writes its report: the concurrency curve turns the burst off."""
+    from autotune.report.curves import concurrency_curve
+
+    w = load_workload_file(str(ROOT / "search_spaces/workloads/long-prompts.yaml"))
+    model, hw = load_model("qwen3.5-397b-a17b-awq"), load_preset("rtx-pro-6000-x8")
+    curve = concurrency_curve(tp4_awq_plan("vllm"), model, hw, w, [1, 4])
+    assert len(curve) >= 1 and (curve["total_tok_s"] > 0).all()
