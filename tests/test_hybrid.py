@@ -146,3 +146,14 @@ def test_the_report_curves_take_a_burst_workload():
     model, hw = load_model("qwen3.5-397b-a17b-awq"), load_preset("rtx-pro-6000-x8")
     curve = concurrency_curve(tp4_awq_plan("vllm"), model, hw, w, [1, 4])
     assert len(curve) >= 1 and (curve["total_tok_s"] > 0).all()
+
+
+def test_a_nonsense_hybrid_config_is_one_line_and_exit_2(tmp_path, capsys):
+    config = json.loads((ROOT / "autotune/catalog/models/glm-5.3-flash.json").read_text())
+    config["text_config"]["linear_attn_config"]["num_heads"] = -64
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert run(["search", "--model", str(path), "--preset", "h200-x8", "--trials", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(path) in err and "linear_attn_config.num_heads': expected a positive integer" in err
+    assert "\n" not in err and "Traceback" not in err
