@@ -168,7 +168,8 @@ def models():
     """List the built-in models."""
     from autotune.catalog.models import model_rows
 
-    print(_table(model_rows(), ["name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "hf_id"]))
+    columns = ["name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "state_bytes_per_seq"]
+    print(_table(model_rows(), [*columns, "hf_id"]))
 
 
 @app.command()

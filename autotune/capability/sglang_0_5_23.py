@@ -9,6 +9,10 @@ from autotune.capability.rules import Rule, RuleTable
 FP4_FORMATS = ["mxfp4", "nvfp4"]
 SPARSE_ATTENTION_FAMILIES = ["deepseek_v4", "deepseek_v41", "glm_moe_dsa"]
 # batch_overlap/operations_strategy.py:33-78: decoder layers with a two-batch-overlap operation strategy
+# Hybrid linear-attention models: the radix cache keeps this many state slots per running request
+# (MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO, srt/mem_cache/kv_cache_configurator.py:227, 3062-3090); the engine
+# caps running requests at --max-mamba-cache-size // 3 (:3137-3160). perf/linear_attention.py and the emitter use it.
+MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 TBO_FAMILIES = ["deepseek_v3", "glm_moe_dsa", "qwen3_moe", "deepseek_v4"]
 
 RULES = RuleTable(
@@ -286,6 +290,16 @@ RULES = RuleTable(
             needs={"ep": {"min": 2}},
             source="arg_groups/parallel_hook.py:790-791 (handle_eplb_and_dispatch: --enable-eplb asserts ep_size > 1)",
             why="EPLB needs expert parallelism",
+        ),
+        # ---- hybrid linear-attention families (Qwen3.5 MoE: Gated DeltaNet; GLM-5.3-Flash: KDA + MLA/DSA)
+        Rule(
+            field="engine",
+            values=("sglang",),
+            when={"family": ["glm5_next"]},
+            needs={"cc": {"min": 9.0}},
+            source="arg_groups/model_hook.py:265-285 (Glm5NextForConditionalGeneration takes the DeepSeek DSA "
+            "attention path); arg_groups/overrides.py:601-746 (DSA sub-backends: cc >= 9)",
+            why="GLM-5.3-Flash's MLA layers run DSA sparse attention, which has no kernel below compute capability 9.0",
         ),
     ),
 )

@@ -10,6 +10,11 @@ FP8_CHECKPOINT = ["fp8_block", "fp8_tensor", "mxfp8"]
 FP8_FORMATS = FP8_CHECKPOINT + ["fp8_online"]
 FP4_FORMATS = ["mxfp4", "nvfp4"]
 INT4_FORMATS = ["int4_awq", "int4_gptq"]
+# Hybrid linear-attention models: prefix caching is on by default (config/cache.py:267) and puts the linear layers in
+# mamba_cache_mode "align" (model_executor/models/config.py:1094-1110): a request holds 2 state blocks plus one per
+# speculative token (v1/kv_cache_interface.py:1168-1174). perf/linear_attention.py uses it.
+MAMBA_STATES_PER_REQUEST = 2
+HYBRID_FAMILIES = ["qwen3_5_moe", "qwen3_5_moe_text", "glm5_next"]
 SPARSE_ATTENTION_FAMILIES = ["deepseek_v4", "deepseek_v41", "glm_moe_dsa"]
 # run with torch.compile off by default (DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES), so no pass_config applies
 UNCOMPILED_FAMILIES = ["glm_moe_dsa", "deepseek_v32", "deepseek_v4", "deepseek_v41"]
@@ -284,6 +289,34 @@ RULES = RuleTable(
             needs={"engine": "sglang"},
             source="autotune/engines/flags/vllm-0.34.0.yaml (no --enable-dp-lm-head)",
             why="vLLM has no DP LM head option",
+        ),
+        # ---- hybrid linear-attention families (Qwen3.5 MoE: Gated DeltaNet; GLM-5.3-Flash: KDA + MLA/DSA)
+        Rule(
+            field="engine",
+            values=("vllm",),
+            when={"family": ["glm5_next"]},
+            needs={"cc": {"min": 9.0}},
+            source="vllm/models/glm5next/nvidia/sparse_indexer.py:790-793 (the k-pool sparse indexer needs DeepGEMM); "
+            "vllm/platforms/cuda.py:512-516 (no sparse-MLA backend below cc 9)",
+            why="GLM-5.3-Flash's MLA layers run DSA sparse attention, which has no kernel below compute capability 9.0",
+        ),
+        Rule(
+            field="pp",
+            values=(2, 4, 8),
+            when={"family": ["glm5_next"]},
+            needs={"pp": 1},
+            source="vllm/models/glm5next/common/model.py:1267-1273 (Glm5NextForConditionalGeneration does not "
+            "implement SupportsPP); vllm/config/model.py:1590-1596",
+            why="pipeline parallelism is not supported for GLM-5.3-Flash's multimodal architecture",
+        ),
+        Rule(
+            field="fusion.allreduce_rmsnorm",
+            values=(True,),
+            needs={"family": {"not": HYBRID_FAMILIES}},
+            source="vllm/config/vllm.py:88-158 (Glm5Next* in DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES; Qwen3.5 "
+            "architectures join it on CUDA)",
+            why="this hybrid model runs breakable CUDA graphs without torch.compile, so no compile fusion pass applies",
+            effect="ignored",
         ),
     ),
 )

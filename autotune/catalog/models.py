@@ -15,7 +15,21 @@ from autotune.catalog.adapters import ADAPTERS
 from autotune.specs import MiTuneError, ModelSpec, SpecError, read_document
 from autotune.specs.ranges import check_name, check_tree
 
-CATALOG = ("deepseek-v4.1-flash", "deepseek-v4-flash", "deepseek-v3", "glm-5", "qwen3-235b-a22b", "llama-3.1-70b")
+CATALOG = (
+    "deepseek-v4.1-flash",
+    "deepseek-v4-flash",
+    "deepseek-v3",
+    "glm-5",
+    "qwen3-235b-a22b",
+    "llama-3.1-70b",
+    # hybrid linear-attention families (catalog/adapters/hybrid.py) and GLM-5.3
+    "glm-5.3",
+    "glm-5.3-flash",
+    "qwen3.5-397b-a17b",
+    "qwen3.5-397b-a17b-fp8",
+    "qwen3.5-397b-a17b-awq",
+    "qwen3.5-35b-a3b",
+)
 META_KEY = "_mi_tune"
 
 
@@ -57,6 +71,7 @@ def model_rows() -> list[dict]:
             "total_params_b": round(m.total_params / 1e9, 1),
             "active_params_b": round(m.active_params_decode / 1e9, 1),
             "kv_bytes_per_token": m.kv_bytes_per_token("auto"),
+            "state_bytes_per_seq": m.state_bytes_per_seq(),  # linear-attention state of one request (hybrids)
             "hf_id": m.hf_id,
         }
         for m in list_models()

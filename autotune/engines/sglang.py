@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.capability.sglang_0_5_23 import MAMBA_SLOTS_PER_RUNNING_REQUEST
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance, model_arg
@@ -114,7 +115,10 @@ def _overlap(ctx: _Ctx) -> list[str]:
 
 def _batching(ctx: _Ctx) -> list[str]:
     b = ctx.phase.batching
-    return ["--max-running-requests", str(b.max_running), "--chunked-prefill-size", str(b.chunked_prefill_tokens)]
+    args = ["--max-running-requests", str(b.max_running), "--chunked-prefill-size", str(b.chunked_prefill_tokens)]
+    if ctx.model.is_hybrid:  # the linear-attention state pool sized for max_running requests, as perf/memory.py
+        args += ["--max-mamba-cache-size", str(b.max_running * MAMBA_SLOTS_PER_RUNNING_REQUEST)]
+    return args
 
 
 def _disaggregation(ctx: _Ctx) -> list[str]:

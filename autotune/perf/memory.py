@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from autotune.perf import precision
+from autotune.perf import linear_attention, precision
 from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
@@ -103,7 +103,9 @@ def kv_bytes_per_token_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
     total = precision.kv_bytes_per_token(model, phase) / phase.pp
     if phase.speculative.method != "none" and model.kv_elems_per_token:
         total *= 1 + model.layers[-1].attention.kv_elems_per_token / model.kv_elems_per_token
-    att = model.layers[0].attention
+    att = next(
+        (layer.attention for layer in model.layers if layer.attention.kv_elems_per_token), model.layers[0].attention
+    )
     shard = phase.dcp if att.latent_shared else min(phase.tp, att.num_kv_heads)
     return total / shard
 
@@ -113,33 +115,64 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
     return model.window_kv_elems_per_seq * DTYPE_BYTES["fp8"] / phase.pp
 
 
+# SGLang's state pool share when --max-mamba-cache-size is unset: --mamba-full-memory-ratio falls back to 0.9
+# (srt/arg_groups/fields/schedule.py:220-225) and the pool takes ratio / (1 + ratio) of the memory left after the
+# weights (srt/mem_cache/kv_cache_configurator.py:3346-3356)
+SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
+
+
+def sglang_default_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile) -> int:
+    """Running requests SGLang admits on a hybrid model when no state-pool size is given: its default pool
+    (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes (linear_attention)."""
+    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, "sglang")
+    if not per_request:
+        return phase.batching.max_running
+    capacity, _, _ = _engine_budget_bytes(model, phase, hw, "sglang")
+    free = capacity - weights_per_gpu_bytes(model, phase, "sglang")
+    ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
+    pool = max(0.0, free) * ratio / (1 + ratio)
+    return max(1, min(phase.batching.max_running, int(pool / per_request) * phase.dp))
+
+
 def memory_fit(
     model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm"
 ) -> MemoryFit:
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
     weights = weights_per_gpu_bytes(model, phase, engine)
-    if engine == "sglang":  # the engine's own static fraction (above): activations live outside the pool
-        activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
-        capacity = hw.gpu.memory_gb * GIB - activations - reserve
-        free = capacity - weights
-    else:
-        capacity = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION
-        batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
-        activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
-        activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
-        reserve = RESERVE_GB * GB
-        free = capacity - weights - activations - reserve
+    capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine)
+    free = capacity - weights - (activations + reserve if engine != "sglang" else 0.0)
+    # hybrid models: SGLang's separate linear-attention state pool comes off the top; vLLM's per-request states
+    # come out of the shared pool with each request's KV (perf/linear_attention.py)
+    pool = linear_attention.state_pool_bytes_per_gpu(model, phase, engine)
+    state_seq = 0.0 if pool else linear_attention.state_bytes_per_seq_per_gpu(model, phase, engine)
+    free -= pool
     per_seq = seq_tokens * kv_bytes_per_token_per_gpu(model, phase) + window_bytes_per_seq_per_gpu(model, phase)
+    per_seq += state_seq
     seqs_per_rank = max(0.0, free) / per_seq if per_seq else 0.0
     kv_tokens = int(seqs_per_rank * seq_tokens * phase.dp)
+    state = pool + min(seqs_per_rank, phase.batching.max_running / phase.dp) * state_seq
     return MemoryFit(
         weights_gb=weights / GB,
-        kv_gb=max(0.0, free) / GB,
+        kv_gb=max(0.0, free + pool - state) / GB,
+        state_gb=state / GB,
         activations_gb=activations / GB,
         reserve_gb=reserve / GB,
         capacity_gb=capacity / GB,
         kv_tokens=kv_tokens,
     )
+
+
+def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str):
+    """(capacity, activations, reserve) per GPU by the engine's own arithmetic. SGLang: its static fraction, with
+    activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
+    gpu_memory_utilization of the card, activations and a reserve inside it."""
+    if engine == "sglang":
+        activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
+        return hw.gpu.memory_gb * GIB - activations - reserve, activations, reserve
+    batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
+    activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
+    activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
+    return hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION, activations, RESERVE_GB * GB
 
 
 def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float) -> tuple[float, float]:

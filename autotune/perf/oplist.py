@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from autotune.perf import comm, precision, rates
+from autotune.perf import comm, linear_attention, precision, rates
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -159,7 +159,7 @@ def indexer_scored(att: AttentionSpec, ctx: float) -> float:
     """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer)."""
     if not att.index_heads:
         return 0.0
-    scored = ctx / att.compress_ratio
+    scored = ctx / att.compress_ratio / att.index_pool
     return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
 
 
@@ -460,8 +460,29 @@ def attention_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
     """The attention half of a layer (projections and kernels) for the layer's own input (layer_input)."""
     ops: list[Op] = []
     tokens = step_tokens(x)
-    if tokens > 0:
+    if tokens > 0 and att.is_linear:  # projections as any attention layer, then the scan / recurrent kernels
+        _attention_ops(ops, c, att, StepInput(decode_width=x.decode_width), tokens)
+        ops += _linear_kernel_ops(c, att, x)
+    elif tokens > 0:
         _attention_ops(ops, c, att, x, tokens)
+    return ops
+
+
+def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
+    """Linear-attention kernels (perf/linear_attention.py): the recurrent step for the decode rows, the chunked
+    scan for the prompt tokens; no KV is read, the per-request state is."""
+    tp, dp, dtype = c.phase.tp, c.phase.dp, c.model.state_dtype
+    ops = []
+    if x.decode_seqs:
+        seqs = x.decode_seqs / dp
+        cost = linear_attention.decode_cost(att, seqs, x.decode_width, tp, dtype)
+        ops.append(Op("attention", "bf16", "decode", seqs * x.decode_width, 0.0, 0.0, cost.flops, cost.nbytes,
+                      1.0, f"linear attention ({att.kind})"))  # fmt: skip
+    if x.prefill_tokens:
+        tokens = x.prefill_tokens / dp
+        cost = linear_attention.prefill_cost(att, tokens, tp, dtype)
+        ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0,
+                      f"linear attention ({att.kind})", linear_attention.SCAN_SPEED))  # fmt: skip
     return ops
 
 

@@ -43,13 +43,18 @@ def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
 
 
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
-    att = model.layers[0].attention
     ranks = phase.tp * phase.dp
-    if att.num_heads % phase.tp:
-        return f"tp={phase.tp} does not divide {att.num_heads} attention heads"
-    kv = att.num_kv_heads
-    if not att.latent_shared and (kv % phase.tp if kv >= phase.tp else phase.tp % kv):
-        return f"tp={phase.tp} and {kv} KV heads do not shard evenly"
+    for att in {layer.attention for layer in model.layers}:  # hybrids: the linear and the full layers' heads
+        what = "linear-attention" if att.is_linear else "attention"
+        if att.num_heads % phase.tp:
+            return f"tp={phase.tp} does not divide {att.num_heads} {what} heads"
+        kv = att.num_kv_heads
+        if (
+            att.is_linear and kv % phase.tp
+        ):  # heads split over tp: vLLM layers/mamba/gdn/qwen_gdn_linear_attn.py:809,1050
+            return f"tp={phase.tp} does not divide {kv} {what} key heads"
+        if not att.latent_shared and (kv % phase.tp if kv >= phase.tp else phase.tp % kv):
+            return f"tp={phase.tp} and {kv} KV heads do not shard evenly"
     if phase.pp > model.num_layers:
         return f"pp={phase.pp} exceeds {model.num_layers} layers"
     if not model.is_moe and (phase.dp > 1 or phase.ep > 1):

@@ -29,7 +29,7 @@ def concurrency_curve(
     operating point: the plan runs at most the level asked for, and no more than its KV cache holds."""
     rows = []
     for level in levels:
-        closed = dataclasses.replace(workload, concurrency=level, rate_rps=0.0, ttft_ms=0.0, tpot_ms=0.0)
+        closed = dataclasses.replace(workload, concurrency=level, rate_rps=0.0, burst=0, ttft_ms=0.0, tpot_ms=0.0)
         p = evaluate(plan, model, hw, closed)
         if p.feasible:
             rows.append(

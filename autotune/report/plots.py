@@ -21,6 +21,7 @@ BEST_COLOR, BASELINE_COLOR = "crimson", "black"
 MEMORY_PARTS = (  # MemoryFit field, legend label, colour
     ("weights_gb", "weights", "#4c72b0"),
     ("kv_gb", "KV cache pool", "#55a868"),
+    ("state_gb", "linear-attention state", "#c44e52"),
     ("activations_gb", "activations", "#dd8452"),
     ("reserve_gb", "reserve", "#8c8c8c"),
 )

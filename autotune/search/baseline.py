@@ -3,7 +3,10 @@ over every GPU and no other flags. Speed-ups are reported against it."""
 
 from __future__ import annotations
 
-from autotune.specs import Batching, Comm, HardwareProfile, PhasePlan, Plan
+import dataclasses
+
+from autotune.perf.memory import sglang_default_max_running
+from autotune.specs import Batching, Comm, HardwareProfile, ModelSpec, PhasePlan, Plan
 
 GIB_PER_GB = 1e9 / 2**30
 
@@ -24,11 +27,14 @@ def engine_default_batching(engine: str, hw: HardwareProfile) -> Batching:
     return Batching(max_running=1024, chunked_prefill_tokens=8192 if mem_gib >= 60 else 4096)
 
 
-def baseline_plan(engine: str, hw: HardwareProfile, num_gpus: int) -> Plan:
+def baseline_plan(engine: str, hw: HardwareProfile, num_gpus: int, model: ModelSpec | None = None) -> Plan:
     phase = PhasePlan(
         gpus=tuple(range(num_gpus)),
         tp=num_gpus,
         comm=Comm(allreduce="custom"),
         batching=engine_default_batching(engine, hw),
     )
+    if engine == "sglang" and model is not None and model.is_hybrid:  # running requests follow the state pool
+        running = sglang_default_max_running(model, phase, hw)
+        phase = dataclasses.replace(phase, batching=dataclasses.replace(phase.batching, max_running=running))
     return Plan(engine=engine, mode="aggregated", phases={"both": phase})

@@ -344,7 +344,7 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     if plan != best.plan:
         best = dataclasses.replace(best, plan=plan, prediction=objectives.predict(req, plan))
     engine = best.plan.engine
-    base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
+    base_plan = baseline_plan(engine, req.hardware, req.num_gpus, req.model)
     baseline = objectives.predict(req, base_plan)
     compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
     same = _best_same_numerics(req, feasible) if plan_numerics(best.plan, req.model) else None

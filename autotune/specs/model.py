@@ -28,9 +28,19 @@ class AttentionSpec:
     index_heads: int = 0  # sparse-attention indexer run by THIS layer (0: none, or it reuses another's top-k)
     index_dim: int = 0  # indexer key width; scoring costs 2*index_heads*index_dim FLOPs per scored entry
     index_scored_cap: int = 0  # entries the indexer scores at most (hierarchical candidates); 0 = all
+    index_pool: int = 1  # context tokens per indexer key (GLM-5.3-Flash index_kpool: one pooled key per 4 tokens)
     # part of `params` every TP rank holds whole (MLA q_a/kv_a down-projections, DSA/V4 indexer, V4 compressor):
     # the engines build them as ReplicatedLinear; the rest of `params` is split over TP
     replicated_params: int = 0
+    # linear attention (kind gdn | kda): a fixed recurrent state per request instead of KV per token. num_heads
+    # = the state's value heads, score_dim = key + value head width; the state is num_heads x d_k x d_v
+    # elements at ModelSpec.state_dtype, the short-convolution window conv_elems_per_seq at the activation dtype
+    state_elems_per_seq: float = 0.0
+    conv_elems_per_seq: float = 0.0
+
+    @property
+    def is_linear(self) -> bool:
+        return self.state_elems_per_seq > 0
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,7 @@ class ModelSpec:
     kv_bytes_per_token_native: float = 0.0  # official KV bytes/token in the native KV format (0 = derive)
     window_kv_elems_per_seq: float = 0.0  # bounded sliding-window KV per sequence (all layers)
     host_table_bytes: float = 0.0  # tables served from host memory (Engram n-gram memory)
+    state_dtype: str = "bf16"  # dtype of the linear-attention recurrent state (hybrid models)
     notes: tuple[str, ...] = ()
     checkpoint_dir: str = ""  # local directory the model was loaded from (engines load it there); "" = hf_id
     schema: str = "mi-tune/model/v1"
@@ -91,7 +102,7 @@ class ModelSpec:
         for name, key in (("hidden_size", "hidden_size"), ("vocab_size", "vocab_size"), ("max_position", CONTEXT_KEY)):
             if getattr(self, name) < 1:
                 raise ValueError(f"{key}: expected a positive integer, got {getattr(self, name)}")
-        for dtype in (self.dense_dtype, self.expert_dtype, self.kv_dtype):
+        for dtype in (self.dense_dtype, self.expert_dtype, self.kv_dtype, self.state_dtype):
             if dtype not in DTYPE_BYTES:
                 raise ValueError(f"unknown dtype {dtype!r} (expected one of {', '.join(DTYPE_BYTES)})")
         total = self.embed_params + sum(
@@ -142,6 +153,19 @@ class ModelSpec:
         if not sparse and kinds == {"mla"}:
             return "mla"
         return "+".join(sorted(kinds)) + ("+sparse" if sparse else "")
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Linear-attention layers (a recurrent state per request) interleaved with KV-cache attention."""
+        return any(layer.attention.is_linear for layer in self.layers)
+
+    def state_bytes_per_seq(self, state_dtype: str = "auto") -> float:
+        """Linear-attention state one running request holds, all layers: recurrent state at `state_dtype`
+        ('auto' = the model's) plus the short-convolution window at the activation dtype (bf16)."""
+        dtype = self.state_dtype if state_dtype == "auto" else state_dtype
+        recurrent = sum(layer.attention.state_elems_per_seq for layer in self.layers)
+        conv = sum(layer.attention.conv_elems_per_seq for layer in self.layers)
+        return recurrent * DTYPE_BYTES[dtype] + conv * DTYPE_BYTES["bf16"]
 
     @property
     def kv_elems_per_token(self) -> float:

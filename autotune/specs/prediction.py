@@ -31,6 +31,7 @@ class MemoryFit:
     reserve_gb: float
     capacity_gb: float
     kv_tokens: int  # tokens of KV the instance can hold
+    state_gb: float = 0.0  # linear-attention state of the running requests (hybrid models; out of the KV pool)
 
 
 @dataclass(frozen=True)

@@ -169,6 +169,17 @@ CASES = [
     ("sglang", "llama-3.1-70b", box("h200-x8"), {"dcp": 2}, True, "MLA latent KV"),
     ("sglang", "deepseek-v3", box("h200-x8"), {"dense_dp": True}, True, "DP attention"),
     ("sglang", "deepseek-v3", box("h200-x8"), {"eplb": True}, True, "expert parallelism"),
+    # hybrid linear-attention families (issue 19)
+    ("vllm", "glm-5.3-flash", box("rtx-4090-x8"), {}, True, "compute capability 9.0"),
+    ("vllm", "glm-5.3-flash", box("rtx-pro-6000-x8"), {}, False, ""),
+    ("vllm", "glm-5.3-flash", box("h200-x8"), {"pp": 2}, True, "pipeline parallelism is not supported"),
+    ("vllm", "qwen3.5-397b-a17b", box("h200-x8"), {"pp": 2}, False, ""),
+    ("vllm", "qwen3.5-397b-a17b", box("h200-x8"), {"fusion": {"allreduce_rmsnorm": True}}, True, "breakable CUDA"),
+    ("vllm", "qwen3.5-397b-a17b", box("h200-x8"), {"kernels": Kernels(attention="flashinfer")}, True, "own"),
+    ("vllm", "qwen3.5-397b-a17b", box("h200-x8"), {"speculative": Speculative("mtp", 2)}, False, ""),
+    ("sglang", "glm-5.3-flash", box("rtx-4090-x8"), {}, True, "compute capability 9.0"),
+    ("sglang", "glm-5.3-flash", box("h200-x8"), {"pp": 2, "speculative": Speculative("mtp", 1)}, True, "NEXTN"),
+    ("sglang", "qwen3.5-35b-a3b", box("h200-x8"), {"overlap": Overlap(two_batch=True), "dp": 8, "ep": 8}, True, ""),
 ]
 # Rules no whole PhasePlan can break (PhasePlan itself refuses tp % dcp != 0): they act while a plan is sampled
 SAMPLING_ONLY = {("vllm", "dcp", "the decode context parallel size must divide the tensor parallel size")}

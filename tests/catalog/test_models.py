@@ -81,6 +81,34 @@ MODELS_MD_FIELDS = {
         "head_dim": 128, "intermediate_size": 28672, "vocab_size": 128256, "max_position_embeddings": 131072,
         "rope_theta": 500000.0,
     },
+    "glm-5.3": {  # section 4a: same q_lora / kv_lora / heads / experts / index_topk as GLM-5; 5.x context
+        "hidden_size": 6144, "num_hidden_layers": 78, "q_lora_rank": 2048, "kv_lora_rank": 512,
+        "num_attention_heads": 64, "n_routed_experts": 256, "num_experts_per_tok": 8, "index_topk": 2048,
+        "max_position_embeddings": 1048576,
+    },
+    "glm-5.3-flash": {  # section 4b (warp docs/GLM.md)
+        "hidden_size": 4096, "num_hidden_layers": 45, "first_k_dense_replace": 3, "n_routed_experts": 288,
+        "num_experts_per_tok": 8, "n_shared_experts": 1, "moe_intermediate_size": 2048, "num_attention_heads": 64,
+        "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 256, "v_head_dim": 256, "qk_rope_head_dim": 0,
+        "index_kpool": 4, "index_topk": 2048, "hc_mult": 4, "swiglu_limit": 10.0, "vocab_size": 154880,
+        "max_position_embeddings": 1048576,
+    },
+    **{
+        name: {  # the Qwen3.5-397B-A17B config.json values quoted in public material (catalog source)
+            "hidden_size": 4096, "num_hidden_layers": 60, "num_attention_heads": 32, "num_key_value_heads": 2,
+            "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 64, "linear_key_head_dim": 128,
+            "linear_value_head_dim": 128, "num_experts": 512, "num_experts_per_tok": 10,
+            "moe_intermediate_size": 1024, "shared_expert_intermediate_size": 1024, "vocab_size": 248320,
+            "max_position_embeddings": 262144, "full_attention_interval": 4, "mtp_num_hidden_layers": 1,
+        }
+        for name in ("qwen3.5-397b-a17b", "qwen3.5-397b-a17b-fp8", "qwen3.5-397b-a17b-awq")
+    },
+    "qwen3.5-35b-a3b": {
+        "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16, "num_key_value_heads": 2,
+        "head_dim": 256, "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 256,
+        "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+        "vocab_size": 248320, "mamba_ssm_dtype": "float32",
+    },
 }  # fmt: skip
 
 
@@ -90,7 +118,8 @@ def test_json_copy_has_the_models_md_values(name):
     text = config.get("text_config", config)
     assert {key: text[key] for key in MODELS_MD_FIELDS[name]} == MODELS_MD_FIELDS[name]
     meta = config["_mi_tune"]
-    assert meta["name"] == name and meta["hf_id"] and meta["revision"] and "models.md" in meta["source"]
+    assert meta["name"] == name and meta["hf_id"] and meta["revision"]
+    assert "models.md" in meta["source"] or "huggingface.co/" in meta["source"]
 
 
 def test_v41_copy_keeps_hf_nesting_and_pinned_revision():
@@ -202,7 +231,11 @@ def test_list_models_and_rows_in_catalog_order():
     assert [spec.name for spec in list_models()] == list(CATALOG)
     rows = model_rows()
     assert [row["name"] for row in rows] == list(CATALOG)
-    assert set(rows[0]) == {"name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "hf_id"}
+    assert set(rows[0]) == {
+        "name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "state_bytes_per_seq", "hf_id"
+    }  # fmt: skip
+    assert rows[0]["state_bytes_per_seq"] == 0
+    assert {r["name"]: r["state_bytes_per_seq"] for r in rows}["qwen3.5-35b-a3b"] == 30 * (32 * 128**2 * 4 + 8192 * 6)
     assert rows[0]["kv_bytes_per_token"] == 890 and rows[0]["hf_id"] == "deepseek-ai/DeepSeek-V4.1-Flash"
 
 
@@ -216,7 +249,7 @@ def test_unknown_name_lists_the_catalog():
         load_model("no-such-model")
     message = str(err.value)
     assert message.startswith("unknown model 'no-such-model' (known: deepseek-v4.1-flash, deepseek-v4-flash,")
-    assert "llama-3.1-70b; or a path to a config.json)" in message and "\n" not in message
+    assert "qwen3.5-35b-a3b; or a path to a config.json)" in message and "\n" not in message
 
 
 def test_path_to_config_or_directory(tmp_path):

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from autotune.catalog.adapters.deepseek_v4 import deepseek_v4_model, deepseek_v41_model
 from autotune.catalog.adapters.gqa import gqa_model
+from autotune.catalog.adapters.hybrid import glm5_next_model, qwen35_moe_model
 from autotune.catalog.adapters.mla import mla_model
 from autotune.specs import ModelSpec
 
@@ -24,4 +25,7 @@ ADAPTERS: dict[str, Adapter] = {
     "glm_moe_dsa": mla_model,
     "deepseek_v4": deepseek_v4_model,
     "deepseek_v41": deepseek_v41_model,
+    "qwen3_5_moe": qwen35_moe_model,
+    "qwen3_5_moe_text": qwen35_moe_model,  # text-only checkpoints (Qwen3_5MoeForCausalLM)
+    "glm5_next": glm5_next_model,
 }

@@ -1,0 +1,111 @@
+"""Linear-attention layers (Gated DeltaNet, Kimi Delta Attention) in hybrid models: kernel FLOPs and bytes and the
+per-request state, as pure functions of an AttentionSpec with state_elems_per_seq > 0. oplist.py turns them into
+ops; memory.py holds the state per running request.
+
+A linear-attention layer keeps, per request, a recurrent state of num_heads x d_k x d_v (ModelSpec.state_dtype)
+and a short-convolution window, instead of KV per token: its cost per token does not grow with the context.
+- Prefill runs the chunkwise delta rule (Yang et al., "Gated Delta Networks", ICLR 2025, section 3.2; the FLA
+  chunk kernels both engines call: vLLM third_party/flash_linear_attention/ops/chunk.py, SGLang
+  kernels/ops/attention/fla/chunk.py):
+  per token and head, intra-chunk products over the chunk (q.k^T, the WY/UT transform and the value mix:
+  2 x CHUNK x (2 d_k + d_v) FLOPs) and three state products against the chunk's state (q.S, k.S and the
+  k^T.u update: 3 x 2 d_k d_v); one state per chunk is written and read back.
+- Decode runs the recurrent step: the same three state products per token, the state read once and written back
+  once per verified token (speculative decoding keeps each draft position's state for the rollback: SGLang's
+  intermediate_ssm buffers, srt/mem_cache/kv_cache_configurator.py:3295-3323; vLLM's per-token mamba states).
+Heads are split over the attention TP group in both engines (vLLM layers/mamba/gdn/qwen_gdn_linear_attn.py:809,1050;
+SGLang srt/models/glm5_next.py:401-412 linear_attn_tp_size, which asserts heads % tp == 0).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from autotune.capability import sglang_0_5_23 as sglang_rules
+from autotune.capability import vllm_0_34_0 as vllm_rules
+from autotune.specs import DTYPE_BYTES, AttentionSpec, ModelSpec, PhasePlan
+
+# tokens per chunk of the chunkwise scan: vLLM layers/mamba/ops/gdn_chunk_cutedsl/__init__.py:186, SGLang
+# srt/layers/attention/linear/kda_prefill_graph.py:59 (KDA_CHUNK_SIZE)
+CHUNK = 64
+ACT_BYTES = 2  # bf16 q/k/v/gates read and outputs written by the kernels
+# The scan kernels reach a lower share of the prefill-attention rate than flash attention (more small GEMMs and a
+# sequential pass over the chunks). A prior, not measured: 0.5 of the attention prefill rate.
+SCAN_SPEED = 0.5
+
+
+class LinearCost(NamedTuple):
+    flops: float
+    nbytes: float
+
+
+def head_dims(att: AttentionSpec) -> tuple[float, float]:
+    """(d_k, d_v) of one state head from the spec: score_dim = d_k + d_v and the state = heads x d_k x d_v."""
+    prod = att.state_elems_per_seq / att.num_heads
+    total = att.score_dim
+    disc = max(0.0, total * total - 4 * prod)
+    d_k = (total - disc**0.5) / 2
+    return d_k, total - d_k
+
+
+def state_bytes_per_rank(att: AttentionSpec, tp: int, state_dtype: str) -> float:
+    """One request's state of this layer on one TP rank: recurrent state + convolution window."""
+    return (att.state_elems_per_seq * DTYPE_BYTES[state_dtype] + att.conv_elems_per_seq * ACT_BYTES) / tp
+
+
+def prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int, state_dtype: str) -> LinearCost:
+    """Chunkwise scan over `tokens_per_rank` prompt tokens (all sequences of the step) on one TP rank."""
+    d_k, d_v = head_dims(att)
+    heads = att.num_heads / tp
+    per_token = heads * (2 * CHUNK * (2 * d_k + d_v) + 3 * 2 * d_k * d_v)
+    io = tokens_per_rank * heads * (2 * d_k + 2 * d_v) * ACT_BYTES  # q, k, v (and gate) in, output out
+    chunk_states = tokens_per_rank / CHUNK * heads * d_k * d_v * DTYPE_BYTES[state_dtype] * 2
+    return LinearCost(per_token * tokens_per_rank, io + chunk_states)
+
+
+def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int, state_dtype: str) -> LinearCost:
+    """Recurrent step of `seqs_per_rank` sequences, each running `width` tokens (1 + drafts verified)."""
+    d_k, d_v = head_dims(att)
+    heads = att.num_heads / tp
+    flops = seqs_per_rank * width * heads * 3 * 2 * d_k * d_v
+    state = state_bytes_per_rank(att, tp, state_dtype)
+    io = seqs_per_rank * width * heads * (2 * d_k + 2 * d_v) * ACT_BYTES
+    return LinearCost(flops, seqs_per_rank * state * (1 + width) + io)
+
+
+# ---------------------------------------------------------------- the state each running request pins
+
+# States a running request pins (the engines' own arithmetic, read from their source: see the constants' comments)
+VLLM_STATES_PER_REQUEST = vllm_rules.MAMBA_STATES_PER_REQUEST  # drawn from the shared KV pool per request
+SGLANG_SLOTS_PER_REQUEST = sglang_rules.MAMBA_SLOTS_PER_RUNNING_REQUEST  # a separate pool: --max-mamba-cache-size
+
+
+def states_per_request(engine: str, draft_tokens: int) -> int:
+    base = SGLANG_SLOTS_PER_REQUEST if engine == "sglang" else VLLM_STATES_PER_REQUEST
+    return base + max(0, draft_tokens)
+
+
+def one_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
+    """One copy of a request's linear-attention state (all its layers of one pipeline stage) on one GPU."""
+    per_layer = [
+        state_bytes_per_rank(layer.attention, tp, model.state_dtype)
+        for layer in model.layers
+        if layer.attention.is_linear
+    ]
+    return sum(per_layer) / pp
+
+
+def state_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
+    """The state memory one running request takes on one GPU: its copies (states_per_request) of the state."""
+    if not model.is_hybrid:
+        return 0.0
+    drafts = phase.speculative.draft_tokens if phase.speculative.method != "none" else 0
+    return one_state_bytes_per_gpu(model, phase.tp, phase.pp) * states_per_request(engine, drafts)
+
+
+def state_pool_bytes_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
+    """SGLang's separate state pool on one GPU, sized for the plan's max_running requests (0 for vLLM, whose
+    states share the KV pool per request)."""
+    if engine != "sglang" or not model.is_hybrid:
+        return 0.0
+    return state_bytes_per_seq_per_gpu(model, phase, engine) * phase.batching.max_running / phase.dp
