@@ -230,9 +230,28 @@ def search(
     keep_precision: bool = typer.Option(
         False, "--keep-precision", help="Keep the checkpoint's numerics: no online FP8 weights, no FP8 KV cache."
     ),
+    width: int = typer.Option(1280, "--width", help="Video models: frame width, pixels."),
+    height: int = typer.Option(720, "--height", help="Video models: frame height, pixels."),
+    frames: int = typer.Option(81, "--frames", help="Video models: frames per video (4k+1)."),
+    steps: int = typer.Option(0, "--steps", help="Video models: denoising steps (0 = the model's default)."),
+    guidance: float = typer.Option(-1.0, "--guidance", help="Video models: guidance scale (>1 runs CFG; <0 default)."),
+    videos_per_hour: float = typer.Option(0.0, "--videos-per-hour", help="Video models: Poisson arrivals per hour."),
+    latency_slo_s: float = typer.Option(0.0, "--latency-slo-s", help="Video models: P95 latency per video SLO, s."),
+    keep_quality: bool = typer.Option(
+        False, "--keep-quality", help="Video models: only plans that keep the output (dense attention, no cache-dit)."
+    ),
 ):
     """Search plans against the performance model; write best.yaml and a report."""
     from autotune import api
+    from autotune.video import is_video_model
+
+    if is_video_model(model):  # diffusion transformers: SGLang Diffusion (autotune/video/)
+        from autotune.video.cli_run import video_search
+
+        video = dict(width=width, height=height, frames=frames, steps=steps, guidance=guidance,
+                     videos_per_hour=videos_per_hour, latency_slo_s=latency_slo_s,
+                     in_flight=concurrency, objective=objective)  # fmt: skip
+        return video_search(model, hardware, preset, gpus, video, workload_file, out, keep_quality, as_json)
 
     for flag, value, allowed in (
         ("--engine", engine, ("auto", "vllm", "sglang")),
@@ -409,10 +428,15 @@ def serve(
 
     _check_host(host)
     _check_port(port)
-    served = api.serve_launch(best, host, port)
-    for warning in served.warnings:
-        print(f"mi-tune: warning: {warning}", file=sys.stderr)
-    launch = served.launch
+    from autotune.video.api import is_video_best, video_serve_launch
+
+    if is_video_best(best):
+        launch = video_serve_launch(best, host, port)
+    else:
+        served = api.serve_launch(best, host, port)
+        for warning in served.warnings:
+            print(f"mi-tune: warning: {warning}", file=sys.stderr)
+        launch = served.launch
     if stand_in:
         from autotune.engines.standin import substitute
 
