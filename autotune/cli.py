@@ -440,6 +440,8 @@ def serve(
     if stand_in:
         from autotune.engines.standin import substitute
 
+        if launch.engine == "sglang-diffusion":
+            from autotune.video.standin import substitute
         launch = substitute(launch, stand_in)
     print(format_launch(launch))
     if dry_run:
@@ -457,7 +459,7 @@ def bench(
         None, "--from-file", help="Report a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL."
     ),
     model: str = typer.Option("", "--model", help="Model id to request (default: the first /v1/models lists)."),
-    endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
+    endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat | videos (SGLang Diffusion)"),
     workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1)."),
     isl: int = typer.Option(4096, "--isl", help="Input tokens per request."),
     osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
@@ -476,6 +478,10 @@ def bench(
 
     if (url is None) == (from_file is None):
         raise MiTuneError("--url / --from-file: give one of them")
+    if endpoint == "videos":  # SGLang Diffusion's video API (autotune/video/bench.py)
+        from autotune.video.cli_run import video_bench
+
+        return video_bench(url, workload_file, concurrency, rate, num_requests, as_json)
     validate.at_least("--burst", burst, 0, "0 = no burst")
     if from_file:
         report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
@@ -523,6 +529,13 @@ def measure(
     _check_port(port)
     validate.at_least("--num-requests", num_requests, 0, "0 = 4 rounds of the concurrency")
     validate.above("--ready-timeout", ready_timeout, 0, " seconds")
+    from autotune.video.api import is_video_best
+
+    if is_video_best(str(Path(run_dir) / "best.yaml")):  # a video run: launch, bench and compare its best plan
+        from autotune.video.bench import measure_video_run
+
+        print(json.dumps(measure_video_run(run_dir, host, port, stand_in, ready_timeout, num_requests), indent=2))
+        return
     opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
     print(format_outcome(api.measure_run(run_dir, opts)))
 

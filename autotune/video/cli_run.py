@@ -37,3 +37,24 @@ def video_search(model, hardware, preset, gpus, flags: dict, workload_file, out,
             + ("" if o.exact else f"; changes the output: {'; '.join(o.changes)}")
         )
     print(f"wrote {outcome.files['best']}; report: {outcome.files['report']}")
+
+
+def video_bench(url, workload_file, concurrency: int, rate_rps: float, num_requests: int, as_json: bool) -> None:
+    """`mi-tune bench --endpoint videos`: the video workload from a file (or 720p/81 frames/model default steps),
+    --concurrency videos in flight or --rate videos/s (Poisson)."""
+    from autotune.specs import MiTuneError
+    from autotune.video.bench import bench_video, format_bench
+    from autotune.video.workload import check
+
+    if concurrency and rate_rps:
+        raise MiTuneError("--concurrency / --rate: give one of them")
+    if num_requests < 0:
+        raise MiTuneError(f"--num-requests: expected a positive count, got {num_requests}")
+    work = load_workload(workload_file) if workload_file else VideoWorkload()
+    if concurrency:
+        work = dataclasses.replace(work, in_flight=concurrency, videos_per_hour=0.0)
+    if rate_rps:
+        work = dataclasses.replace(work, videos_per_hour=rate_rps * 3600.0)
+    check(work)
+    report = bench_video(url, work, num_requests or max(4, 2 * (work.in_flight or 1)))
+    print(json.dumps(report, indent=2) if as_json else format_bench(report))

@@ -166,3 +166,21 @@ def test_cli_search_serve_and_bad_input(tmp_path, capsys):
     assert err.count("\n") == 1 and "unknown field 'fps'" in err
     assert run([*args, "--frames", "80"]) == 2
     assert "--frames" in capsys.readouterr().err
+
+
+def test_measure_and_bench_on_the_stand_in(tmp_path, capsys):
+    """`measure` launches the run's best plan as the video stand-in, benches it with the run's workload (polling
+    the asynchronous job API) and writes measured.json; `bench --endpoint videos` reports P50/P95 and videos/hour."""
+    out = tmp_path / "run"
+    assert run(["search", "--model", "wan2.1-t2v-14b", "--preset", "h200-x8", "--out", str(out)]) == 0
+    timing = tmp_path / "timing.json"
+    timing.write_text('{"seconds_per_video": 0.05, "seconds_per_step": 0.001}')
+    capsys.readouterr()
+    assert run(["measure", str(out), "--stand-in", str(timing), "--port", "18491", "--num-requests", "6"]) == 0
+    measured = yaml.safe_load((out / "measured.json").read_text())
+    assert measured["measured"]["completed"] == 6 and measured["stand_in"] is True
+    assert measured["measured"]["latency_p50_s"] >= 0.05 + 0.001 * 50  # 50 steps: the model's default
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"seconds_per_frame": 1}')
+    assert run(["measure", str(out), "--stand-in", str(bad), "--port", "18492"]) == 2
+    assert "unknown keys seconds_per_frame" in capsys.readouterr().err
