@@ -249,7 +249,7 @@ def search(
         from autotune.video.cli_run import video_search
 
         video = dict(width=width, height=height, frames=frames, steps=steps, guidance=guidance,
-                     videos_per_hour=videos_per_hour, latency_slo_s=latency_slo_s,
+                     videos_per_hour=videos_per_hour or rate * 3600.0, latency_slo_s=latency_slo_s,
                      in_flight=concurrency, objective=objective)  # fmt: skip
         return video_search(model, hardware, preset, gpus, video, workload_file, out, keep_quality, as_json)
 

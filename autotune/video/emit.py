@@ -30,6 +30,7 @@ def server_argv(plan: VideoPlan, model: DiTSpec, host: str, port: int, model_pat
         "--cfg-parallel-size", str(plan.cfg),
         "--attention-backend", plan.attention,
         "--dit-layerwise-offload", "true" if plan.dit_offload else "false",
+        "--text-encoder-cpu-offload", "true" if plan.text_encoder_offload else "false",
         "--host", host,
         "--port", str(port),
     ]  # fmt: skip

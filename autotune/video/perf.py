@@ -197,13 +197,16 @@ def vae_decode_s(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> fl
     return flops / rate
 
 
-def text_encode_s(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> float:
+def text_encode_s(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile, plan: VideoPlan | None = None) -> float:
+    """Encoding the prompt (and the negative prompt under CFG) on one GPU; with --text-encoder-cpu-offload the
+    weights are copied host-to-device for each request first (not overlapped)."""
     te = model.text_encoder
+    copy = te.params * te.bytes_per_param / (_h2d_gbs(hw, plan) * GB) if plan and plan.text_encoder_offload else 0.0
     prompts = 2 if work.cfg else 1  # the negative prompt too
     rate = rates_table(hw).get("gemm", "bf16", "m>1024").tflops * TFLOP
     if te.bytes_per_param == 4:
         rate *= FP32_VS_BF16
-    return 2 * te.params * te.tokens * prompts / rate
+    return copy + 2 * te.params * te.tokens * prompts / rate
 
 
 def memory_gib(plan: VideoPlan, model: DiTSpec, work: VideoWorkload) -> float:
@@ -216,8 +219,10 @@ def memory_gib(plan: VideoPlan, model: DiTSpec, work: VideoWorkload) -> float:
     n = work.latent_tokens(model) / plan.sp
     branches = (2 if work.cfg else 1) / (plan.cfg if work.cfg else 1)
     activations = ACTIVATION_TENSORS * n * model.hidden * BF16 / plan.tp * branches
+    # an offloaded encoder is on the GPU only while it encodes, before the DiT's activations exist
+    transient = max(encoder, activations) if plan.text_encoder_offload else encoder + activations
     vae_work = 4 * work.height * work.width * model.vae.decoder_channels[-1] * 4 * 2  # a causal chunk, 4 tensors
-    return (weights + encoder + activations + vae_work) / GIB + RUNTIME_RESERVE_GIB
+    return (weights + transient + vae_work) / GIB + RUNTIME_RESERVE_GIB
 
 
 def video_cost(plan: VideoPlan, model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> VideoCost:
@@ -229,7 +234,7 @@ def video_cost(plan: VideoPlan, model: DiTSpec, work: VideoWorkload, hw: Hardwar
     if plan.cfg > 1 and work.cfg:
         latent_bytes = work.latent_tokens(model) * model.in_channels * 4 * 4  # fp32 noise prediction (patch 1x2x2)
         denoise += work.steps * _comm_s(_Key(hw), "allgather", _groups(plan)["cfg"], latent_bytes)
-    text, vae = text_encode_s(model, work, hw), vae_decode_s(model, work, hw)
+    text, vae = text_encode_s(model, work, hw, plan), vae_decode_s(model, work, hw)
     mem = memory_gib(plan, model, work)
     capacity = hw.gpu.memory_gb
     fits = mem <= capacity * 0.95 and plan.gpus <= hw.num_gpus

@@ -16,6 +16,7 @@ SPACE = {
     "attention": "rules.attention_backends(cc)",
     "cache_dit": (False, True),
     "dit_offload": (False, True),
+    "text_encoder_offload": (False, True),
 }
 
 
@@ -31,6 +32,7 @@ class VideoPlan:
     density: float = 1.0  # share of attention blocks computed
     cache_dit: bool = False  # SGLANG_CACHE_DIT_ENABLED=true (envs.py:73)
     dit_offload: bool = False  # --dit-layerwise-offload: stream DiT layers from host memory
+    text_encoder_offload: bool = False  # --text-encoder-cpu-offload: encoder weights in host memory between requests
 
     @property
     def gpus_per_replica(self) -> int:
@@ -52,4 +54,5 @@ class VideoPlan:
     def label(self) -> str:
         att = self.attention + (f"({self.attention_config})" if self.attention_config else "")
         extras = [att] + (["cache-dit"] if self.cache_dit else []) + (["dit-offload"] if self.dit_offload else [])
+        extras += ["te-offload"] if self.text_encoder_offload else []
         return f"{self.replicas}x[{self.split()}] {' '.join(extras)}"

@@ -21,7 +21,8 @@ def _row(name: str, o: Outcome | None) -> str:
     c = o.cost
     return (
         f"| {name} | {o.plan.label()} | {c.latency_s:,.1f} s | {_s(o.p95_s)} | {o.videos_per_hour:,.2f} | "
-        f"{o.videos_per_hour_per_gpu:,.3f} | {'exact' if o.exact else '; '.join(o.changes)} |"
+        f"{o.videos_per_hour_per_gpu:,.3f} | {'exact' if o.exact else '; '.join(o.changes)}"
+        f"{'' if c.fits else '; DOES NOT FIT: ' + c.why_not} |"
     )
 
 

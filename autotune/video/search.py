@@ -80,12 +80,12 @@ def candidate_plans(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile, ke
     n = hw.num_gpus
     backends = [b for b in attention_backends(compute_capability(hw.gpu.arch)) if b.exact or not keep_quality]
     for per_replica in (g for g in (1, 2, 4, 8, 16) if g <= n and n % g == 0):
-        for (cfg, tp, u, r), b, cache, offload in itertools.product(
-            _splits(per_replica), backends, SPACE["cache_dit"], SPACE["dit_offload"]
+        for (cfg, tp, u, r), b, cache, offload, te in itertools.product(
+            _splits(per_replica), backends, SPACE["cache_dit"], SPACE["dit_offload"], SPACE["text_encoder_offload"]
         ):
             if keep_quality and cache:
                 continue
-            yield VideoPlan(n // per_replica, tp, u, r, cfg, b.name, b.config, b.density, cache, offload)
+            yield VideoPlan(n // per_replica, tp, u, r, cfg, b.name, b.config, b.density, cache, offload, te)
 
 
 def evaluate(plan: VideoPlan, model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> Outcome:
@@ -113,7 +113,7 @@ class SearchResult:
 
 def search(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile, keep_quality: bool = False) -> SearchResult:
     refused: dict[str, int] = {}
-    feasible, unfit, count = [], 0, 0
+    feasible, unfit, count, least = [], 0, 0, float("inf")
     for plan in candidate_plans(model, work, hw, keep_quality):
         count += 1
         broken = violations(plan, model, work, hw)
@@ -124,10 +124,16 @@ def search(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile, keep_qualit
         out = evaluate(plan, model, work, hw)
         if not out.cost.fits:
             unfit += 1
+            least = min(least, out.cost.memory_gib)
             continue
         feasible.append(out)
     if not feasible:
-        raise MiTuneError(f"no plan for {model.name} fits on {hw.name} ({unfit} plans over memory)")
+        te = model.text_encoder
+        raise MiTuneError(
+            f"no plan for {model.name} fits on {hw.name}: {unfit} plans over memory, the smallest needs "
+            f"{least:.1f} GiB per GPU of {hw.gpu.memory_gb:g} (the {te.name} alone holds "
+            f"{te.params * te.bytes_per_param / 2**30:.1f} GiB while it encodes)"
+        )
     feasible.sort(key=lambda o: (-o.score(work.objective), o.p95_s, o.plan.gpus_per_replica))
     return SearchResult(tuple(feasible), refused, unfit, count)
 
@@ -141,11 +147,14 @@ def engine_default(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> 
     - attention: FA, Torch SDPA on SM12x (runtime/platforms/cuda.py:725-730);
     - DiT layerwise offload when the model's deployment config lists performance mode auto and the GPU has less
       free memory than keep_resident_min_available_gb (runtime/server_args/auto_tune.py:766-781;
-      configs/pipeline_configs/wan.py:290-297: Wan2.2 A14B streams below 120 GiB)."""
+      configs/pipeline_configs/wan.py:290-297: Wan2.2 A14B streams below 120 GiB);
+    - the text encoder offloaded to host memory, the video-task default when unset
+      (runtime/server_args/server_args.py:1072-1076)."""
     n = hw.num_gpus
     cfg = 2 if model.default_guidance > 1.0 and n >= 2 and n % 2 == 0 else 1
-    offload = model.name == "wan2.2-t2v-a14b" and hw.gpu.memory_gb < 120
-    return VideoPlan(1, 1, n // cfg, 1, cfg, "fa", "", 1.0, False, offload)
+    # below 30 GB of device memory every video model's DiT is offloaded (runtime/server_args/server_args.py:1053-1062)
+    offload = model.name == "wan2.2-t2v-a14b" and hw.gpu.memory_gb < 120 or hw.gpu.memory_gb < 30
+    return VideoPlan(1, 1, n // cfg, 1, cfg, "fa", "", 1.0, False, offload, True)
 
 
 def same_quality_best(result: SearchResult) -> Outcome | None:

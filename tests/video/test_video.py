@@ -86,6 +86,7 @@ MOVES = {  # one change per searched dimension (plan.SPACE), each must move the 
     "density": dict(attention="video_sparse_attn", attention_config="sparsity=0.75", density=0.25),
     "cache_dit": dict(cache_dit=True),
     "dit_offload": dict(dit_offload=True),
+    "text_encoder_offload": dict(text_encoder_offload=True),
 }
 
 
