@@ -164,6 +164,10 @@ def models():
     from autotune.catalog.models import model_rows
 
     print(_table(model_rows(), ["name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "hf_id"]))
+    from autotune.video.catalog import video_model_rows
+
+    print("\nvideo (SGLang Diffusion):")
+    print(_table(video_model_rows(), ["name", "family", "total_params_b", "active_params_b", "hf_id"]))
 
 
 @app.command()
