@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import socket
 import statistics
 import threading
 import time
@@ -122,9 +123,17 @@ def format_bench(report: dict) -> str:
     )
 
 
+def _accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 def measure_video_run(run_dir: str, host: str, port: int, stand_in: str | None, ready_s: float, num_requests: int):
     """Launch the run's best plan, bench it with the run's workload, write measured.json beside best.yaml."""
-    from autotune.engines.supervisor import Started, _listening
+    from autotune.engines.supervisor import Started
     from autotune.video.api import video_serve_launch
 
     best_path = Path(run_dir) / "best.yaml"
@@ -143,7 +152,7 @@ def measure_video_run(run_dir: str, host: str, port: int, stand_in: str | None, 
     started = Started(launch, log)
     try:
         deadline = time.monotonic() + ready_s
-        while not _listening(host, port):
+        while not _accepts(host, port):
             if started.exited() or time.monotonic() > deadline:
                 raise MiTuneError(f"measure: the server did not come up: {started.exited() or 'timeout'}")
             time.sleep(0.1)

@@ -157,6 +157,11 @@ def test_cli_search_serve_and_bad_input(tmp_path, capsys):
     assert "engine default" in report and "videos/hour" in report and "ring" in report and "sparse" in report
     doc = yaml.safe_load((out / "best.yaml").read_text())
     assert doc["best"]["videos_per_hour"] > 0 and doc["engine_default"]["latency_s"] > 0
+    assert "fastest single video" in report
+    assert run([*args, "--keep-quality", "--objective", "latency"]) == 0
+    kept = yaml.safe_load((out / "best.yaml").read_text())["best"]
+    assert kept["exact"] and not kept["changes_output"] and not kept["plan"]["cache_dit"]
+    assert kept["plan"]["attention"] in ("fa", "torch_sdpa")
     capsys.readouterr()
     assert run(["serve", str(out / "best.yaml"), "--dry-run"]) == 0
     assert "sglang serve --model-path Wan-AI/Wan2.2-T2V-A14B-Diffusers" in capsys.readouterr().out
