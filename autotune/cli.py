@@ -170,6 +170,10 @@ def models():
 
     columns = ["name", "family", "total_params_b", "active_params_b", "kv_bytes_per_token", "state_bytes_per_seq"]
     print(_table(model_rows(), [*columns, "hf_id"]))
+    from autotune.video.catalog import video_model_rows
+
+    print("\nvideo (SGLang Diffusion):")
+    print(_table(video_model_rows(), ["name", "family", "total_params_b", "active_params_b", "hf_id"]))
 
 
 @app.command()
@@ -237,9 +241,32 @@ def search(
     keep_precision: bool = typer.Option(
         False, "--keep-precision", help="Keep the checkpoint's numerics: no online FP8 weights, no FP8 KV cache."
     ),
+    width: int = typer.Option(1280, "--width", help="Video models: frame width, pixels."),
+    height: int = typer.Option(720, "--height", help="Video models: frame height, pixels."),
+    frames: int = typer.Option(81, "--frames", help="Video models: frames per video (4k+1)."),
+    steps: int = typer.Option(0, "--steps", help="Video models: denoising steps (0 = the model's default)."),
+    guidance: float = typer.Option(-1.0, "--guidance", help="Video models: guidance scale (>1 runs CFG; <0 default)."),
+    videos_per_hour: float = typer.Option(0.0, "--videos-per-hour", help="Video models: Poisson arrivals per hour."),
+    latency_slo_s: float = typer.Option(0.0, "--latency-slo-s", help="Video models: P95 latency per video SLO, s."),
+    keep_quality: bool = typer.Option(
+        False, "--keep-quality", help="Video models: only plans that keep the output (dense attention, no cache-dit)."
+    ),
 ):
     """Search plans against the performance model; write best.yaml and a report."""
     from autotune import api
+    from autotune.video import is_video_model
+
+    video_flags = {"--width": width, "--height": height, "--frames": frames, "--steps": steps, "--guidance": guidance,
+                   "--videos-per-hour": videos_per_hour, "--latency-slo-s": latency_slo_s}  # fmt: skip
+    validate.flags("search", video_flags)  # checked whatever the model, like every other flag, before any work
+    if is_video_model(model):  # diffusion transformers: SGLang Diffusion (autotune/video/)
+        from autotune.video.cli_run import video_search
+
+        validate.flags("search", {"--concurrency": concurrency, "--rate": rate})
+        video = dict(width=width, height=height, frames=frames, steps=steps, guidance=guidance,
+                     videos_per_hour=videos_per_hour or rate * 3600.0, latency_slo_s=latency_slo_s,
+                     in_flight=concurrency, objective=objective)  # fmt: skip
+        return video_search(model, hardware, preset, gpus, video, workload_file, out, keep_quality, as_json)
 
     for flag, value, allowed in (
         ("--engine", engine, ("auto", "vllm", "sglang")),
@@ -419,13 +446,20 @@ def serve(
 
     _check_host(host)
     _check_port(port)
-    served = api.serve_launch(best, host, port)
-    for warning in served.warnings:
-        print(f"mi-tune: warning: {warning}", file=sys.stderr)
-    launch = served.launch
+    from autotune.video.api import is_video_best, video_serve_launch
+
+    if is_video_best(best):
+        launch = video_serve_launch(best, host, port)
+    else:
+        served = api.serve_launch(best, host, port)
+        for warning in served.warnings:
+            print(f"mi-tune: warning: {warning}", file=sys.stderr)
+        launch = served.launch
     if stand_in:
         from autotune.engines.standin import substitute
 
+        if launch.engine == "sglang-diffusion":
+            from autotune.video.standin import substitute
         launch = substitute(launch, stand_in)
     print(format_launch(launch))
     if dry_run:
@@ -443,7 +477,7 @@ def bench(
         None, "--from-file", help="Report a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL."
     ),
     model: str = typer.Option("", "--model", help="Model id to request (default: the first /v1/models lists)."),
-    endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat"),
+    endpoint: str = typer.Option("completions", "--endpoint", help="completions | chat | videos (SGLang Diffusion)"),
     workload_file: str = typer.Option(None, "--workload", help="Workload YAML (mi-tune/workload/v1)."),
     isl: int = typer.Option(4096, "--isl", help="Input tokens per request."),
     osl: int = typer.Option(1024, "--osl", help="Output tokens per request."),
@@ -465,6 +499,10 @@ def bench(
     numbers = {"--isl": isl, "--osl": osl, "--concurrency": concurrency, "--rate": rate, "--burst": burst,
                "--num-requests": num_requests, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms, "--seed": seed}  # fmt: skip
     validate.flags("bench", numbers)
+    if endpoint == "videos":  # SGLang Diffusion's video API (autotune/video/bench.py)
+        from autotune.video.cli_run import video_bench
+
+        return video_bench(url, workload_file, concurrency, rate, num_requests, as_json)
     if from_file:
         report = loadgen.read_result(from_file, ttft_ms, tpot_ms)
     else:
@@ -510,6 +548,13 @@ def measure(
     _check_host(host)
     _check_port(port)
     validate.flags("measure", {"--top": top, "--num-requests": num_requests, "--ready-timeout": ready_timeout})
+    from autotune.video.api import is_video_best
+
+    if is_video_best(str(Path(run_dir) / "best.yaml")):  # a video run: launch, bench and compare its best plan
+        from autotune.video.bench import measure_video_run
+
+        print(json.dumps(measure_video_run(run_dir, host, port, stand_in, ready_timeout, num_requests), indent=2))
+        return
     opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
     print(format_outcome(api.measure_run(run_dir, opts)))
 

@@ -74,6 +74,14 @@ FLAGS: dict[str, Range] = {
     "--gpus": Range(0, MAX_GPUS, note="0 = every GPU of the box"),
     "--measure": Range(0, 1000, "plans", "0 = no measuring"),
     "--measure-port": Range(1, MAX_PORT),
+    # video models (autotune/video/): video/workload.py `check` adds the shape rules (multiples of 16, 4k+1 frames)
+    "--width": Range(64, 16_384, "pixels"),
+    "--height": Range(64, 16_384, "pixels"),
+    "--frames": Range(1, 100_001, "frames"),
+    "--steps": Range(0, 1000, "denoising steps", "0 = the model's default"),
+    "--guidance": Range(-1, 100, note="classifier-free guidance scale; -1 = the model's default, <= 1 = no CFG"),
+    "--videos-per-hour": Range(0, 1e6, "videos/hour", "0 = closed loop"),
+    "--latency-slo-s": Range(0, 604_800, "s", "0 = no SLO"),  # a week
     "--port": Range(1, MAX_PORT),
     "--top": Range(1, 1000, "plans"),
     "--ready-timeout": Range(0, 1e6, "seconds", open_low=True),

@@ -194,6 +194,19 @@ def _sglang_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, {}
 
 
+def _sglang_diffusion_parser() -> tuple[argparse.ArgumentParser, dict]:
+    import torch
+
+    torch.cuda.is_available = lambda: True  # as _sglang_parser: resolve the CUDA platform
+    torch.cuda.get_device_name = lambda *args: "NVIDIA H100"
+    torch.version.hip = None
+    from sglang.multimodal_gen.runtime.entrypoints.cli.serve import add_multimodal_gen_serve_args
+
+    parser = argparse.ArgumentParser(prog="sglang serve")  # as sglang/cli/serve.py _run_diffusion builds it
+    add_multimodal_gen_serve_args(parser)
+    return parser, {}
+
+
 def _router_parser() -> tuple[argparse.ArgumentParser, dict]:
     from sglang_router.router_args import RouterArgs
 
@@ -217,6 +230,11 @@ ENGINES = {
         ["python3", "-m", "sglang.launch_server"],
         "sglang.srt.server_args.ServerArgs.add_cli_args(argparse.ArgumentParser(prog='sglang serve'))",
         _sglang_parser,
+    ),
+    "sglang-diffusion": (
+        ["sglang", "serve"],
+        "sglang.multimodal_gen.runtime.entrypoints.cli.serve.add_multimodal_gen_serve_args(argparse.ArgumentParser())",
+        _sglang_diffusion_parser,
     ),
     "sglang-router": (
         ["python3", "-m", "sglang_router.launch_router"],

@@ -175,6 +175,9 @@ FIELDS: dict[str, dict[str, Range]] = {
         "index_dim": count(1_048_576),
         "index_scored_cap": count(MAX_TOKENS, note="0 = all"),
         "replicated_params": count(1e12, "parameters"),
+        "index_pool": count(MAX_TOKENS, "tokens", low=1),  # one pooled indexer key per index_pool tokens
+        "state_elems_per_seq": count(1e12, "elements", "0 = no recurrent state"),  # linear-attention state
+        "conv_elems_per_seq": count(1e12, "elements", "0 = no short convolution"),
     },
     "FfnSpec": {
         "params": count(1e13, "parameters"),
