@@ -259,6 +259,17 @@ RULES = RuleTable(
             source="srt/disaggregation/common/conn.py:1327-1335",
             why="prefill and decode must use the same --kv-cache-dtype (the decode raises at bootstrap)",
         ),
+        Rule(
+            field="kernels.attention",
+            values=(),
+            when={"mode": "disaggregated", "attention": ["mha"], "cc": [10.0, 10.3]},
+            needs={"kernels.attention": {"same_as": "peer.kernels.attention"}},
+            source="srt/disaggregation/common/conn.py:1320-1325 (page size mismatch raises); "
+            "arg_groups/model_override_base.py:312-324 (MHA on SM100 defaults to trtllm_mha); "
+            "arg_groups/overrides.py:1174-1187 (trtllm_mha forces page_size 64; the CUDA default is 1)",
+            why="prefill and decode must run the same attention backend here: on SM100 the default one pages the "
+            "KV cache by 64 and the others by 1 (the decode raises at bootstrap)",
+        ),
         # ---- DP-attention side flags
         Rule(
             field="dense_dp",

@@ -95,6 +95,14 @@ PAIRS = [
     (disagg("sglang", FP8_KV, FP8_KV), "llama-3.1-70b", box("h200-x8"), False, ""),
     (disagg("sglang", {}, DSPARK), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), True, "DSpark"),
     (disagg("sglang", DSPARK, DSPARK), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), False, ""),
+    (
+        disagg("sglang", {"kernels": Kernels(attention="triton")}, {}),
+        "llama-3.1-70b",
+        box("h200-x8", "sm_100"),
+        True,
+        "pages the KV cache",
+    ),
+    (disagg("sglang", {"kernels": Kernels(attention="triton")}, {}), "llama-3.1-70b", box("h200-x8"), False, ""),
     # ---- SGLang --fp8-gemm-backend: read for block-FP8 layers only; cutlass raises off SM120
     (agg("sglang", kernels=Kernels(linear="triton", gemm_dtype="fp8")), "llama-3.1-70b", box("h200-x8"), True, "block"),
     (agg("sglang", kernels=Kernels(linear="triton")), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), False, ""),

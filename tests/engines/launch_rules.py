@@ -31,6 +31,10 @@ def _disagree(servers, key) -> str:
     return "" if len(set(seen.values())) <= 1 else f"prefill and decode differ: {seen}"
 
 
+def _attention_backend(f: dict[str, str]) -> str:
+    return f.get("--attention-backend", "auto")
+
+
 def _spec_method(f: dict[str, str]) -> str:
     return json.loads(f["--speculative-config"])["method"] if "--speculative-config" in f else "none"
 
@@ -40,7 +44,7 @@ def vllm_problems(launch: Launch, model: ModelSpec, hw: HardwareProfile) -> list
     # NIXL compatibility hash (kv_connector/v1/nixl/metadata.py:107-220, base_worker.py:1267-1283)
     for what, key in (
         ("kv cache dtype", lambda f: f.get("--kv-cache-dtype", "auto")),
-        ("attention backend", lambda f: f.get("--attention-backend", "auto")),
+        ("attention backend", _attention_backend),
         ("speculative method", _spec_method),
     ):
         if why := _disagree(servers, key):
@@ -77,6 +81,9 @@ def sglang_problems(launch: Launch, model: ModelSpec, hw: HardwareProfile) -> li
     ):
         if why := _disagree(servers, key):
             found.append(f"PD {what}: {why}")
+    # the KV page size follows the attention backend on SM100 (trtllm_mha: 64, else 1; conn.py:1320-1325)
+    if cc in (10.0, 10.3) and model.attention_family == "mha" and (why := _disagree(servers, _attention_backend)):
+        found.append(f"PD page size: attention backends {why}")
     has_dense_mlp = any(layer.ffn.kind == "dense" for layer in model.layers)
     for p, f in servers:
         mode = f.get("--disaggregation-mode", "null")
