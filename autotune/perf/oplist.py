@@ -275,6 +275,8 @@ class _AttentionShape(NamedTuple):
     kv_shard: int  # ranks a prefill row's KV is split over
     decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
     score_dim_decode: int
+    quant_count: float  # FP8 activation-quant kernels in front of the projections (0 unless FP8)
+    quant_row_bytes: float  # their bytes per row
 
 
 def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
@@ -302,6 +304,8 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,
+        quant_count=2.0 if c.dense_dtype == "fp8" else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
+        quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + 1.0) + 4.0) if c.dense_dtype == "fp8" else 0.0,
     )
     c.attention_shapes[id(att)] = (att, shape)
     return shape
@@ -322,8 +326,11 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
            shape.split_count, "tp", dense_speed)
     )  # fmt: skip
-    if dense_dtype == "fp8":  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden)
-        ops.append(_quant(rows, hidden, shape.split_count - (1 if shape.rep else 0), "kernels.gemm_dtype"))
+    if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
+        ops.append(
+            Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,
+               "kernels.gemm_dtype")
+        )  # fmt: skip
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
         ops.append(
