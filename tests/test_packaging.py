@@ -10,10 +10,11 @@ ROOT = Path(__file__).parents[1]
 CHECK = """
 import autotune, sys
 from autotune.catalog import list_models, list_presets
+from autotune.catalog.models import CATALOG
 from autotune.search import load_space
 from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
 assert autotune.__file__.startswith(sys.argv[1]), autotune.__file__
-assert len(list_models()) == 6 and len(list_presets()) >= 6
+assert len(list_models()) == len(CATALOG) >= 12 and len(list_presets()) >= 6
 assert load_space().dimension("tp")
 validate_argv("vllm", ENGINE_VERSIONS["vllm"], ["vllm", "serve", "m", "-tp", "2"])
 import importlib.util
