@@ -504,6 +504,11 @@ CASES = [
         r"/plots is a file; the run writes its 'plots' folder there",
     ),
     ("search-measure-negative", lambda t: [*SEARCH, "--measure", "-1"], r"--measure: expected 0\.\.1000 plans"),
+    (
+        "tune-moe-device-name-traversal",
+        lambda t: [*TUNE, "--tp", "2", "--device-name", "../../../X"],
+        r"--device-name: expected a name .*got '\.\./\.\./\.\./X'",
+    ),
 ]
 
 
@@ -972,3 +977,16 @@ def test_every_space_choice_is_in_its_plan_field_range(field, value, tmp_path, c
     assert re.search(
         rf"space\.yaml: {name}: expected .*got {value:,}|space\.yaml: {name}: expected .*got {value}", err
     ), err
+
+
+def test_a_path_in_the_run_directory_that_cannot_be_written_is_one_line(searched_run, tmp_path, capsys):
+    """A write the environment refuses (here report.md is a folder) names the path and exits 2, no traceback."""
+    import shutil
+
+    _, out = searched_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(out, run_dir)
+    (run_dir / "report.md").unlink()
+    (run_dir / "report.md").mkdir()
+    err = _fails(["report", str(run_dir)], capsys)
+    assert re.search(r"report\.md: cannot write \(Is a directory\)", err), err
