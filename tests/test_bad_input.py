@@ -973,6 +973,7 @@ def test_every_space_choice_is_in_its_plan_field_range(field, value, tmp_path, c
     if field == "tp":
         dims = dims.replace("name: d", "name: tp")
     err = _fails([*SEARCH, "--space", _space(tmp_path, dims), "--out", str(tmp_path / "r")], capsys)
+    assert not (tmp_path / "r").exists()  # refused before the run directory is made
     name = "tp" if field == "tp" else "d"
     assert re.search(
         rf"space\.yaml: {name}: expected .*got {value:,}|space\.yaml: {name}: expected .*got {value}", err
@@ -990,3 +991,11 @@ def test_a_path_in_the_run_directory_that_cannot_be_written_is_one_line(searched
     (run_dir / "report.md").mkdir()
     err = _fails(["report", str(run_dir)], capsys)
     assert re.search(r"report\.md: cannot write \(Is a directory\)", err), err
+
+
+@pytest.mark.parametrize("choices", ["[3, 5, 7]", "[16]", "[6]"])
+def test_a_space_whose_layouts_fit_no_gpu_count_is_refused_before_the_run(choices, tmp_path, capsys):
+    space = _space(tmp_path, f"  - {{name: tp, field: tp, choices: {choices}}}\n")
+    err = _fails([*SEARCH, "--space", space, "--out", str(tmp_path / "r")], capsys)
+    assert f"space.yaml: tp: no layout of the choices (tp {choices}) fits 8 GPUs" in err, err
+    assert not (tmp_path / "r").exists()
