@@ -214,6 +214,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     model, model_ref = resolve_model(opts.model)
     validate.context(model, opts.workload)
     hw, note = resolve_hardware(opts.hardware, opts.preset, opts.gpus)
+    _check_space(opts.space, hw)  # a bad space file says so before the run directory exists
     out = _run_dir(opts, model, hw)
     manifest, req = _start_run(opts, model, hw, out)
     save(hw, out / "hardware.yaml")
@@ -254,6 +255,18 @@ def search(opts: SearchOptions) -> SearchOutcome:
         resume=manifest.resume,
         total_elapsed_s=manifest.elapsed_s,
     )
+
+
+def _check_space(path: str | None, hw: HardwareProfile) -> None:
+    """The space file parses, and some layout of its choices fits the box (the study checks again once the
+    engines' rules have narrowed the choices)."""
+    from autotune.search import load_space
+    from autotune.search.sampler import layout_misfit
+
+    space = load_space(path)
+    misfit = layout_misfit(space, {d.name: d.choices for d in space.dimensions}, hw.num_gpus)
+    if misfit:
+        raise MiTuneError(f"{space.source}: {misfit}")
 
 
 def search_summary(outcome: SearchOutcome) -> dict:

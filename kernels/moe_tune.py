@@ -22,6 +22,7 @@ from typing import Any
 from autotune.capability.facts import compute_capability
 from autotune.kernels import moe_configs as mc
 from autotune.specs.errors import MiTuneError
+from autotune.specs.ranges import check_name
 
 # Written before every timed call so weights come from HBM, not L2 (as triton.testing.do_bench does).
 L2_FLUSH_BYTES = 256 * 1024**2
@@ -534,6 +535,7 @@ def build_request(
     notes = []
     name, arch = _cuda_device()
     if device_name:
+        check_name(device_name, "--device-name")  # it becomes part of the config file's name
         name, found = device_name, find_device(device_name)
         arch = found.arch if found else ""
     if not name and profile is not None and not (hardware or preset):

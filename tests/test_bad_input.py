@@ -509,6 +509,11 @@ CASES = [
         r"/plots is a file; the run writes its 'plots' folder there",
     ),
     ("search-measure-negative", lambda t: [*SEARCH, "--measure", "-1"], r"--measure: expected 0\.\.1000 plans"),
+    (
+        "tune-moe-device-name-traversal",
+        lambda t: [*TUNE, "--tp", "2", "--device-name", "../../../X"],
+        r"--device-name: expected a name .*got '\.\./\.\./\.\./X'",
+    ),
 ]
 
 
@@ -973,7 +978,29 @@ def test_every_space_choice_is_in_its_plan_field_range(field, value, tmp_path, c
     if field == "tp":
         dims = dims.replace("name: d", "name: tp")
     err = _fails([*SEARCH, "--space", _space(tmp_path, dims), "--out", str(tmp_path / "r")], capsys)
+    assert not (tmp_path / "r").exists()  # refused before the run directory is made
     name = "tp" if field == "tp" else "d"
     assert re.search(
         rf"space\.yaml: {name}: expected .*got {value:,}|space\.yaml: {name}: expected .*got {value}", err
     ), err
+
+
+def test_a_path_in_the_run_directory_that_cannot_be_written_is_one_line(searched_run, tmp_path, capsys):
+    """A write the environment refuses (here report.md is a folder) names the path and exits 2, no traceback."""
+    import shutil
+
+    _, out = searched_run
+    run_dir = tmp_path / "copy"
+    shutil.copytree(out, run_dir)
+    (run_dir / "report.md").unlink()
+    (run_dir / "report.md").mkdir()
+    err = _fails(["report", str(run_dir)], capsys)
+    assert re.search(r"report\.md: cannot write \(Is a directory\)", err), err
+
+
+@pytest.mark.parametrize("choices", ["[3, 5, 7]", "[16]", "[6]"])
+def test_a_space_whose_layouts_fit_no_gpu_count_is_refused_before_the_run(choices, tmp_path, capsys):
+    space = _space(tmp_path, f"  - {{name: tp, field: tp, choices: {choices}}}\n")
+    err = _fails([*SEARCH, "--space", space, "--out", str(tmp_path / "r")], capsys)
+    assert f"space.yaml: tp: no layout of the choices (tp {choices}) fits 8 GPUs" in err, err
+    assert not (tmp_path / "r").exists()

@@ -67,6 +67,7 @@ def _fmt(value: float) -> str:
 
 
 def count(high: float, unit: str = "", note: str = "", low: float = 0) -> Range:
+    """low..high, both included; low 0 by default (a count or a size: never negative)."""
     return Range(low, high, unit, note)
 
 
