@@ -13,7 +13,7 @@ from autotune.catalog import list_models, list_presets
 from autotune.search import load_space
 from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
 assert autotune.__file__.startswith(sys.argv[1]), autotune.__file__
-assert len(list_models()) == 6 and len(list_presets()) >= 6
+assert len(list_models()) == 7 and len(list_presets()) >= 6
 assert load_space().dimension("tp")
 validate_argv("vllm", ENGINE_VERSIONS["vllm"], ["vllm", "serve", "m", "-tp", "2"])
 import importlib.util

@@ -44,11 +44,13 @@ def box_facts(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
     return {
         "cc": compute_capability(hw.gpu.arch),
         "vendor": hw.gpu.vendor,
+        "soc": hw.gpu.arch,  # ascend910b / ascend910c / ascend310p on Ascend (vllm-ascend AscendDeviceType)
         "nvlink": hw.interconnect == "nvlink",
         "p2p": all(hw.p2p[i][j] for i in range(n) for j in range(n) if i != j),
         "family": model.family,
         "attention": model.attention_family,
         "moe": model.is_moe,
+        "shared_experts": any(layer.ffn.kind == "moe" and layer.ffn.params > 0 for layer in model.layers),
         "dense_format": model.dense_format,
         "expert_format": model.expert_format,
         "draft_heads": model.draft_heads,
@@ -80,6 +82,8 @@ def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> d
 def phase_facts(engine: str, plan: Plan, phase_name: str, phase: PhasePlan, box: dict[str, Any]) -> dict[str, Any]:
     values = {name: get(phase) for name, get in PHASE_FIELDS.items()}
     values.update({f"fusion.{k}": v for k, v in phase.fusion.items()})
+    values.update({f"platform.{k}": v for k, v in phase.platform.items()})
+    values.update({f"comm.nccl.{k}": v for k, v in phase.comm.nccl.items()})
     return {
         **box,
         **values,

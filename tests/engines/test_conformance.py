@@ -6,6 +6,7 @@ import random
 import pytest
 
 from autotune import capability
+from autotune.capability import ENGINE_VENDORS
 from autotune.catalog import load_preset
 from autotune.catalog.models import CATALOG, load_model
 from autotune.catalog.presets import preset_names
@@ -19,8 +20,14 @@ from autotune.specs import MiTuneError, Workload
 PLANS_PER_CASE = 25
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-@pytest.mark.parametrize("preset", preset_names())
+PAIRS = [(p, e) for p in preset_names() for e in ENGINE_VENDORS if load_preset(p).gpu.vendor in ENGINE_VENDORS[e]]
+
+
+def test_every_preset_has_an_engine_and_every_engine_a_preset():
+    assert {p for p, _ in PAIRS} == set(preset_names()) and {e for _, e in PAIRS} == set(ENGINE_VENDORS)
+
+
+@pytest.mark.parametrize(("preset", "engine"), PAIRS)
 def test_sampled_plans_launch_without_breaking_a_rule(preset, engine):
     space, hw = load_space(), load_preset(preset)
     emitted = 0
