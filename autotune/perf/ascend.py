@@ -20,10 +20,37 @@ FULL_GRAPH_DECODE_LAUNCH_US = 4.0
 # fractal NZ layout, 2 also bf16/fp16 weights, 0 none. Priors: a weight GEMM on ND-layout weights runs at 0.9 of NZ.
 ND_WEIGHT_GEMM_SPEED = 0.9
 WEIGHT_KINDS = ("gemm", "grouped_moe")
-# HCCL_OP_EXPANSION_MODE=AIV expands collectives on the AI vector cores instead of the AI CPU scheduler: lower
-# launch latency for small messages. Prior: 0.7x the time of a collective up to 1 MiB.
-AIV_SMALL_BYTES = 1 << 20
-AIV_SMALL_FACTOR = 0.7
+# --- HCCL collectives (vllm-ascend's device communicator, vllm_ascend/distributed/device_communicators/
+# npu_communicator.py:23). Over an HCCS full mesh (Atlas 800I A2: every pair HCCS) HCCL runs mesh algorithms: each
+# rank exchanges its 1/p shares with all p-1 peers at once, bound by the card's aggregate HCCS bandwidth
+# (Accelerator.nvlink_gbs, per direction); over PCIe a ring bound by the slowest PCIe hop of the group.
+# Latency per collective: a fixed launch part plus one part per algorithm step. Priors (no public HCCL latency
+# table was found): 20 us launch through the AI CPU, 8 us with HCCL_OP_EXPANSION_MODE=AIV (expansion on the vector
+# cores, the mode vllm-ascend's tutorials set: docs/source/tutorials/models/Qwen3-235B-A22B.md:347); 1 us per HCCS
+# mesh step, 3 us per PCIe ring step.
+HCCL_LAUNCH_US = {"default": 20.0, "AIV": 8.0}
+HCCL_STEP_US = {"hccs": 1.0, "pcie": 3.0}
+# data passes per rank (in units of the message) of each collective: all-reduce = reduce-scatter + all-gather
+HCCL_PASSES = {"allreduce": 2.0, "allgather": 1.0, "dcp_allgather": 1.0, "reducescatter": 1.0, "all2all": 1.0}
+
+
+def hccl_s(
+    name: str, nbytes: float, ranks: int, fabric: bool, bottleneck_gbs: float, platform: Mapping[str, str]
+) -> float:
+    """Seconds of one HCCL collective of `nbytes` over `ranks` NPUs: on an HCCS mesh (`fabric`) or a PCIe ring whose
+    slowest hop moves `bottleneck_gbs` per direction."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    launch = HCCL_LAUNCH_US["AIV" if platform.get("hccl_op_expansion") == "AIV" else "default"]
+    if name == "pp_send":
+        return (launch + HCCL_STEP_US["hccs" if fabric else "pcie"]) * 1e-6 + nbytes / (bottleneck_gbs * 1e9)
+    passes = HCCL_PASSES.get(name, 1.0)
+    share = (ranks - 1) / ranks
+    steps = passes * (1 if fabric else ranks - 1)  # a mesh phase is one exchange; a ring phase p-1 hops
+    step_us = HCCL_STEP_US["hccs" if fabric else "pcie"]
+    return (launch + steps * step_us) * 1e-6 + passes * share * nbytes / (bottleneck_gbs * 1e9)
+
+
 # multistream_overlap_shared_expert (ascend_config.py:139): shared experts on a second stream beside the routed
 # ones; what stays exposed of the shorter of the two (stream sync, contention). Prior.
 MULTISTREAM_RESIDUE = 0.2
@@ -39,10 +66,6 @@ def op_speed(platform: Mapping[str, str], kind: str, dtype: str, tp: int) -> flo
     if kind == "norm" and platform.get("flashcomm1") == "on" and tp > 1:
         speed *= tp  # the norm sees only this rank's 1/tp of the tokens (sequence parallel)
     return speed
-
-
-def collective_factor(platform: Mapping[str, str], nbytes: float) -> float:
-    return AIV_SMALL_FACTOR if platform.get("hccl_op_expansion") == "AIV" and nbytes <= AIV_SMALL_BYTES else 1.0
 
 
 def decode_launch_us(platform: Mapping[str, str]) -> float:

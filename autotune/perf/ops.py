@@ -36,6 +36,7 @@ from autotune.perf.oplist import (
     step_tokens,
 )
 from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
+from autotune.specs.hardware import on_fabric
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
     "Context",
@@ -117,6 +118,24 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
     return name, fn(op.nbytes) * c.table.collective_scale
 
 
+def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
+    """vllm-ascend collectives: HCCL on the group's HCCS mesh or PCIe path (perf/ascend.py)."""
+    hw, group = c.hw, op.group
+    pairs = [(i, j) for i in group for j in group if i != j]
+    fabric = bool(pairs) and all(on_fabric(hw.links[i][j]) for i, j in pairs)
+    if fabric:
+        gbs = min(hw.accelerators[i].nvlink_gbs for i in group)
+    else:
+        gbs = min(hw.accelerators[i].pcie_gbs for i in group)
+        labels = {hw.links[i][j] for i, j in pairs}
+        if "PIX" in labels and hw.pcie_switch_uplink_gbs:  # chips behind one card switch share its uplink
+            gbs = min(gbs, hw.pcie_switch_uplink_gbs / 2)
+        if "SYS" in labels and hw.host.inter_socket_gbs:
+            gbs = min(gbs, hw.host.inter_socket_gbs)
+    seconds = ascend.hccl_s(op.bucket, op.nbytes, len(group), fabric, gbs, platform) * c.table.collective_scale
+    return f"hccl:{op.bucket}", seconds
+
+
 def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
     """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
     r = c.table.get(*key)
@@ -135,8 +154,8 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     for op in ops:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
         if op.kind == "collective":
-            name, seconds = collective_s(c, op)
-            seconds *= times * (ascend.collective_factor(platform, op.nbytes) if platform is not None else 1.0)
+            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
+            seconds *= times
             if seconds > 0:
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
         else:
