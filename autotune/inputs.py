@@ -61,7 +61,8 @@ def restrict_gpus(hw: HardwareProfile, gpus: int) -> HardwareProfile:
 def hardware_summary(hw: HardwareProfile) -> str:
     gpu = hw.gpu
     p2p = all(hw.p2p[i][j] for i in range(hw.num_gpus) for j in range(hw.num_gpus))
-    link = "NVLink" if hw.interconnect == "nvlink" else f"PCIe Gen{gpu.pcie_gen} x{gpu.pcie_width}"
+    fabric = "HCCS" if any(label == "HCCS" for row in hw.links for label in row) else "NVLink"  # Ascend's fabric
+    link = fabric if hw.interconnect == "nvlink" else f"PCIe Gen{gpu.pcie_gen} x{gpu.pcie_width}"
     return (
         f"{hw.num_gpus}x {gpu.name} ({gpu.memory_gb:g} GB, {gpu.mem_bw_gbs:g} GB/s), {link}, "
         f"{hw.interconnect}, P2P {'on' if p2p else 'off'}, {hw.host.sockets} socket(s)"

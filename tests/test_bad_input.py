@@ -146,7 +146,7 @@ CASES = [
     (
         "space-unknown-engine",
         lambda t: [*SEARCH, "--space", _file(t, "space.yaml", SPACE_HEAD.replace("sglang, vllm", "sglang, trt") + TP)],
-        r"space\.yaml: engine: expected one of vllm, sglang, got 'trt'",
+        r"space\.yaml: engine: expected one of vllm, sglang(, [a-z-]+)*, got 'trt'",
     ),
     (
         "space-unknown-key",

@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.capability import sglang_0_5_23, vllm_0_34_0
+from autotune.capability import sglang_0_5_23, vllm_0_34_0, vllm_ascend_0_23_0
 from autotune.capability.facts import box_facts, compute_capability, derived_facts, phase_facts
 from autotune.capability.rules import Rule, RuleTable, Violation, admits, violations_of
+from autotune.capability.vendors import ENGINE_VENDORS, format_rules, platform_rules, unserved_vendor, vendor_rule
 from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan
 
-TABLES: dict[str, RuleTable] = {t.engine: t for t in (vllm_0_34_0.RULES, sglang_0_5_23.RULES)}
+ENGINE_TABLES = (vllm_0_34_0.RULES, sglang_0_5_23.RULES, vllm_ascend_0_23_0.RULES)
+
+
+def _with_engine_rules(t: RuleTable) -> RuleTable:
+    """The engine-level rules of vendors.py (which vendor it runs on, which platform options it expresses)
+    added to the engine version's own table, so every reader sees them."""
+    return RuleTable(
+        t.engine, t.version, (vendor_rule(t.engine), *format_rules(t.engine), *platform_rules(t.engine), *t.rules)
+    )
+
+
+TABLES: dict[str, RuleTable] = {t.engine: _with_engine_rules(t) for t in ENGINE_TABLES}
 
 
 def table(engine: str) -> RuleTable:
@@ -63,6 +75,7 @@ def value_admitted(engine: str, field: str, value: Any, facts: dict[str, Any]) -
 
 
 __all__ = [
+    "ENGINE_VENDORS",
     "TABLES",
     "Rule",
     "RuleTable",
@@ -77,5 +90,6 @@ __all__ = [
     "require_plan",
     "serving_engines",
     "table",
+    "unserved_vendor",
     "value_admitted",
 ]

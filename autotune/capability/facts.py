@@ -44,11 +44,13 @@ def box_facts(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
     return {
         "cc": compute_capability(hw.gpu.arch),
         "vendor": hw.gpu.vendor,
+        "soc": hw.gpu.arch,  # ascend910b / ascend910c / ascend310p on Ascend (vllm-ascend AscendDeviceType)
         "nvlink": hw.interconnect == "nvlink",
         "p2p": all(hw.p2p[i][j] for i in range(n) for j in range(n) if i != j),
         "family": model.family,
         "attention": model.attention_family,
         "moe": model.is_moe,
+        "shared_experts": any(layer.ffn.kind == "moe" and layer.ffn.params > 0 for layer in model.layers),
         "dense_format": model.dense_format,
         "expert_format": model.expert_format,
         "draft_heads": model.draft_heads,
@@ -96,6 +98,8 @@ def peer_facts(plan: Plan, phase_name: str) -> dict[str, Any]:
 def phase_field_facts(phase: PhasePlan, prefix: str = "") -> dict[str, Any]:
     values = {name: get(phase) for name, get in PHASE_FIELDS.items()}
     values.update({f"fusion.{k}": v for k, v in phase.fusion.items()})
+    values.update({f"platform.{k}": v for k, v in phase.platform.items()})
+    values.update({f"comm.nccl.{k}": v for k, v in phase.comm.nccl.items()})
     return {prefix + k: v for k, v in values.items()}
 
 

@@ -197,6 +197,7 @@ DEVICES: tuple[DeviceSpec, ...] = (
         memory_gb=64, mem_bw_gbs=1600,  # §3: 64 GB HBM2e; ~1.6 TB/s (L)
         peak_tflops={"bf16": 280, "int8": 560},  # §3: 280 FP16 (ai.gitee.com, M); INT8 ~2x FP16 (derived)
         arch="ascend910b", pcie_gen=4, confidence="M/L",  # §3: PCIe4 x16; HCCS ~392 GB/s aggregate (L)
+        nvlink_gbs=196,  # HCCS per direction: §3's 392 GB/s aggregate / 2 (L)
         source="hardware.md §3 (ai.gitee.com/docs/compute/clusters_gpu/ascend_gpu; boardor.com)",
     ),
     DeviceSpec(
@@ -205,6 +206,16 @@ DEVICES: tuple[DeviceSpec, ...] = (
         peak_tflops={"bf16": 780},  # §3: ~780-800 FP16 (2 dies), M/L
         arch="ascend910c", pcie_gen=0, confidence="M/L",  # host link not published in §3
         source="hardware.md §3 (dzcnc.com/item/272811; reportify.cn)",
+    ),
+    DeviceSpec(
+        "ascend-310p", "huawei", "Huawei Ascend 310P", r"310P", pci_ids=(0xD500,),  # §3: d500 = 310P (L)
+        # Atlas 300I Duo card = two 310P chips sharing 96 GB LPDDR4X at 408 GB/s, 280 TOPS INT8, PCIe 4.0 x16,
+        # 150 W (avalanchenoticias.com.br / infogioco.it reports of the Gamers Nexus teardown; accio.com buyer
+        # guide: two 48 GB chips): per chip 48 GB, 204 GB/s, 140 TOPS INT8. FP16 = INT8 / 2 is a prior.
+        memory_gb=48, mem_bw_gbs=204,
+        peak_tflops={"bf16": 70, "int8": 140},
+        arch="ascend310p", pcie_gen=4, confidence="M/L",
+        source="Atlas 300I Duo press figures (avalanchenoticias.com.br, infogioco.it; accio.com); FP16 prior",
     ),
     DeviceSpec(
         "mlu370-x8", "cambricon", "Cambricon MLU370-X8", r"MLU370-X8",

@@ -21,6 +21,7 @@ CATALOG = (
     "deepseek-v3",
     "glm-5",
     "qwen3-235b-a22b",
+    "qwen3-235b-a22b-w8a8",
     "llama-3.1-70b",
     # hybrid linear-attention families (catalog/adapters/hybrid.py) and GLM-5.3
     "glm-5.3",
@@ -89,6 +90,26 @@ def _catalog_model(name: str) -> ModelSpec:
         return model_from_config(path)
 
 
+# msModelSlim (Huawei's quantisation tool) checkpoints carry quant_model_description.json beside config.json and no
+# quantization_config; vllm-ascend detects them by that file (vllm_ascend/quantization/modelslim_config.py:67,
+# 503-509). W8A8: INT8 weights and per-token dynamic INT8 activations on every linear layer (modelslim_config.py).
+MODELSLIM_FILE = "quant_model_description.json"
+W8A8_MODELSLIM = "w8a8_modelslim"
+
+
+def modelslim_formats(path: Path, meta: dict) -> dict:
+    """ModelSpec overrides of an msModelSlim W8A8 checkpoint (a local one by its description file, a catalog copy
+    by `_mi_tune.modelslim: w8a8`); {} otherwise."""
+    if meta.get("modelslim") != "w8a8" and not (path.parent / MODELSLIM_FILE).is_file():
+        return {}
+    return {
+        "dense_dtype": "int8",
+        "expert_dtype": "int8",
+        "dense_format": W8A8_MODELSLIM,
+        "expert_format": W8A8_MODELSLIM,
+    }
+
+
 def model_from_config(path: Path) -> ModelSpec:
     """Build a ModelSpec from one config.json through the adapter of its model_type; errors name the file."""
     config = read_document(path)
@@ -110,6 +131,7 @@ def model_from_config(path: Path) -> ModelSpec:
             spec,
             hf_id=str(meta.get("hf_id", spec.hf_id)),
             kv_bytes_per_token_native=float(meta.get("kv_bytes_per_token_native", spec.kv_bytes_per_token_native)),
+            **modelslim_formats(path, meta),
         )
         check_tree(spec, "")  # what the adapter built: finite and in range (specs/ranges.py), layer by layer
         return spec

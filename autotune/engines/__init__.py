@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autotune.engines import sglang, vllm
+from autotune.engines import sglang, vllm, vllm_ascend
 from autotune.engines.flags import ENGINE_VERSIONS, validate_argv
 from autotune.engines.supervisor import format_launch, run_launch
 from autotune.specs.best import Launch
@@ -11,7 +11,7 @@ from autotune.specs.hardware import HardwareProfile
 from autotune.specs.model import ModelSpec
 from autotune.specs.plan import Plan
 
-EMITTERS = {"vllm": vllm.build_launch, "sglang": sglang.build_launch}
+EMITTERS = {"vllm": vllm.build_launch, "sglang": sglang.build_launch, "vllm-ascend": vllm_ascend.build_launch}
 
 
 def build_launch(

@@ -110,7 +110,7 @@ def assemble_launch(
                 name=inst.name,
                 role=inst.role,
                 argv=tuple(argv),
-                env={**gpu_env(inst, phase), **env},
+                env={**gpu_env(inst, phase, engine), **env},
                 gpus=inst.gpus,
                 host=inst.host,
                 port=inst.port,

@@ -14,7 +14,15 @@ import yaml
 from autotune.specs.errors import MiTuneError
 
 FLAGS_DIR = Path(__file__).parent / "flags"
-ENGINE_VERSIONS = {"vllm": "0.34.0", "sglang": "0.5.23", "sglang-router": "0.3.2", "vllm-router": "0.1.17"}
+ENGINE_VERSIONS = {
+    "vllm": "0.34.0",
+    "sglang": "0.5.23",
+    "sglang-router": "0.3.2",
+    "vllm-router": "0.1.17",
+    # `vllm serve` of vLLM 0.23.0 with the plugin: flags/vllm-ascend-0.23.0.post1.yaml is vllm-0.23.0.yaml (the
+    # real 0.23 parser) plus what the plugin adds (its `derived` block cites each addition)
+    "vllm-ascend": "0.23.0.post1",
+}
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _SHOWN_CHOICES = 12
 

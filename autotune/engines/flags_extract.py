@@ -153,8 +153,10 @@ def _vllm_parser() -> tuple[argparse.ArgumentParser, dict]:
 
     # VLLM_TARGET_DEVICE=cpu picks CpuPlatform; only --mm-processor-device reads device_type, report it as on a GPU box
     type(platforms.current_platform).device_type = "cuda"
+    import typing
+
     from vllm.config import CompilationConfig, KVTransferConfig, PassConfig
-    from vllm.config.cache import KV_CACHE_DTYPES
+    from vllm.config import cache as cache_config
     from vllm.entrypoints.cli.serve import ServeSubcommand
     from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -174,7 +176,10 @@ def _vllm_parser() -> tuple[argparse.ArgumentParser, dict]:
         # plain str for argparse; the config dataclasses reject any other value right after parsing
         "config_choices": {
             "--attention-backend": ["auto", *(m.name for m in AttentionBackendEnum)],
-            "--kv-cache-dtype": list(KV_CACHE_DTYPES),
+            # KV_CACHE_DTYPES in 0.34; vLLM 0.23 has only the Literal CacheDType (vllm/config/cache.py:19)
+            "--kv-cache-dtype": list(
+                getattr(cache_config, "KV_CACHE_DTYPES", None) or typing.get_args(cache_config.CacheDType)
+            ),
             "--quantization": list(QUANTIZATION_METHODS),
         },
     }

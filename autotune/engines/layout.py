@@ -80,16 +80,23 @@ def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
     )
 
 
-def gpu_env(instance: Instance, phase: PhasePlan) -> dict[str, str]:
-    """CUDA device selection in NVML / nvidia-smi order (the probe's indices) plus the plan's NCCL variables."""
+# engine -> the device visibility its runtime reads (default CUDA's, in NVML / nvidia-smi order)
+VISIBLE_DEVICES_ENV = {
+    # vllm_ascend/platform.py:134 device_control_env_var; indices are npu-smi's logical NPU ids (the probe's)
+    "vllm-ascend": {"ASCEND_RT_VISIBLE_DEVICES": "{gpus}"},
+}
+CUDA_VISIBLE = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "{gpus}"}
+
+
+def gpu_env(instance: Instance, phase: PhasePlan, engine: str = "") -> dict[str, str]:
+    """Device selection (CUDA's in NVML / nvidia-smi order, or the engine's runtime variable such as Ascend's
+    ASCEND_RT_VISIBLE_DEVICES) plus the plan's NCCL variables."""
     for name, value in phase.comm.nccl.items():  # Comm checks too; again where it becomes a process environment
         if problem := nccl_problem(name, value):
             raise MiTuneError(f"phases.{instance.phase}.comm.nccl: {problem}")
-    return {
-        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-        "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in instance.gpus),
-        **{str(k): str(v) for k, v in phase.comm.nccl.items()},
-    }
+    gpus = ",".join(str(g) for g in instance.gpus)
+    visible = {k: v.format(gpus=gpus) for k, v in VISIBLE_DEVICES_ENV.get(engine, CUDA_VISIBLE).items()}
+    return {**visible, **{str(k): str(v) for k, v in phase.comm.nccl.items()}}
 
 
 def numa_node(hardware: HardwareProfile, gpus: tuple[int, ...]) -> int:

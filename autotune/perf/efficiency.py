@@ -89,12 +89,16 @@ PREFILL_LAUNCH_US_PER_LAYER = 30.0
 DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 
 
+# vLLM 0.23 (vllm-ascend) also turns async scheduling on by default (vllm/config/vllm.py:957-996 of 0.23.0)
+ASYNC_SCHEDULING_ENGINES = ("vllm", "vllm-ascend")
+
+
 def scheduler_overlapped(engine: str, pp: int) -> bool:
     """Whether the engine overlaps its CPU scheduling with the GPU step by default. SGLang: the overlap scheduler is
     on unless pipeline parallel turns it off (sglang 0.5.23 srt/arg_groups/overrides.py:1623-1628
     `_pipeline_parallel_overlap_disable`). vLLM 0.34: async scheduling is on by default with the uniproc and
     multiproc executors, PP included (vllm/config/vllm.py:1610-1637; executor/multiproc_executor.py:700)."""
-    return engine == "vllm" or pp == 1
+    return engine in ASYNC_SCHEDULING_ENGINES or pp == 1
 
 
 def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from autotune.perf import comm, precision
+from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.oplist import (
     Context,
@@ -36,6 +36,7 @@ from autotune.perf.oplist import (
     step_tokens,
 )
 from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
+from autotune.specs.hardware import on_fabric
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
     "Context",
@@ -117,6 +118,24 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
     return name, fn(op.nbytes) * c.table.collective_scale
 
 
+def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
+    """vllm-ascend collectives: HCCL on the group's HCCS mesh or PCIe path (perf/ascend.py)."""
+    hw, group = c.hw, op.group
+    pairs = [(i, j) for i in group for j in group if i != j]
+    fabric = bool(pairs) and all(on_fabric(hw.links[i][j]) for i, j in pairs)
+    if fabric:
+        gbs = min(hw.accelerators[i].nvlink_gbs for i in group)
+    else:
+        gbs = min(hw.accelerators[i].pcie_gbs for i in group)
+        labels = {hw.links[i][j] for i, j in pairs}
+        if "PIX" in labels and hw.pcie_switch_uplink_gbs:  # chips behind one card switch share its uplink
+            gbs = min(gbs, hw.pcie_switch_uplink_gbs / 2)
+        if "SYS" in labels and hw.host.inter_socket_gbs:
+            gbs = min(gbs, hw.host.inter_socket_gbs)
+    seconds = ascend.hccl_s(op.bucket, op.nbytes, len(group), fabric, gbs, platform) * c.table.collective_scale
+    return f"hccl:{op.bucket}", seconds
+
+
 def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
     """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
     r = c.table.get(*key)
@@ -132,11 +151,12 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     returns it: a step accumulates its layer kinds without intermediate Costs."""
     cost = Cost() if into is None else into
     terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
+    platform = c.phase.platform if c.engine == ascend.ENGINE else None  # vllm-ascend options (perf/ascend.py)
     compute_s = memory_s = 0.0
     for op in ops:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
         if op.kind == "collective":
-            name, seconds = collective_s(c, op)
+            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
             seconds *= times
             if seconds > 0:
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
@@ -144,6 +164,8 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
             rate = terms.get(key) or _rate_terms(c, key)
             flops_per_s, bytes_per_s, min_s = rate
             speed = op.speed
+            if platform is not None:
+                speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
             t_compute = op.flops / flops_per_s / speed if op.flops else 0.0
             t_memory = op.nbytes / bytes_per_s / (speed if op.kind == "attention" else 1.0)
             seconds = (max(t_compute, t_memory) + min_s * op.count) * times
@@ -164,8 +186,28 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:
             c.ffn_memo.clear()
-        hit = c.ffn_memo[key] = cost_ops(c, ffn_ops(c, ffn, tokens))
+        hit = c.ffn_memo[key] = _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
     return hit
+
+
+def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
+    """cost_ops, less what vllm-ascend's multistream shared experts hide: the shared-expert GEMM (the first op of a
+    MoE layer with shared experts, oplist._ffn_ops) runs beside the routed experts (perf/ascend.py)."""
+    if not (
+        c.engine == ascend.ENGINE
+        and ffn.kind == "moe"
+        and ffn.params
+        and ascend.overlaps_shared_experts(c.phase.platform)
+    ):
+        return cost_ops(c, ops)
+    shared, rest = cost_ops(c, ops[:1]), cost_ops(c, ops[1:])
+    routed = next((op for op in ops if op.kind == "grouped_moe"), None)
+    routed_s = cost_ops(c, [routed]).time_s if routed else 0.0
+    total = Cost()
+    total.add(shared)
+    total.add(rest)
+    total.overlap_saved_s += min(shared.time_s, routed_s) * (1 - ascend.MULTISTREAM_RESIDUE)
+    return total
 
 
 def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: float) -> None:
@@ -279,6 +321,8 @@ def _step(
     head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
+    if engine == ascend.ENGINE and not x.prefill_tokens:
+        launch_us = ascend.decode_launch_us(phase.platform)
     launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
     if width > 1:  # drafting runs once per step, on the last stage
         _add_draft(total, c, x, 1 / phase.pp)

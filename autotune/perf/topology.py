@@ -14,6 +14,7 @@ from functools import lru_cache
 from autotune.perf import comm_rates as cr
 from autotune.perf import efficiency as eff
 from autotune.specs import HardwareProfile
+from autotune.specs.hardware import on_fabric
 
 GB = 1e9
 _SYS = cr.NCCL_PATH_RANK["SYS"]
@@ -44,7 +45,7 @@ def _groups(n: int, same) -> tuple[int, ...]:
 
 
 def _path_rank(label: str) -> int:
-    if label.startswith("NV"):
+    if on_fabric(label):
         return cr.NCCL_PATH_RANK["NVL"]
     if label == "X":
         return cr.NCCL_PATH_RANK["LOC"]
@@ -93,7 +94,7 @@ def topology(hw: HardwareProfile) -> Topology:
 def transport(topo: Topology, group: tuple[int, ...]) -> str:
     """What the hardware allows between all ranks: nvlink, p2p, or shm (some pair without peer access)."""
     pairs = [(i, j) for i in group for j in group if i != j]
-    if pairs and all(topo.labels[i][j].startswith("NV") for i, j in pairs):
+    if pairs and all(on_fabric(topo.labels[i][j]) for i, j in pairs):
         return "nvlink"
     return "shm" if any(not topo.p2p[i][j] for i, j in pairs) else "p2p"
 
@@ -113,7 +114,7 @@ def transfer_s(
     for (i, j), nbytes in traffic.items():
         if i == j or nbytes <= 0:
             continue
-        if topo.labels[i][j].startswith("NV") and level >= cr.NCCL_PATH_RANK["NVL"]:
+        if on_fabric(topo.labels[i][j]) and level >= cr.NCCL_PATH_RANK["NVL"]:
             eff_bytes = nbytes / eff.NVLINK_COLLECTIVE_EFFICIENCY
             for key, bw in ((("nv-out", i), topo.nvlink_gbs[i]), (("nv-in", j), topo.nvlink_gbs[j])):
                 load[key] += eff_bytes

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autotune.catalog.devices import VENDORS, DeviceSpec, find_device, find_device_by_pci
-from autotune.probe import sysfs
+from autotune.probe import npu_smi, sysfs
 from autotune.probe.host import read_host
 from autotune.probe.nvml import BRAND_GEFORCE, NvmlGpu, NvmlScan, probe_nvml
 from autotune.specs import MiTuneError
@@ -47,6 +47,13 @@ def probe(sysfs_root: str = "/sys", proc_root: str = "/proc", use_nvml: bool = T
     else:
         accelerators, links, p2p, specs = _from_sysfs(scan, notes)
         origin = "probe: sysfs PCI tree (no NVML)"
+        texts = (
+            npu_smi.read_npu_smi(sysfs_root, live=use_nvml) if any(a.vendor == "huawei" for a in accelerators) else None
+        )
+        if texts is not None:
+            fabric = {s.name: s.nvlink_gbs for s in specs if s is not None}
+            accelerators, links, p2p = npu_smi.refine(accelerators, links, p2p, texts, fabric, notes)
+            origin = "probe: sysfs PCI tree + npu-smi (no NVML)"
     if not accelerators:
         return ProbeResult(host, None, tuple(notes))
     bdfs = {a.pci_bdf for a in accelerators}

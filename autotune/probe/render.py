@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autotune.probe.profile import ProbeResult
-from autotune.specs.hardware import HardwareProfile, HostInfo
+from autotune.specs.hardware import FABRIC_LABELS, HardwareProfile, HostInfo
 
 P2P_MARKS = {True: "OK", False: "--"}
 
@@ -116,7 +116,9 @@ def _summary(hw: HardwareProfile) -> str:
     pairs = [ok for i, row in enumerate(hw.p2p) for j, ok in enumerate(row) if i != j]
     p2p = "all pairs" if all(pairs) else "none" if not any(pairs) else f"{sum(pairs)} of {len(pairs)} pairs"
     uplink = f", switch uplink {hw.pcie_switch_uplink_gbs:g} GB/s" if hw.pcie_switch_uplink_gbs else ""
-    return f"interconnect: {hw.interconnect}; P2P: {p2p}{uplink}; fingerprint {hw.fingerprint}"
+    fabric = sorted({label for row in hw.links for label in row if label in FABRIC_LABELS})
+    kind = f"{hw.interconnect} ({', '.join(fabric)} fabric)" if fabric else hw.interconnect
+    return f"interconnect: {kind}; P2P: {p2p}{uplink}; fingerprint {hw.fingerprint}"
 
 
 def _switch_lines(result: ProbeResult) -> list[str]:

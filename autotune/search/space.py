@@ -17,7 +17,7 @@ from autotune.specs.ranges import check_field
 
 SCOPES = ("deployment", "phase")
 PHASES = ("both", "prefill", "decode")
-STATIC_FACTS = ("feature", "arch", "interconnect", "model", "checkpoint", "kv", "attention")
+STATIC_FACTS = ("feature", "arch", "interconnect", "model", "checkpoint", "kv", "attention", "vendor")
 DIMENSION_KEYS = ("name", "scope", "field", "choices", "requires", "value_requires", "when", "phases")
 SPACE_KEYS = ("schema", "name", "dimensions")
 
@@ -223,6 +223,7 @@ def _fact_holds(fact: str, wanted: Any, model: ModelSpec, hw: HardwareProfile) -
         "checkpoint": lambda: model.dense_dtype in wanted_list,
         "kv": lambda: model.kv_dtype in wanted_list,
         "attention": lambda: model.layers[0].attention.kind in wanted_list,
+        "vendor": lambda: gpu.vendor in wanted_list,
     }
     return facts[fact]()
 

@@ -135,6 +135,9 @@ def _engines(req: SearchRequest) -> tuple[str, ...]:
             raise MiTuneError(f"--engine: '{req.engine}' is not a choice of the search space ({req.space.source})")
         offered = (req.engine,)
     able = capability.serving_engines(tuple(offered), req.model, req.hardware)
+    unserved = capability.unserved_vendor(req.hardware.gpu.vendor, tuple(offered))
+    if unserved:
+        raise MiTuneError(f"{req.hardware.gpu.name}: {unserved}")
     if not able:
         why = "; ".join(capability.refusal(e, req.model, req.hardware) for e in offered)
         raise MiTuneError(f"no engine can serve {req.model.name} on {req.hardware.gpu.name}: {why}")

@@ -6,7 +6,16 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
-LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS")  # plus NV<k>, as `nvidia-smi topo -m` prints
+LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS", "HCCS")  # plus NV<k>, as `nvidia-smi topo -m` prints
+# device-to-device fabrics: NVLink (NV<k>) and Huawei HCCS (`npu-smi info -t topo` prints HCCS); a box whose every
+# pair is on one has interconnect "nvlink" (the fabric's per-direction bandwidth is Accelerator.nvlink_gbs)
+FABRIC_LABELS = ("HCCS",)
+
+
+def on_fabric(label: str) -> bool:
+    return label.startswith("NV") or label in FABRIC_LABELS
+
+
 SCHEMA = "mi-tune/hardware/v1"
 
 # PCIe usable bytes per lane per direction after line coding (8b/10b Gen1-2, 128b/130b Gen3-5,
@@ -154,7 +163,7 @@ def _non_negative(obj, names: tuple[str, ...]) -> None:
 
 def _interconnect(links: tuple[tuple[str, ...], ...]) -> str:
     pairs = [label for i, row in enumerate(links) for j, label in enumerate(row) if i != j]
-    nv = sum(label.startswith("NV") for label in pairs)
+    nv = sum(on_fabric(label) for label in pairs)
     if pairs and nv == len(pairs):
         return "nvlink"
     return "mixed" if nv else "pcie"

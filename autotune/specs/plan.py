@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from autotune.specs.model import DTYPE_BYTES
 
 MODES = ("aggregated", "disaggregated")
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "vllm-ascend")  # vllm-ascend: vLLM 0.23 + the Huawei Ascend plugin
 ALLREDUCE = ("custom", "nccl", "pcie_ipc")  # what both engines' emitters express (engines/vllm.py, sglang.py)
 ALL2ALL = ("allgather_reducescatter", "deepep")
 SPECULATIVE_METHODS = ("none", "mtp", "dspark", "eagle")  # perf/efficiency.py DRAFT_ACCEPTANCE, engine emitters
@@ -117,6 +117,9 @@ class PhasePlan:
     eplb: bool = False  # expert-parallel load balancer (redundant experts, rebalanced placement)
     dense_dp: bool = False  # SGLang --moe-dense-tp-size 1: dense MLP layers data-parallel over DP-attention ranks
     dp_lm_head: bool = False  # SGLang --enable-dp-lm-head: vocab-parallel LM head over the DP-attention group
+    # engine-platform options by mi-tune name (vllm-ascend additional_config and HCCL env: engines/vllm_ascend.py);
+    # an absent name leaves the platform's default
+    platform: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("replicas", "tp", "ep", "pp", "dp", "dcp"):
@@ -198,4 +201,5 @@ def _settings(p: PhasePlan) -> list[str]:
     out += [f"spec:{p.speculative.method}/{p.speculative.draft_tokens}"] if p.speculative.method != "none" else []
     out += [flag for flag, on in (("eplb", p.eplb), ("dense-dp", p.dense_dp), ("dp-head", p.dp_lm_head)) if on]
     out += [f"fuse:{name}={'on' if on else 'off'}" for name, on in sorted(p.fusion.items())]
+    out += [f"{name}={value}" for name, value in sorted(p.platform.items())]
     return out

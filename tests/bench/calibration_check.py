@@ -34,9 +34,9 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
-from autotune.api import restrict_gpus
 from autotune.catalog import load_preset
 from autotune.catalog.models import model_from_config
+from autotune.inputs import restrict_gpus
 from autotune.perf import comm, predict
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload
 

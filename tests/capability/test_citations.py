@@ -1,6 +1,7 @@
 """Every `file:line` a capability rule cites exists in the engine wheel the rule table is for: the file is there
 and each cited line is inside it. The wheels are unpacked under MI_TUNE_ENGINE_SRC (default /tmp/wheels/src;
-.ci/run downloads them: `pip download --no-deps vllm==0.34.0 sglang==0.5.23`, unzipped into vllm/ and sglang/).
+.ci/run downloads them: vllm 0.34.0, sglang 0.5.23, vllm 0.23.0 wheels unzipped into vllm/, sglang/, vllm-0.23.0/,
+and the vllm-ascend 0.23.0.post1 sdist unpacked into vllm-ascend/).
 Without them the test skips, and fails in CI (CI=true)."""
 
 import os
@@ -14,11 +15,20 @@ from autotune.capability.rules import RuleTable
 
 ENGINE_SRC = Path(os.environ.get("MI_TUNE_ENGINE_SRC", "/tmp/wheels/src"))
 REPO = Path(__file__).resolve().parents[2]
-# (engine, version) of a rule table -> (folder under ENGINE_SRC the wheel is unzipped into, how a cited path's
-# first component maps into it). A table for another engine version needs its wheel named here.
-ENGINE_SOURCES: dict[tuple[str, str], tuple[str, dict[str, str]]] = {
-    ("vllm", "0.34.0"): ("vllm", {"vllm/": "vllm/"}),
-    ("sglang", "0.5.23"): ("sglang", {"srt/": "sglang/srt/", "arg_groups/": "sglang/srt/arg_groups/"}),
+# (engine, version) of a rule table -> {a cited path's first component: where it lives under ENGINE_SRC}. A table for
+# another engine version needs its source named here (and downloaded by .ci/run).
+# The vendor rules capability/__init__.py adds to every table cite the plugin that reads a vendor's checkpoints.
+PLUGIN = {"vllm_ascend/": "vllm-ascend/vllm_ascend/"}
+ENGINE_SOURCES: dict[tuple[str, str], dict[str, str]] = {
+    ("vllm", "0.34.0"): {"vllm/": "vllm/vllm/", **PLUGIN},
+    ("sglang", "0.5.23"): {
+        "srt/": "sglang/sglang/srt/",
+        "arg_groups/": "sglang/sglang/srt/arg_groups/",
+        "sglang/": "sglang/sglang/",
+        **PLUGIN,
+    },
+    # the plugin's source (the sdist: no wheel for every platform) and the vLLM it pairs with
+    ("vllm-ascend", "0.23.0.post1"): {"vllm_ascend/": "vllm-ascend/vllm_ascend/", "vllm/": "vllm-0.23.0/vllm/"},
 }
 # a path (.py / .yaml) with optional :lines, or a bare :lines continuing the previous path ("... :3378-3408")
 CITATION = re.compile(
@@ -43,10 +53,10 @@ def resolve(table: RuleTable, path: str) -> Path | str:
     """Where a cited path lives, or why it cannot be placed."""
     if path.startswith("autotune/"):
         return REPO / path
-    folder, prefixes = ENGINE_SOURCES[(table.engine, table.version)]
+    prefixes = ENGINE_SOURCES[(table.engine, table.version)]
     for prefix, target in prefixes.items():
         if path.startswith(prefix):
-            return ENGINE_SRC / folder / (target + path[len(prefix) :])
+            return ENGINE_SRC / (target + path[len(prefix) :])
     return f"{path}: not a path from the package root (starts with one of {', '.join(prefixes)})"
 
 
@@ -54,7 +64,11 @@ def _tables_with_source() -> list[RuleTable]:
     tables = list(capability.TABLES.values())
     unknown = [t.label for t in tables if (t.engine, t.version) not in ENGINE_SOURCES]
     assert not unknown, f"rule tables with no engine source named in ENGINE_SOURCES: {unknown}"
-    missing = [t.label for t in tables if not (ENGINE_SRC / ENGINE_SOURCES[(t.engine, t.version)][0]).is_dir()]
+    missing = [
+        t.label
+        for t in tables
+        if not all((ENGINE_SRC / d).is_dir() for d in ENGINE_SOURCES[(t.engine, t.version)].values())
+    ]
     if missing:
         why = f"no unpacked wheel under {ENGINE_SRC} for {', '.join(missing)} (.ci/run downloads them)"
         if os.environ.get("CI") == "true":

@@ -182,7 +182,59 @@ CASES = [
     ("sglang", "qwen3.5-35b-a3b", box("h200-x8"), {"overlap": Overlap(two_batch=True), "dp": 8, "ep": 8}, True, ""),
 ]
 # Rules no whole PhasePlan can break (PhasePlan itself refuses tp % dcp != 0): they act while a plan is sampled
+
+# ---- vendors (capability/vendors.py) and vLLM-Ascend 0.23.0.post1 (capability/vllm_ascend_0_23_0.py)
+A2, DUO, Q3 = box("atlas-800i-a2"), box("atlas-300i-duo-x4"), "qwen3-235b-a22b-w8a8"
+PLATFORM = {
+    "graph_mode": "FULL_DECODE_ONLY",
+    "flashcomm1": "on",
+    "weight_nz": "all",
+    "multistream_shared_expert": "on",
+    "hccl_op_expansion": "AIV",
+    "hccl_buffsize_mb": "512",
+}
+CASES += [
+    ("vllm", "qwen3-235b-a22b", A2, {}, True, "runs on nvidia accelerators only"),
+    ("sglang", "qwen3-235b-a22b", A2, {}, True, "runs on nvidia accelerators only"),
+    ("vllm-ascend", "qwen3-235b-a22b", box("h200-x8"), {}, True, "runs on huawei accelerators only"),
+    ("vllm-ascend", Q3, A2, {}, False, ""),
+    ("vllm", Q3, box("h200-x8"), {}, True, "loads only through vllm-ascend"),
+    ("sglang", Q3, box("h200-x8"), {}, True, "loads only through vllm-ascend"),
+    *(
+        (engine, "deepseek-v3", box("h200-x8"), {"platform": {name: value}}, True, f"platform option {name}")
+        for engine in ("vllm", "sglang")
+        for name, value in PLATFORM.items()
+    ),
+    ("vllm-ascend", "deepseek-v3", A2, {"platform": dict(PLATFORM)}, False, ""),
+    ("vllm-ascend", "deepseek-v3", DUO, {}, True, "310P runs neither MLA"),
+    ("vllm-ascend", "llama-3.1-70b", DUO, {}, False, ""),
+    ("vllm-ascend", Q3, A2, {"kernels": Kernels(attention="triton")}, True, "its own attention backend"),
+    ("vllm-ascend", Q3, A2, {"kernels": Kernels(moe="triton")}, True, "CUDA MoE kernels"),
+    ("vllm-ascend", Q3, A2, {"kernels": Kernels(linear="cutlass")}, True, "CUDA GEMM"),
+    ("vllm-ascend", Q3, A2, {"comm": Comm(allreduce="pcie_ipc")}, True, "HCCL"),
+    ("vllm-ascend", Q3, A2, {"comm": Comm(allreduce="nccl")}, True, "HCCL"),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "dp": 8, "ep": 8, "comm": Comm(all2all="deepep")}, True, "DeepEP"),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "dp": 8, "ep": 8, "overlap": Overlap(two_batch=True)}, True, "dbo"),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "dp": 8, "ep": 8, "eplb": True}, True, "EPLB"),
+    ("vllm-ascend", Q3, A2, {"speculative": Speculative("mtp", 1)}, True, "MTP layers"),
+    ("vllm-ascend", "deepseek-v3", A2, {"speculative": Speculative("mtp", 1)}, False, ""),
+    ("vllm-ascend", "deepseek-v4.1-flash", A2, {"speculative": Speculative("dspark", 5)}, True, "DSpark"),
+    ("vllm-ascend", Q3, A2, {"dcp": 2}, True, "MLA models"),
+    ("vllm-ascend", "deepseek-v3", A2, {"dcp": 2}, False, ""),
+    ("vllm-ascend", Q3, A2, {"batching": Batching(max_running=1024, chunked_prefill_tokens=512)}, True, ">= max"),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "replicas": 8, "platform": {"flashcomm1": "on"}}, True, "TP group"),
+    ("vllm-ascend", Q3, A2, {"platform": {"multistream_shared_expert": "on"}}, True, "shared experts"),
+    *(
+        ("vllm-ascend", Q3, A2, {"comm": Comm(nccl={name: value})}, True, "NCCL variables")
+        for name, value in (("NCCL_PROTO", "LL"), ("NCCL_MIN_NCHANNELS", "8"), ("NCCL_P2P_LEVEL", "SYS"))
+    ),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "dp": 8, "ep": 8, "dense_dp": True}, True, "dense MLP"),
+    ("vllm-ascend", Q3, A2, {"tp": 1, "dp": 8, "ep": 8, "dp_lm_head": True}, True, "DP LM head"),
+]
+
 SAMPLING_ONLY = {("vllm", "dcp", "the decode context parallel size must divide the tensor parallel size")}
+# rules only a disaggregated plan reaches (test_ascend_refuses_disaggregated_plans)
+SAMPLING_ONLY |= {("vllm-ascend", "mode", "mi-tune emits aggregated vllm-ascend plans only")}
 
 
 @pytest.mark.parametrize(("engine", "model", "hw", "fields", "is_refused", "words"), CASES)
@@ -242,3 +294,23 @@ def test_dcp_must_divide_tp_while_sampling():
     admission = Admission(capability.box_facts(box("h200-x8"), load_model("deepseek-v3")))
     assert "must divide the tensor parallel size" in admission.refusal("vllm", "dcp", 4, {"tp": 2, "dp": 1})
     assert admission.refusal("vllm", "dcp", 2, {"tp": 2, "dp": 1}) == ""
+
+
+def test_ascend_refuses_disaggregated_plans():
+    phases = {"prefill": PhasePlan(gpus=(0, 1, 2, 3), tp=4), "decode": PhasePlan(gpus=(4, 5, 6, 7), tp=4)}
+    reason = capability.check_plan(Plan("vllm-ascend", "disaggregated", phases), load_model("qwen3-235b-a22b-w8a8"), A2)
+    assert "aggregated vllm-ascend plans only" in reason
+
+
+def test_a_box_no_engine_serves_says_so_in_one_line():
+    import dataclasses as dc
+
+    hw = load_preset("atlas-800i-a2")
+    mlu = dc.replace(
+        hw, accelerators=tuple(dc.replace(a, vendor="cambricon", name="Cambricon MLU590") for a in hw.accelerators)
+    )
+    req = SearchRequest(load_model("qwen3-235b-a22b"), mlu, Workload(), load_space(), 8)
+    with pytest.raises(MiTuneError) as err:
+        study_choices(req)
+    message = str(err.value)
+    assert "cambricon accelerators are detected and modelled, but no engine" in message and "\n" not in message

@@ -76,6 +76,12 @@ MODELS_MD_FIELDS = {
         "vocab_size": 151936, "rope_theta": 1000000.0, "tie_word_embeddings": False,
         "max_position_embeddings": 40960,
     },
+    "qwen3-235b-a22b-w8a8": {  # section 5a (msModelSlim W8A8 of the same architecture)
+        "hidden_size": 4096, "num_hidden_layers": 94, "num_attention_heads": 64, "num_key_value_heads": 4,
+        "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 1536,
+        "vocab_size": 151936, "rope_theta": 1000000.0, "tie_word_embeddings": False,
+        "max_position_embeddings": 40960,
+    },
     "llama-3.1-70b": {  # section 5d
         "hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
         "head_dim": 128, "intermediate_size": 28672, "vocab_size": 128256, "max_position_embeddings": 131072,

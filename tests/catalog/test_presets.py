@@ -6,7 +6,7 @@ import yaml
 from autotune.catalog.devices import find_device
 from autotune.catalog.presets import list_presets, load_preset, preset_names, preset_rows
 from autotune.specs.errors import MiTuneError
-from autotune.specs.hardware import HardwareProfile
+from autotune.specs.hardware import HardwareProfile, on_fabric
 from autotune.specs.io import dump_yaml, from_dict
 
 REQUIRED = {"rtx-pro-6000-x8", "l20-x8", "l40s-x8", "rtx-4090-x8", "h20-x8", "h200-x8"}
@@ -53,7 +53,7 @@ def test_accelerators_agree_with_the_datasheet_table(name):
             spec.arch,
         )
         assert a.features == spec.features and a.pcie_gen == spec.pcie_gen
-        nvlinked = any(label.startswith("NV") for label in hw.links[a.index])
+        nvlinked = any(on_fabric(label) for label in hw.links[a.index] if label != "X")
         assert a.nvlink_gbs == (spec.nvlink_gbs if nvlinked else 0.0)
 
 

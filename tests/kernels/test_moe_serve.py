@@ -3,9 +3,9 @@ the search knows which plans run the Triton MoE path and the shapes they look up
 
 import pytest
 
-from autotune.api import recorded_hardware, resolve_model
 from autotune.cli import run
 from autotune.engines.tuned_moe import tuned_config_files
+from autotune.inputs import recorded_hardware, resolve_model
 from autotune.kernels import moe_configs as mc
 from autotune.kernels.moe_plans import triton_moe_shapes
 from autotune.kernels.moe_tune import BatchResult, TuneRequest, write_files

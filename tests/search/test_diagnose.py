@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 import autotune.search.study as study
-from autotune.api import restrict_gpus
 from autotune.catalog import load_model, load_preset
+from autotune.inputs import restrict_gpus
 from autotune.search import SearchRequest, load_space, run_study
 from autotune.search.diagnose import check_fits
 from autotune.specs import MiTuneError, Workload

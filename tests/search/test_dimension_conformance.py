@@ -27,6 +27,8 @@ CASES = [
     ("h200-x8", "qwen3-235b-a22b", Workload(isl=2048, osl=256)),
     ("l40s-x8", "qwen3-235b-a22b", Workload(isl=1024, osl=256, concurrency=16)),
     ("rtx-4090-x8", "llama-3.1-70b", Workload(isl=1024, osl=128, concurrency=8)),
+    ("atlas-800i-a2", "qwen3-235b-a22b-w8a8", Workload(isl=2048, osl=256)),  # vllm-ascend dimensions
+    ("atlas-800i-a2", "deepseek-v4-flash", Workload(isl=2048, osl=256)),  # shared experts on Ascend
 ]
 SAMPLES_PER_CASE = 60
 SKIPPED = {"mode", "prefill_share"}  # they reshape the whole deployment: every sampled pair differs
