@@ -63,9 +63,13 @@ def op_speed(platform: Mapping[str, str], kind: str, dtype: str, tp: int) -> flo
         nz = platform.get("weight_nz")  # absent = mode 1
         in_nz = nz != "off" if dtype in ("int8", "int4") else nz == "all"
         speed *= 1.0 if in_nz else ND_WEIGHT_GEMM_SPEED
-    if kind == "norm" and platform.get("flashcomm1") == "on" and tp > 1:
-        speed *= tp  # the norm sees only this rank's 1/tp of the tokens (sequence parallel)
     return speed
+
+
+def op_share(platform: Mapping[str, str], kind: str, tp: int) -> float:
+    """Share of an op's tokens one rank processes (1.0 = all): under flashcomm1 the norm sees only this rank's 1/tp
+    of the tokens (sequence parallel), so both its compute and its memory traffic shrink."""
+    return 1.0 / tp if kind == "norm" and platform.get("flashcomm1") == "on" and tp > 1 else 1.0
 
 
 def decode_launch_us(platform: Mapping[str, str]) -> float:

@@ -163,11 +163,12 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
         else:
             rate = terms.get(key) or _rate_terms(c, key)
             flops_per_s, bytes_per_s, min_s = rate
-            speed = op.speed
+            speed, share = op.speed, 1.0
             if platform is not None:
                 speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
-            t_compute = op.flops / flops_per_s / speed if op.flops else 0.0
-            t_memory = op.nbytes / bytes_per_s / (speed if op.kind == "attention" else 1.0)
+                share = ascend.op_share(platform, op.kind, c.phase.tp)
+            t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
+            t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
             seconds = (max(t_compute, t_memory) + min_s * op.count) * times
             t_compute *= times
             compute_s += t_compute
