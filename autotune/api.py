@@ -181,6 +181,8 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
     else:
         storage = f"journal:{(out / stores.DEFAULT_STORAGE).resolve()}"
     study = opts.study or (manifest.study if manifest is not None else "mi-tune")
+    run_id = manifest.run_id if manifest is not None else stores.new_run_id()
+    shared = stores.relative_storage(storage, out) != stores.DEFAULT_STORAGE  # another run may use it
     return SearchRequest(
         model=model,
         hardware=hw,
@@ -197,7 +199,8 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
         workers=opts.workers,
         progress=opts.progress,
         keep_precision=opts.keep_precision,
-        run_id=manifest.run_id if manifest is not None else stores.new_run_id(),
+        run_id=run_id,
+        stream=run_id if shared else "",
     )
 
 
