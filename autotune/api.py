@@ -155,8 +155,16 @@ def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path
 
 
 def _resume_command(command: tuple[str, ...], out: Path) -> tuple[str, ...]:
-    """The search's argv with --out naming its run directory (added, or replacing the one given)."""
+    """The search's argv with --out naming its run directory (added, or replacing the one given) and the
+    --storage URL without its password (storage.without_password: export PGPASSWORD to resume)."""
+    from autotune.search.storage import without_password
+
     argv = list(command) or ["mi-tune", "search"]
+    for i, arg in enumerate(argv):
+        if arg == "--storage" and i + 1 < len(argv):
+            argv[i + 1] = without_password(argv[i + 1])
+        elif arg.startswith("--storage="):
+            argv[i] = "--storage=" + without_password(arg.removeprefix("--storage="))
     for i, arg in enumerate(argv):
         if arg == "--out" and i + 1 < len(argv):
             argv[i + 1] = str(out)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 
 from autotune.catalog import load_model, load_preset
 from autotune.cli import run
@@ -208,3 +209,31 @@ def test_trials_keep_the_prediction_they_were_scored_with(tmp_path):
     assert [r.prediction.total_tok_s for r in again.records] == pytest.approx(
         [r.prediction.total_tok_s for r in first.records]
     )
+
+
+SECRET = "S3cret-Pw-18"
+
+
+def test_no_password_is_written_or_printed_when_the_login_fails(tmp_path):
+    out = tmp_path / "run"
+    url = f"postgresql://mi:{SECRET}@127.0.0.1:1/mitune"  # port 1: the connection is refused
+    proc = _cli(*SEARCH, "--trials", "4", "--storage", url, "--out", str(out), "--json")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "mi-tune: error: --storage: cannot open" in stderr
+    assert SECRET not in stdout + stderr
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert written  # the manifest was written before the storage was opened
+    assert not [p for p in written if SECRET.encode() in p.read_bytes()]
+    resume = yaml.safe_load((out / "manifest.yaml").read_text())["resume"]
+    assert resume[resume.index("--storage") + 1] == "postgresql://mi@127.0.0.1:1/mitune"  # PGPASSWORD supplies it
+
+
+@pytest.mark.parametrize("given", ["--storage", "--storage="])
+def test_resume_commands_and_manifests_hold_no_password(given, tmp_path):
+    from autotune.api import _resume_command
+
+    url = f"postgresql://mi:{SECRET}@db.example:5432/mitune"
+    argv = ("mi-tune", "search", given, url) if given == "--storage" else ("mi-tune", "search", given + url)
+    assert SECRET not in " ".join(_resume_command(argv, tmp_path))
+    assert stores.relative_storage(stores.normalize(url), tmp_path) == "postgresql+psycopg://mi@db.example:5432/mitune"
+    assert SECRET not in stores.redact(url) and ":***@" in stores.redact(url)
