@@ -107,8 +107,16 @@ def _run_dir(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile) -> Path
 
 
 def _resume_command(command: tuple[str, ...], out: Path) -> tuple[str, ...]:
-    """The search's argv with --out naming its run directory (added, or replacing the one given)."""
+    """The search's argv with --out naming its run directory (added, or replacing the one given) and the
+    --storage URL without its password (storage.without_password: export PGPASSWORD to resume)."""
+    from autotune.search.storage import without_password
+
     argv = list(command) or ["mi-tune", "search"]
+    for i, arg in enumerate(argv):
+        if arg == "--storage" and i + 1 < len(argv):
+            argv[i + 1] = without_password(argv[i + 1])
+        elif arg.startswith("--storage="):
+            argv[i] = "--storage=" + without_password(arg.removeprefix("--storage="))
     for i, arg in enumerate(argv):
         if arg == "--out" and i + 1 < len(argv):
             argv[i + 1] = str(out)
@@ -133,6 +141,8 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
     else:
         storage = f"journal:{(out / stores.DEFAULT_STORAGE).resolve()}"
     study = opts.study or (manifest.study if manifest is not None else "mi-tune")
+    run_id = manifest.run_id if manifest is not None else stores.new_run_id()
+    shared = stores.relative_storage(storage, out) != stores.DEFAULT_STORAGE  # another run may use it
     return SearchRequest(
         model=model,
         hardware=hw,
@@ -149,7 +159,8 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
         workers=opts.workers,
         progress=opts.progress,
         keep_precision=opts.keep_precision,
-        run_id=manifest.run_id if manifest is not None else stores.new_run_id(),
+        run_id=run_id,
+        stream=run_id if shared else "",
     )
 
 

@@ -488,16 +488,28 @@ def bench(
     ttft_ms: float = typer.Option(0.0, "--ttft-ms", help="Goodput SLO: TTFT, ms (0 = none)."),
     tpot_ms: float = typer.Option(0.0, "--tpot-ms", help="Goodput SLO: TPOT, ms (0 = none)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the trace and the prompt tokens."),
+    connect_timeout: float = typer.Option(10.0, "--connect-timeout", help="Seconds to open a connection."),
+    first_token_timeout: float = typer.Option(
+        600.0, "--first-token-timeout", help="Seconds from sending a request to its first token."
+    ),
+    idle_timeout: float = typer.Option(60.0, "--idle-timeout", help="Seconds between two events of a stream."),
+    max_failed: float = typer.Option(
+        0.0, "--max-failed", help="Share of requests that may fail (0..1) before bench exits 1 (default: none)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ):
-    """Load an OpenAI-compatible server (streaming) and report throughput, TTFT/TPOT/ITL/E2E and goodput."""
+    """Load an OpenAI-compatible server (streaming) and report throughput, TTFT/TPOT/ITL/E2E and goodput.
+    A request that stalls past a timeout or whose stream ends before [DONE] fails; exit 1 when more than
+    --max-failed of the requests failed."""
     from autotune import loadgen
     from autotune.specs import load_workload
 
     if (url is None) == (from_file is None):
         raise MiTuneError("--url / --from-file: give one of them")
     numbers = {"--isl": isl, "--osl": osl, "--concurrency": concurrency, "--rate": rate, "--burst": burst,
-               "--num-requests": num_requests, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms, "--seed": seed}  # fmt: skip
+               "--num-requests": num_requests, "--ttft-ms": ttft_ms, "--tpot-ms": tpot_ms, "--seed": seed,
+               "--connect-timeout": connect_timeout, "--first-token-timeout": first_token_timeout,
+               "--idle-timeout": idle_timeout, "--max-failed": max_failed}  # fmt: skip
     validate.flags("bench", numbers)
     if endpoint == "videos":  # SGLang Diffusion's video API (autotune/video/bench.py)
         from autotune.video.cli_run import video_bench
@@ -525,10 +537,20 @@ def bench(
                 workload = dataclasses.replace(workload, burst=burst)
         if num_requests < 0:
             raise MiTuneError(f"--num-requests: expected a positive count, got {num_requests}")
+        timeouts = loadgen.Timeouts(connect_timeout, first_token_timeout, idle_timeout)
         report = loadgen.bench(
-            url, workload, model=model, endpoint=endpoint, num_requests=num_requests or None, seed=seed
-        )
+            url, workload, model=model, endpoint=endpoint, num_requests=num_requests or None, seed=seed,
+            timeouts=timeouts,
+        )  # fmt: skip
     print(dump_json(report) if as_json else loadgen.format_report(report))
+    if url and report.num_requests and report.failed > max_failed * report.num_requests:
+        first = f"; first error: {report.errors[0]}" if report.errors else ""
+        print(
+            f"mi-tune: bench failed: {report.failed} of {report.num_requests} requests failed (--max-failed "
+            f"{max_failed:g}){first}",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -382,6 +382,34 @@ def fit_corrections(
     return {c: round(float(math.exp(v)), 4) for c, v in zip(classes, x, strict=True)}
 
 
+def _helps_held_back(per_plan, priors, model, hw, classes) -> bool:
+    """Leave-one-plan-out: for each measured plan, corrections fitted on the others lower its TTFT/TPOT error
+    on the whole (mean |ln(predicted / measured)| over the held-back plans). False with one plan."""
+    from autotune.search import evaluate
+
+    if len(per_plan) < 2:
+        return False
+    before, after = [], []
+    for i, (cand, row, w) in enumerate(per_plan):
+        rest = [x for j, x in enumerate(per_plan) if j != i]
+
+        def predict(corrections: dict[str, float], rest=rest) -> list[float]:
+            corrected = dataclasses.replace(hw, corrections=corrections)
+            return [v for c, _, wr in rest for v in _means(evaluate(c.plan, model, corrected, wr))]
+
+        measured = [float(r[k]) for _, r, _ in rest for k in ("measured_ttft_ms", "measured_tpot_ms")]
+        held = fit_corrections(predict, measured, classes)
+        truth = [float(row["measured_ttft_ms"]), float(row["measured_tpot_ms"])]
+        before += list(zip(_means(priors[i]), truth, strict=True))
+        fitted = evaluate(cand.plan, model, dataclasses.replace(hw, corrections=held), w)
+        after += list(zip(_means(fitted), truth, strict=True))
+    return log_error(after) < log_error(before)
+
+
+def _means(p: Prediction) -> list[float]:
+    return [p.ttft_ms.get("mean", 0.0), p.tpot_ms.get("mean", 0.0)]
+
+
 def log_error(pairs: list[tuple[float, float]]) -> float:
     """Mean |ln(predicted / measured)| over (predicted, measured) pairs with both positive."""
     logs = [abs(math.log(p / m)) for p, m in pairs if p > 0 and m > 0]
@@ -472,6 +500,12 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes) -> Measur
     corrections = fit_corrections(predict, measured, used_classes(priors)) if usable else {}
     if not usable:
         notes.append("a measured or predicted TTFT/TPOT is zero: no corrections fitted")
+    elif corrections and not _helps_held_back(per_plan, priors, model, hw, used_classes(priors)):
+        corrections = {}
+        notes.append(
+            "corrections fitted on the other measured plans do not lower the error on the plan held back "
+            "(leave-one-plan-out, or a single plan measured): none kept, the prior profile stands"
+        )
     fitted = dataclasses.replace(
         hw,
         corrections=corrections,

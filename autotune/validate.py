@@ -74,6 +74,11 @@ FLAGS: dict[str, Range] = {
     "--gpus": Range(0, MAX_GPUS, note="0 = every GPU of the box"),
     "--measure": Range(0, 1000, "plans", "0 = no measuring"),
     "--measure-port": Range(1, MAX_PORT),
+    # bench: how long a request may wait (loadgen/client.py), and the share of failures it tolerates
+    "--connect-timeout": Range(0, 86_400, "seconds", open_low=True),
+    "--first-token-timeout": Range(0, 86_400, "seconds", open_low=True),
+    "--idle-timeout": Range(0, 86_400, "seconds", open_low=True),
+    "--max-failed": Range(0, 1, note="a share of the requests"),
     # video models (autotune/video/): video/workload.py `check` adds the shape rules (multiples of 16, 4k+1 frames)
     "--width": Range(64, 16_384, "pixels"),
     "--height": Range(64, 16_384, "pixels"),

@@ -248,3 +248,11 @@ def test_serve_runs_the_stand_in_in_place_of_the_engine(measured_run, tmp_path, 
     assert code == 1
     assert standin.__file__ in captured.out and "-- " in captured.out  # the engine argv after the stand-in
     assert "exited with code 1" in captured.err and "no GPU here (stand-in)" in captured.err
+
+
+def test_corrections_need_a_held_back_plan_they_improve():
+    from autotune.measure import _helps_held_back
+
+    # one plan measured: nothing to hold back, so no correction can show it lowers the error
+    one = [("plan", {"measured_ttft_ms": 1, "measured_tpot_ms": 1}, None)]
+    assert _helps_held_back(one, [], None, None, ()) is False

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 
-from autotune.loadgen.client import ENDPOINTS, RequestResult, Target, run_requests, served_model
+from autotune.loadgen.client import ENDPOINTS, RequestResult, Target, Timeouts, run_requests, served_model
 from autotune.loadgen.engine_files import read_result
 from autotune.loadgen.metrics import BenchReport, format_report, summarize
 from autotune.specs.errors import MiTuneError
 from autotune.specs.workload import Workload
+
+MAX_REQUESTS = 1_000_000
+MAX_TOKEN_TIMES = 64_000_000  # token times kept (8 bytes each: 512 MB), request count x output tokens
 
 
 def bench(
@@ -21,6 +24,7 @@ def bench(
     num_requests: int | None = None,
     concurrency: int = 0,
     seed: int = 0,
+    timeouts: Timeouts = Timeouts(),
 ) -> BenchReport:
     """Replay the workload's trace (sim/trace.py) against `url`. Closed loop: `concurrency` (else the workload's)
     requests in flight; Poisson and burst arrivals are sent at their times with no cap. `model` "" = the first
@@ -35,14 +39,21 @@ def bench(
         raise MiTuneError("--concurrency: a closed-loop bench needs requests in flight (or give --rate / --burst)")
     if workload.arrival != "closed":
         cap = 0
+    count = num_requests if num_requests is not None else (workload.burst or workload.num_requests)
+    flag = "--num-requests" if num_requests is not None or not workload.burst else "--burst"
+    if count > MAX_REQUESTS or count * workload.osl > MAX_TOKEN_TIMES:
+        raise MiTuneError(
+            f"{flag}: at most {MAX_REQUESTS:,} requests and {MAX_TOKEN_TIMES:,} output tokens a run (every token's "
+            f"time is kept), got {count:,} requests of {workload.osl:,} tokens; run several benches"
+        )
     try:
         trace = make_trace(workload, num_requests, seed)
     except ValueError as exc:
         raise MiTuneError(f"--num-requests: {exc}") from None
 
     async def go():
-        name = model or await served_model(target)
-        results, duration = await run_requests(target, trace, name, cap, endpoint, seed)
+        name = model or await served_model(target, timeouts)
+        results, duration = await run_requests(target, trace, name, cap, endpoint, seed, timeouts)
         return name, results, duration
 
     name, results, duration = asyncio.run(go())
@@ -57,4 +68,4 @@ def bench(
     )
 
 
-__all__ = ["BenchReport", "RequestResult", "bench", "format_report", "read_result", "summarize"]
+__all__ = ["BenchReport", "RequestResult", "Timeouts", "bench", "format_report", "read_result", "summarize"]

@@ -13,6 +13,7 @@ import json
 import random
 import ssl
 import time
+from array import array
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -25,6 +26,19 @@ ENDPOINTS = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
 # requests share no prefix and the engine's prefix cache does not shorten prefill.
 TOKEN_ID_RANGE = (1000, 20000)
 CONNECT_TIMEOUT_S = 10.0
+FIRST_TOKEN_TIMEOUT_S = 600.0  # a long prompt queued behind a burst: minutes (a prior, not measured)
+IDLE_TIMEOUT_S = 60.0  # between two events of one stream; a decode step takes milliseconds
+MAX_IN_FLIGHT = 1024  # requests open at once (each a socket); a larger burst is sent as fast as they close
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Per request: to connect, from sending to the first token (status and headers included), and between
+    two events of the stream. A request past one fails with TimeoutError (it is never waited for forever)."""
+
+    connect_s: float = CONNECT_TIMEOUT_S
+    first_token_s: float = FIRST_TOKEN_TIMEOUT_S
+    idle_s: float = IDLE_TIMEOUT_S
 
 
 class TraceRequest(Protocol):
@@ -44,7 +58,7 @@ class RequestResult:
     start_s: float  # when the request was sent, seconds from the start of the run
     ttft_s: float  # first token event after start (0 when none came)
     e2e_s: float  # last byte after start
-    token_times_s: tuple[float, ...] = ()  # each token event, seconds after start
+    token_times_s: Sequence[float] = ()  # each token event, seconds after start (an array of doubles)
     error: str = ""
 
     @property
@@ -101,20 +115,30 @@ def request_body(req: TraceRequest, model: str, endpoint: str, seed: int) -> dic
     return {**common, "prompt": ids}
 
 
-async def _open(target: Target):
+async def _open(target: Target, timeout_s: float = CONNECT_TIMEOUT_S):
     context = ssl.create_default_context() if target.scheme == "https" else None
-    return await asyncio.wait_for(
-        asyncio.open_connection(target.host, target.port, ssl=context), timeout=CONNECT_TIMEOUT_S
-    )
+    try:
+        return await asyncio.wait_for(asyncio.open_connection(target.host, target.port, ssl=context), timeout_s)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"no connection in {timeout_s:g} s") from None
+
+
+async def _within(awaitable, timeout_s: float, what: str):
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"{what} in {timeout_s:g} s") from None
 
 
 async def http_request(
-    target: Target, method: str, path: str, body: bytes = b""
+    target: Target, method: str, path: str, body: bytes = b"", timeouts: Timeouts = Timeouts()
 ) -> tuple[int, dict[str, str], asyncio.StreamReader, asyncio.StreamWriter]:
     """Connect and send one request; returns (status, lower-cased headers, reader positioned at the body, writer)."""
-    reader, writer = await _open(target)
+    reader, writer = await _open(target, timeouts.connect_s)
     try:
-        status, headers = await exchange(reader, writer, target, method, path, body)
+        status, headers = await _within(
+            exchange(reader, writer, target, method, path, body), timeouts.idle_s, "no response"
+        )
     except BaseException:
         writer.close()
         raise
@@ -198,35 +222,57 @@ def _event_text(payload: dict, endpoint: str) -> str:
     return choice.get("text") or ""
 
 
-async def send_one(target: Target, req: TraceRequest, model: str, endpoint: str, seed: int, t0: float):
-    """Run one streamed request; every failure becomes RequestResult.error (the run goes on). The clock starts
+async def send_one(
+    target: Target, req: TraceRequest, model: str, endpoint: str, seed: int, t0: float, timeouts: Timeouts = Timeouts()
+):
+    """Run one streamed request; every failure becomes RequestResult.error (the run goes on): an HTTP error, a
+    stream that stalls (Timeouts) or ends before its `[DONE]` event (truncated), an error event. The clock starts
     when the request is sent on its open connection, as with a client's pooled keep-alive connection."""
     body = json.dumps(request_body(req, model, endpoint, seed)).encode()
-    times: list[float] = []
+    times = array("d")
     usage: dict = {}
     writer = None
     start = time.perf_counter()
+    waiting = "no response"
     try:
-        reader, writer = await _open(target)
+        reader, writer = await _open(target, timeouts.connect_s)
         start = time.perf_counter()
-        status, headers = await exchange(reader, writer, target, "POST", ENDPOINTS[endpoint], body)
-        if status != 200:
-            text = b"".join([c async for c in body_chunks(reader, headers)]).decode("utf-8", "replace")
-            raise ConnectionError(f"HTTP {status}: {text.strip()[:200]}")
-        async for data in sse_events(reader, headers):
-            now = time.perf_counter()
-            if data == "[DONE]":
-                break
-            payload = json.loads(data)
-            if payload.get("error"):
-                raise ConnectionError(f"server error: {str(payload['error'])[:200]}")
-            if _event_text(payload, endpoint):
-                times.append(now - start)
-            usage = payload.get("usage") or usage
+        loop = asyncio.get_running_loop()
+        # one deadline, moved on at each event (asyncio.timeout_at adds no task per read, so no delay to the clock)
+        async with asyncio.timeout_at(loop.time() + timeouts.first_token_s) as deadline:
+            status, headers = await exchange(reader, writer, target, "POST", ENDPOINTS[endpoint], body)
+            if status != 200:
+                deadline.reschedule(loop.time() + timeouts.idle_s)
+                waiting = f"HTTP {status}, no body"
+                text = (await _head(reader, headers)).decode("utf-8", "replace")
+                raise ConnectionError(f"HTTP {status}: {text.strip()[:200]}")
+            waiting = "no token"
+            finished = False
+            async for data in sse_events(reader, headers):
+                now = time.perf_counter()
+                if data == "[DONE]":
+                    finished = True
+                    break
+                payload = json.loads(data)
+                if not isinstance(payload, dict):
+                    raise ValueError(f"not an event object: {data[:80]!r}")
+                if payload.get("error"):
+                    raise ConnectionError(f"server error: {str(payload['error'])[:200]}")
+                if _event_text(payload, endpoint):
+                    times.append(now - start)
+                usage = payload.get("usage") or usage
+                if times:
+                    waiting = "the stream stalled: no event"
+                    deadline.reschedule(loop.time() + timeouts.idle_s)
         end = time.perf_counter() - start
         if not times:
             raise ConnectionError("the stream ended without a token")
+        if not finished:
+            raise ConnectionError(f"the stream ended after {len(times)} tokens without [DONE] (truncated)")
         error = ""
+    except TimeoutError:
+        limit = timeouts.idle_s if times or waiting.startswith("HTTP") else timeouts.first_token_s
+        end, error = time.perf_counter() - start, f"TimeoutError: {waiting} in {limit:g} s"
     except (OSError, ConnectionError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as exc:
         end, error = time.perf_counter() - start, f"{type(exc).__name__}: {exc}"
     finally:
@@ -234,40 +280,76 @@ async def send_one(target: Target, req: TraceRequest, model: str, endpoint: str,
             writer.close()
     return RequestResult(
         index=req.index,
-        input_tokens=int(usage.get("prompt_tokens") or req.input_tokens),
-        output_tokens=int(usage.get("completion_tokens") or len(times)),
+        input_tokens=_count(usage.get("prompt_tokens"), req.input_tokens),
+        output_tokens=_count(usage.get("completion_tokens"), len(times)),
         start_s=start - t0,
         ttft_s=times[0] if times else 0.0,
         e2e_s=end,
-        token_times_s=tuple(times),
+        token_times_s=times,
         error=error,
     )
 
 
+async def _head(reader: asyncio.StreamReader, headers: dict[str, str], limit: int = 4096) -> bytes:
+    """The first `limit` bytes of a body (an error message; the rest is not read)."""
+    kept = b""
+    async for chunk in body_chunks(reader, headers):
+        kept += chunk
+        if len(kept) >= limit:
+            break
+    return kept[:limit]
+
+
+def _count(reported, fallback: int) -> int:
+    """A count the server reported in `usage`, when it is one."""
+    return reported if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0 else fallback
+
+
 async def run_requests(
-    target: Target, requests: Sequence[TraceRequest], model: str, concurrency: int, endpoint: str, seed: int
+    target: Target,
+    requests: Sequence[TraceRequest],
+    model: str,
+    concurrency: int,
+    endpoint: str,
+    seed: int,
+    timeouts: Timeouts = Timeouts(),
 ) -> tuple[list[RequestResult], float]:
-    """Send each request at its arrival time, at most `concurrency` in flight (0 = no cap); (results, seconds)."""
-    limit = asyncio.Semaphore(concurrency) if concurrency > 0 else None
+    """Send each request at its arrival time, at most `concurrency` in flight (0 = no cap, bounded by
+    MAX_IN_FLIGHT); (results, seconds). Requests become tasks only as a slot frees: memory stays bounded by the
+    requests in flight and the results, whatever the count."""
+    cap = min(concurrency, MAX_IN_FLIGHT) if concurrency > 0 else MAX_IN_FLIGHT
+    slots = asyncio.Semaphore(cap)
     t0 = time.perf_counter()
+    results: list[RequestResult] = []
+    running: set[asyncio.Task] = set()
 
-    async def one(req: TraceRequest) -> RequestResult:
-        delay = req.arrival_s - (time.perf_counter() - t0)
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if limit is None:
-            return await send_one(target, req, model, endpoint, seed, t0)
-        async with limit:
-            return await send_one(target, req, model, endpoint, seed, t0)
+    async def one(req: TraceRequest) -> None:
+        try:
+            delay = req.arrival_s - (time.perf_counter() - t0)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            results.append(await send_one(target, req, model, endpoint, seed, t0, timeouts))
+        finally:
+            slots.release()
 
-    results = await asyncio.gather(*(one(r) for r in requests))
+    for req in requests:
+        await slots.acquire()
+        task = asyncio.ensure_future(one(req))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    if running:
+        await asyncio.gather(*running)
     return sorted(results, key=lambda r: r.index), time.perf_counter() - t0
 
 
-async def get_json(target: Target, path: str) -> tuple[int, object]:
-    status, headers, reader, writer = await http_request(target, "GET", path)
+async def get_json(target: Target, path: str, timeouts: Timeouts = Timeouts()) -> tuple[int, object]:
+    status, headers, reader, writer = await http_request(target, "GET", path, timeouts=timeouts)
+
+    async def read() -> bytes:
+        return b"".join([c async for c in body_chunks(reader, headers)])
+
     try:
-        raw = b"".join([c async for c in body_chunks(reader, headers)])
+        raw = await _within(read(), timeouts.idle_s, "no complete answer")
     finally:
         writer.close()
     try:
@@ -276,10 +358,10 @@ async def get_json(target: Target, path: str) -> tuple[int, object]:
         return status, raw.decode("utf-8", "replace")
 
 
-async def served_model(target: Target) -> str:
+async def served_model(target: Target, timeouts: Timeouts = Timeouts()) -> str:
     """The first model id /v1/models lists."""
     try:
-        status, doc = await get_json(target, "/v1/models")
+        status, doc = await get_json(target, "/v1/models", timeouts)
     except (OSError, asyncio.TimeoutError, ConnectionError) as exc:
         raise MiTuneError(f"--url: cannot reach {target.host}:{target.port}: {exc}") from None
     data = doc.get("data") if isinstance(doc, dict) else None

@@ -61,7 +61,7 @@ class Sample:
     output_tokens: int
     ttft_s: float
     e2e_s: float
-    itls_s: tuple[float, ...] = ()
+    itls_s: Sequence[float] = ()
 
     @property
     def tpot_s(self) -> float:
@@ -98,7 +98,7 @@ def summarize_samples(
         request_rate_rps=len(samples) * per_s,
         ttft_ms=stats_ms([s.ttft_s for s in samples]),
         tpot_ms=stats_ms([s.tpot_s for s in samples if s.output_tokens > 1]),
-        itl_ms=stats_ms([x for s in samples for x in s.itls_s]),
+        itl_ms=stats_ms(np.concatenate([np.asarray(s.itls_s, dtype=float) for s in samples]) if samples else ()),
         e2e_ms=stats_ms([s.e2e_s for s in samples]),
         slo_ttft_ms=slo_ttft_ms,
         slo_tpot_ms=slo_tpot_ms,
@@ -127,7 +127,7 @@ def summarize(
             r.output_tokens,
             r.ttft_s,
             r.e2e_s,
-            tuple(b - a for a, b in zip(r.token_times_s, r.token_times_s[1:], strict=False)),
+            np.diff(np.asarray(r.token_times_s, dtype=float)),
         )
         for r in ok
     ]

@@ -9,10 +9,18 @@ storage share what they found; each trial is written once, by the process that r
 Schedule of a budget of N trials: TPE for min(0.75 N, TPE_MAX_TRIALS) trials (its per-trial cost grows with
 the history, so it is capped), then steepest-ascent refinement of each basin's incumbent (search/refine.py),
 alternating with chunks of elite-mutation trials (search/evolve.py, constant cost a trial) until N.
+
+A resumed run is the same search: the schedule and the samplers are deterministic given the seed and the
+trials, so a session that finds this run's trials in the storage replays them (re-drawing each proposal with
+the same sampler streams, checking it against the stored trial, writing nothing) and continues from the
+exact state (phase, basins, elites, random streams) the interrupted session had. A proposal whose plan is
+already in the study is not spent as a trial (not counted, not written) unless the sampler draws nothing new
+REPEATS_MAX times in a row (a space nearly exhausted).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import sys
 import threading
@@ -37,6 +45,16 @@ EXPLORE_MIN = 25
 REFINE_BASINS = 8  # basins (engine, mode, layouts) whose incumbents are refined
 LOOKAHEAD = 16  # completions scored for a refinement move that opens parameters
 PROGRESS_S = 0.1
+REPEATS_MAX = 50  # proposals in a row already in the study before one is spent anyway
+
+
+def sampler_seed(req) -> int:
+    """This process's sampler seed: seed + worker index; on a shared storage (req.stream, the run id) a stream
+    derived from the seed and the run, so that independent processes on one study draw different proposals."""
+    if not req.stream:
+        return req.seed + req.worker
+    digest = hashlib.sha256(f"{req.seed}/{req.stream}/{req.worker}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 def compact(prediction: Prediction) -> dict[str, Any]:
@@ -50,10 +68,11 @@ def compact(prediction: Prediction) -> dict[str, Any]:
 
 @dataclass
 class Stop:
-    """Why a search stops early: an interrupt (SIGINT) or the deadline of --timeout (time.monotonic)."""
+    """Why a search stops early: an interrupt (SIGINT or SIGTERM, `signum`) or the deadline of --timeout."""
 
     deadline: float | None = None
     interrupted: threading.Event = field(default_factory=threading.Event)
+    signum: int = 0
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
@@ -99,22 +118,28 @@ class Session:
     """The trials of one process: `budget` new trials, tagged with the run id and this worker's tag."""
 
     def __init__(self, req, choices, persistent, stop: Stop, budget: int | None = None, tag: str = "") -> None:
-        """`budget` None: the request's trials less those this run (req.run_id; or the whole study when it
-        has no run id) already holds in the storage, so a finished search resumed runs 0 new trials."""
+        """`budget` None: this run's trials (req.trials; req.run_id's, or the whole study's when it has no run
+        id), those already in the storage replayed first, so a finished search resumed runs 0 new trials."""
         import optuna
 
         self.req, self.choices, self.persistent, self.stop = req, choices, persistent, stop
         self.tag = tag or f"{req.run_id}/0"
         self.admission = CachedAdmission(Admission(capability.box_facts(req.hardware, req.model)))
         self.memory = optuna.create_study(study_name=req.study_name, direction="maximize")
-        self.evolve = EliteMutationSampler(seed=req.seed + req.worker)
+        self.evolve = EliteMutationSampler(seed=sampler_seed(req))
         self.memo: dict[tuple, tuple[Prediction, dict[str, Any], float]] = {}  # params key -> prediction
         self.scored: dict[tuple, float] = {}
-        self.seen: set[tuple] = set()
+        self.seen: set[tuple] = set()  # parameter sets tried or claimed by a refinement move
+        self.spent: set[tuple] = set()  # parameter sets of the study's trials
         self.basins: dict[tuple, Any] = {}
         self.converged: set[int] = set()  # incumbents (memory trial numbers) at a local optimum
         self.best = 0.0
-        self.ran = 0
+        self.ran = 0  # trials of this run counted, replayed ones included
+        self.new = 0  # trials this session ran and wrote
+        self.repeats = 0  # proposals in a row already in the study
+        self.replay: list = []  # this run's stored trials, in order, still to replay
+        self.replayed = 0
+        self.diverged = -1  # trial (of this run) where a replay found another proposal than the stored one
         self.pending: list = []
         self.flushed_at = time.monotonic()
         self.pull_cost = 0.0
@@ -123,15 +148,19 @@ class Session:
         self.own_before = 0  # this run's trials already in the storage
         self.phases: dict[str, int] = {"tpe": 0, "refine": 0, "mutation": 0}
         if persistent is not None:
-            self._pull(initial=True)
-        self.budget = max(0, req.trials - self.own_before) if budget is None else budget
+            self._pull(initial=True, replay=budget is None)
+        if budget is None:
+            self.budget = req.trials if self.replay else max(0, req.trials - self.own_before)
+        else:
+            self.budget = budget
         self.progress = Progress(self.budget, req.progress, stop.deadline)
 
     # ------------------------------------------------------------------ bookkeeping
     def _track(self, trial) -> None:
-        if trial.value is None:
+        if trial.value is None or trial.user_attrs.get("repeat"):
             return
         self.seen.add(_key(trial.params))
+        self.spent.add(_key(trial.params))
         self.evolve.observe((trial,))
         if trial.value > 0:
             basin = _basin(trial)
@@ -148,24 +177,34 @@ class Session:
     def stopped(self) -> bool:
         return self.stop()
 
-    def _pull(self, initial: bool = False) -> None:
-        """Fold the storage's finished trials that this process did not run into the in-memory study."""
+    def _pull(self, initial: bool = False, replay: bool = False) -> None:
+        """Fold the storage's finished trials that this process did not run into the in-memory study. With
+        `replay` (the first pull of a resumed run), this run's own trials are queued to be replayed instead."""
         started = time.monotonic()
-        fresh = []
+        fresh, own = [], []
         for t in self.persistent.get_trials(deepcopy=False):
             if t._trial_id in self.known or not t.state.is_finished():
                 continue
             self.known.add(t._trial_id)
-            if initial and (not self.req.run_id or t.user_attrs.get("run") == self.req.run_id):
-                self.own_before += 1
-            if initial or t.user_attrs.get("worker") != self.tag:
+            mine = initial and (not self.req.run_id or t.user_attrs.get("run") == self.req.run_id)
+            self.own_before += mine
+            if mine:
+                own.append(t)
+            elif initial or t.user_attrs.get("worker") != self.tag:
                 fresh.append(t)
-        if fresh:
-            self.memory.add_trials(fresh)
-            for t in self.memory.get_trials(deepcopy=False)[-len(fresh) :]:
-                self._track(t)
+        if replay and 0 < len(own) < self.req.trials:
+            self.replay = sorted(own, key=lambda t: t.number)
+        else:
+            fresh = sorted(fresh + own, key=lambda t: t.number)
+        self._fold(fresh)
         self.pulled_at = time.monotonic()
         self.pull_cost = self.pulled_at - started
+
+    def _fold(self, trials) -> None:
+        if trials:
+            self.memory.add_trials(trials)
+            for t in self.memory.get_trials(deepcopy=False)[-len(trials) :]:
+                self._track(t)
 
     def flush(self) -> None:
         if self.persistent is None:
@@ -178,12 +217,26 @@ class Session:
             self._pull()
 
     def _after_trial(self, study, trial) -> None:
+        if trial.user_attrs.get("repeat"):  # a plan already in the study: not spent
+            if self.stop():
+                study.stop()
+            return
         self.ran += 1
         self._track(trial)
-        if self.persistent is not None:
+        if trial.user_attrs.get("replayed"):
+            self.replayed += 1
+            self.replay.pop(0)
+        elif self.persistent is not None:
+            self.new += 1
             self.pending.append(trial)
             if len(self.pending) >= BATCH_TRIALS or time.monotonic() - self.flushed_at > BATCH_S:
                 self.flush()
+        else:
+            self.new += 1
+        if self.replay and self.diverged >= 0:  # the rest of the stored run is kept as it is
+            self.ran += len(self.replay)
+            self._fold(self.replay)
+            self.replay = []
         self.progress.update(self.ran, self.best)
         if self.ran >= self.budget or self.stop():
             study.stop()
@@ -202,6 +255,16 @@ class Session:
         prediction, attrs, value = hit
         for name, attr in attrs.items():
             trial.set_user_attr(name, attr)
+        if key in self.spent and self.repeats < REPEATS_MAX:
+            self.repeats += 1
+            trial.set_user_attr("repeat", True)
+            return value
+        self.repeats = 0
+        if self.replay and self.diverged < 0:
+            if key == _key(self.replay[0].params):
+                trial.set_user_attr("replayed", True)
+                return value
+            self.diverged = self.ran
         trial.set_user_attr("run", req.run_id)
         trial.set_user_attr("worker", self.tag)
         return value
@@ -277,9 +340,13 @@ class Session:
             return
         self.memory.sampler = sampler
         before = self.ran
+        target = min(self.ran + n, self.budget)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            self.memory.optimize(self.objective, n_trials=n, callbacks=[self._after_trial], gc_after_trial=False)
+            while self.ran < target and not self.stop():  # proposals already in the study are not counted
+                self.memory.optimize(
+                    self.objective, n_trials=target - self.ran, callbacks=[self._after_trial], gc_after_trial=False
+                )
         self.phases[phase] += self.ran - before
 
     def run(self) -> None:
@@ -289,7 +356,7 @@ class Session:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 tpe = optuna.samplers.TPESampler(
-                    seed=self.req.seed + self.req.worker,
+                    seed=sampler_seed(self.req),
                     multivariate=True,
                     group=True,
                     n_startup_trials=max(10, min(self.budget, TPE_MAX_TRIALS) // 10),
@@ -310,6 +377,17 @@ class Session:
             self.progress.close()
 
     def strategy(self) -> str:
+        """The schedule of the whole run (replayed trials included), and how a resumed run was continued."""
+        if not self.new:
+            return "no new trials"
         done = {k: v for k, v in self.phases.items() if v}
         names = {"tpe": "TPE", "refine": "steepest-ascent refinement", "mutation": "elite mutation"}
-        return " + ".join(f"{names[k]} ({v})" for k, v in done.items()) or "no new trials"
+        text = " + ".join(f"{names[k]} ({v})" for k, v in done.items())
+        if self.diverged >= 0:
+            text += (
+                f"; resumed: the stored run differs from this search from its trial {self.diverged} (another seed, "
+                "space or mi-tune version), its trials kept as they are"
+            )
+        elif self.replayed:
+            text += f"; resumed after {self.replayed} trials, replayed to the same state"
+        return text

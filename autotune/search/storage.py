@@ -62,29 +62,29 @@ def normalize(url: str, base: Path | None = None) -> str:
     if text.startswith("journal:"):
         path = text.removeprefix("journal:").removeprefix("//")
         if not path:
-            raise MiTuneError(f"--storage: expected journal:PATH, got {url!r}")
+            raise MiTuneError(f"--storage: expected journal:PATH, got {redact(url)!r}")
         return "journal:" + str((base / path).resolve())
     if "://" not in text:
         if text.endswith(JOURNAL_SUFFIXES):
             return "journal:" + str((base / text).resolve())
         raise MiTuneError(
             f"--storage: expected sqlite:///PATH, journal:PATH, a path ending in .log/.journal or "
-            f"postgresql://USER@HOST/DB, got {url!r}"
+            f"postgresql://USER@HOST/DB, got {redact(url)!r}"
         )
     try:
         parts = urlsplit(text)
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError as exc:
-        raise MiTuneError(f"--storage: cannot parse {url!r}: {exc}") from None
+        raise MiTuneError(f"--storage: cannot parse {redact(url)!r}: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme == "sqlite":
         path = text[len("sqlite:///") :] if text.lower().startswith("sqlite:///") else ""
         if not path:
-            raise MiTuneError(f"--storage: expected sqlite:///PATH, got {url!r}")
+            raise MiTuneError(f"--storage: expected sqlite:///PATH, got {redact(url)!r}")
         return "sqlite:///" + str((base / path).resolve())
     if scheme.split("+")[0] in ("postgresql", "postgres"):
         if not parts.hostname and not parts.path.strip("/"):
-            raise MiTuneError(f"--storage: expected postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, got {url!r}")
+            raise MiTuneError(f"--storage: expected postgresql://USER[:PASSWORD]@HOST[:PORT]/DB, got {redact(url)!r}")
         try:
             import psycopg  # noqa: F401
         except ImportError:
@@ -95,7 +95,7 @@ def normalize(url: str, base: Path | None = None) -> str:
     if scheme.split("+")[0] == "mysql":
         return text
     raise MiTuneError(
-        f"--storage: unknown scheme '{parts.scheme}' in {url!r}; expected sqlite:///PATH, journal:PATH, "
+        f"--storage: unknown scheme '{parts.scheme}' in {redact(url)!r}; expected sqlite:///PATH, journal:PATH, "
         "a .log/.journal path or postgresql://..."
     )
 
@@ -132,9 +132,10 @@ def open_storage(url: str):
             if attempt + 1 < OPEN_ATTEMPTS and any(m in str(exc) for m in SCHEMA_RACE):
                 time.sleep(0.2 * (attempt + 1))
                 continue
-            raise MiTuneError(
-                f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {_first_line(exc)}"
-            ) from None
+            why = _first_line(exc)
+            if password := _password(url):
+                why = why.replace(password, "***")
+            raise MiTuneError(f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {why}") from None
     raise AssertionError("unreachable")
 
 
@@ -154,12 +155,24 @@ def _schema_lock(url: str):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _password(url: str) -> str:
+    try:
+        return urlsplit(url).password or ""
+    except ValueError:
+        return ""
+
+
 def redact(url: str) -> str:
-    """A URL without its password, for messages and files."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
+    """A URL with its password shown as ***, for messages."""
+    password = _password(url)
+    return url.replace(f":{password}@", ":***@", 1) if password else url
+
+
+def without_password(url: str) -> str:
+    """A URL without its password, for files and resume commands: PostgreSQL's driver then reads it from the
+    environment (PGPASSWORD) or ~/.pgpass, so no file mi-tune writes holds it."""
+    password = _password(url)
+    return url.replace(f":{password}@", "@", 1) if password else url
 
 
 def _first_line(exc: Exception) -> str:
@@ -201,7 +214,7 @@ def relative_storage(url: str, run_dir: Path) -> str:
             if prefix == "sqlite:///" and rel.suffix in JOURNAL_SUFFIXES:
                 return url  # a SQLite file named *.log would be read back as a journal
             return str(rel)
-    return redact(url)
+    return without_password(url)
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:

@@ -54,6 +54,7 @@ class SearchRequest:
     keep_precision: bool = False  # only the checkpoint's own numerics: no online FP8 weights, no FP8 KV cache
     run_id: str = ""  # tags this run's trials in a shared storage; `trials` then counts only them
     worker: int = 0  # index of this process among --workers (its sampler seed is seed + worker)
+    stream: str = ""  # on a shared storage, the run id: each run's sampler streams derive from seed and run
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class SearchResult:
     alternatives: tuple[Alternative, ...] = ()  # the best plan with one dimension changed (search/explain.py)
     best_same_numerics: TrialRecord | None = None  # the best plan that keeps the checkpoint's numerics
     new_trials: int = 0  # trials this call ran (0 when a finished search is run again)
-    interrupted: bool = False  # stopped by SIGINT: the result holds the trials done
+    interrupted: bool = False  # stopped by SIGINT or SIGTERM: the result holds the trials done
     timed_out: bool = False  # stopped by --timeout
     strategy: str = ""  # which samplers ran, with their trial counts (search/runner.py)
 
@@ -206,7 +207,7 @@ def run_study(req: SearchRequest) -> SearchResult:
         session.run()
     study = session.memory if session.persistent is None else session.persistent
     predicted = {key: hit[0] for key, hit in session.memo.items()}
-    return _result(req, study, choices, predicted, session.ran, stop, session.strategy())
+    return _result(req, study, choices, predicted, session.new, stop, session.strategy())
 
 
 def _run_workers(req: SearchRequest, choices, stop: Stop) -> SearchResult:
@@ -239,10 +240,13 @@ def _mine(trial, req: SearchRequest) -> bool:
     return trial.user_attrs.get("run") == req.run_id
 
 
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def _interrupts(stop: Stop):
-    """SIGINT (Ctrl-C) stops the search after the current trial; the trials done are written and reported.
-    A second SIGINT interrupts at once. Only the main thread can install a handler."""
+    """SIGINT (Ctrl-C) or SIGTERM stops the search after the current trial; the trials done are written and
+    reported. A second signal interrupts at once. Only the main thread can install a handler."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -250,13 +254,15 @@ def _interrupts(stop: Stop):
     def handler(signum, frame):
         if stop.interrupted.is_set():
             raise KeyboardInterrupt
+        stop.signum = signum
         stop.interrupted.set()
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {signum: signal.signal(signum, handler) for signum in INTERRUPTS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def _rank(record: TrialRecord, osl: int) -> tuple:
@@ -294,8 +300,9 @@ def _checkpoint_numerics(phase):
 
 
 def _check_same_study(study, req: SearchRequest) -> None:
-    """A resumed study must be the same search: same model, box, workload and space."""
-    key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}|{req.seed}"
+    """A resumed or shared study must be the same search: same model, box, workload and space (any --seed: a
+    process with another seed draws other proposals for the same question)."""
+    key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}"
     key += "|keep-precision" if req.keep_precision else ""
     stored = study.user_attrs.get("search_key")
     if stored is None:
@@ -314,7 +321,7 @@ def _result(
     with a newer model), else (older storages) predicted again from its plan."""
     records = []
     for t in study.get_trials(deepcopy=False):
-        if not t.state.is_finished() or t.value is None:
+        if not t.state.is_finished() or t.value is None or t.user_attrs.get("repeat"):
             continue
         raw = t.user_attrs.get("plan")
         plan = from_dict(Plan, raw, "storage") if raw else None
@@ -329,6 +336,8 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     """The best plan of the trials (simulated: search/objectives.py), simplified, against the engine default."""
     feasible = [r for r in records if r.value > 0]
     if not feasible:
+        if not records and stop is not None and stop.interrupted.is_set():
+            raise MiTuneError("interrupted before the first trial finished: nothing to write; run the command again")
         if not records and stop is not None and stop.timed_out():
             raise MiTuneError(
                 f"--timeout {req.timeout_s:g}: the search stopped before its first trial finished; allow more seconds"

@@ -28,7 +28,8 @@ def _child(req, choices, url: str, budget: int, tag: str, deadline: float | None
     from autotune.search.study import open_study
 
     stop = Stop(deadline)
-    signal.signal(signal.SIGINT, lambda *_: stop.interrupted.set())  # finish the trial, write, exit
+    for signum in (signal.SIGINT, signal.SIGTERM):  # finish the trial, write, exit
+        signal.signal(signum, lambda *_: stop.interrupted.set())
     try:
         Session(req, choices, open_study(req, url), stop, budget=budget, tag=tag).run()
     except MiTuneError as exc:

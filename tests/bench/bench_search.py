@@ -1,5 +1,6 @@
 """Search speed and quality: trials/s at 200 / 2,000 / 10,000 trials, and the search against an exhaustive
-enumeration of the same space.
+enumeration of the same space; distinct plans per trial for one process, --workers 2 and two independent
+processes on one storage (`--distinct 120` runs only that part).
 
     .venv/bin/python tests/bench/bench_search.py            # full run (~several minutes on 2 cores)
     .venv/bin/python tests/bench/bench_search.py --quick    # 200 / 2,000 trials and a smaller exhaustive space
@@ -19,6 +20,7 @@ capability rules screen exactly as in the search), and the search runs on the sa
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import statistics
 import sys
@@ -148,10 +150,52 @@ def label(trial) -> str:
     return from_dict(Plan, trial.user_attrs["plan"], "storage").describe()
 
 
+def _distinct(url: str) -> tuple[int, int]:
+    """(finished trials, distinct parameter sets) of the study in `url`."""
+    study = optuna.load_study(study_name="bench", storage=open_storage(url))
+    done = [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
+    return len(done), len({tuple(sorted((k, repr(v)) for k, v in t.params.items())) for t in done})
+
+
+def _independent(url: str, trials: int, run_id: str) -> None:
+    """One `mi-tune search --storage URL` process as the CLI makes it: its own run id and sampler stream."""
+    run_study(dataclasses.replace(request(trials, storage=url), run_id=run_id, stream=run_id))
+
+
+def distinct_plans(trials: int) -> None:
+    """Distinct plans per trial: one process, --workers 2, and two independent processes on one SQLite file."""
+    import multiprocessing
+
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = []
+        url = f"sqlite:///{tmp}/one.db"
+        run_study(request(trials, storage=url))
+        rows.append(("1 process", *_distinct(url)))
+        url = f"sqlite:///{tmp}/workers.db"
+        run_study(dataclasses.replace(request(trials, storage=url), workers=2))
+        rows.append(("--workers 2", *_distinct(url)))
+        url = f"sqlite:///{tmp}/two.db"
+        procs = [
+            multiprocessing.get_context("fork").Process(target=_independent, args=(url, trials // 2, f"run{i}"))
+            for i in range(2)
+        ]
+        for proc in procs:
+            proc.start()
+        for proc in procs:
+            proc.join()
+        rows.append((f"2 processes x {trials // 2}", *_distinct(url)))
+    for name, done, distinct in rows:
+        print(f"{name:>18}: {done} trials, {distinct} distinct plans ({distinct / max(done, 1):.0%})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="200 / 2,000 trials and a smaller exhaustive space")
+    parser.add_argument("--distinct", type=int, default=0, help="only the distinct-plans part, with this many trials")
     args = parser.parse_args()
+    if args.distinct:
+        distinct_plans(args.distinct)
+        return 0
     budgets = (200, 2000) if args.quick else (200, 2000, 10000)
     print(f"{MODEL} on {PRESET}, default workload; machine: {sys.platform}, python {sys.version.split()[0]}")
     print(f"default space: ~{estimate_size(request(0)):.2g} admitted plans (Knuth estimate over 2,000 descents)")
@@ -173,6 +217,9 @@ def main() -> int:
             f"{large / small:.0f}x the trials ({small} -> {large}): wall x{walls[large] / walls[small]:.2f}, "
             f"CPU x{cpus[large] / cpus[small]:.2f}"
         )
+
+    print("\n# Part 1b: distinct plans per trial on one storage (120 trials in all)")
+    distinct_plans(120)
 
     print("\n# Part 2: search vs exhaustive enumeration of one screened space")
     with tempfile.TemporaryDirectory() as tmp:

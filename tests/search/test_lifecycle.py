@@ -1,5 +1,6 @@
 """Search lifecycle: --timeout, Ctrl-C (SIGINT), resuming a finished or moved run, progress, --json."""
 
+import contextlib
 import io
 import json
 import os
@@ -30,6 +31,15 @@ def _study_trials(run_dir) -> list:
     return [t for t in study.get_trials(deepcopy=False) if t.state.is_finished()]
 
 
+def _wait_for_a_trial(proc, out) -> None:
+    """Until the first batch of trials is in the run's journal (a finished trial's record): under way."""
+    journal = out / "study.journal"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (journal.is_file() and '"state":1' in journal.read_text()):
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()
+
+
 def test_timeout_bounds_the_search():
     req = SearchRequest(
         model=load_model("deepseek-v4.1-flash"),
@@ -58,11 +68,7 @@ def test_sigint_writes_the_outputs_and_says_how_to_resume(tmp_path):
         str(out),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    journal = out / "study.journal"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (journal.is_file() and journal.stat().st_size > 0):
-        time.sleep(0.2)  # the first batch of trials is written: the search is under way
-    assert proc.poll() is None, proc.communicate()
+    _wait_for_a_trial(proc, out)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr
@@ -155,3 +161,39 @@ def test_progress_on_a_terminal_and_quiet_silences_it(tmp_path):
 
     assert "8/8 trials" in stderr_of("--out", str(tmp_path / "tty"))
     assert "trials" not in stderr_of("--out", str(tmp_path / "quiet"), "--quiet")
+
+
+RESUMED_TRIALS = 60  # ~6 s of search: the first batch is written after 2 s (runner.BATCH_S)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "run"
+    with contextlib.redirect_stdout(io.StringIO()) as text:
+        assert run([*SEARCH, "--trials", str(RESUMED_TRIALS), "--out", str(out), "--json"]) == 0
+    return json.loads(text.getvalue()), [t.params for t in _study_trials(out)]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_an_interrupted_and_resumed_search_is_the_same_search(signum, uninterrupted, tmp_path, capsys):
+    whole, whole_params = uninterrupted
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", "from autotune.cli import main; main()", *SEARCH, "--trials", str(RESUMED_TRIALS)]
+    proc = subprocess.Popen([*cmd, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for_a_trial(proc, out)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stderr
+    done = len(_study_trials(out))
+    assert 0 < done < RESUMED_TRIALS and (out / "best.yaml").is_file()  # best-so-far written
+    resume_line = next(line for line in stderr.splitlines() if "Resume with: " in line)
+    resume = shlex.split(resume_line.split("Resume with: ", 1)[1])
+    capsys.readouterr()
+    assert run([*resume[1:], "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["new_trials"] == RESUMED_TRIALS - done and resumed["study_trials"] == RESUMED_TRIALS
+    assert f"resumed after {done} trials, replayed to the same state" in resumed["strategy"]
+    assert resumed["strategy"].startswith(whole["strategy"])  # the same schedule (phase by phase)
+    assert [t.params for t in _study_trials(out)] == whole_params  # the same trials, in the same order
+    for name in ("best_plan", "best_trial", "total_tok_s"):
+        assert resumed[name] == whole[name], name

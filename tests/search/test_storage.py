@@ -6,9 +6,11 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 
 from autotune.catalog import load_model, load_preset
 from autotune.cli import run
@@ -125,9 +127,15 @@ def _check_shared(url: str, tmp_path, summaries, trials: int = 12, study: str = 
     assert all(s["new_trials"] == trials for s in summaries)
     last = max(summaries, key=lambda s: s["study_trials"])  # the one that finished second saw every trial
     assert last["study_trials"] == 2 * trials
+    # different proposals: each process draws its own stream, and no plan of the study is spent again
+    distinct = {json.dumps(t.params, sort_keys=True) for t in done}
+    assert len(distinct) >= 0.8 * len(done)
+    # the best is the study's best: the plan chosen from every trial of the study read back (0 new trials)
     best = load_best(os.path.join(last["run_dir"], "best.yaml"))
-    true_best = max(t.value for t in done)
-    assert stored.trials[best.provenance.trial].value == pytest.approx(true_best)
+    run_id = stores.read_manifest(Path(last["run_dir"])).run_id
+    again = run_study(_request(storage=stores.normalize(url), study_name=study, trials=trials, run_id=run_id, seed=0))
+    assert again.new_trials == 0 and len(again.records) == 2 * trials
+    assert again.best.number == best.provenance.trial
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
@@ -201,3 +209,31 @@ def test_trials_keep_the_prediction_they_were_scored_with(tmp_path):
     assert [r.prediction.total_tok_s for r in again.records] == pytest.approx(
         [r.prediction.total_tok_s for r in first.records]
     )
+
+
+SECRET = "S3cret-Pw-18"
+
+
+def test_no_password_is_written_or_printed_when_the_login_fails(tmp_path):
+    out = tmp_path / "run"
+    url = f"postgresql://mi:{SECRET}@127.0.0.1:1/mitune"  # port 1: the connection is refused
+    proc = _cli(*SEARCH, "--trials", "4", "--storage", url, "--out", str(out), "--json")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 2 and "mi-tune: error: --storage: cannot open" in stderr
+    assert SECRET not in stdout + stderr
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert written  # the manifest was written before the storage was opened
+    assert not [p for p in written if SECRET.encode() in p.read_bytes()]
+    resume = yaml.safe_load((out / "manifest.yaml").read_text())["resume"]
+    assert resume[resume.index("--storage") + 1] == "postgresql://mi@127.0.0.1:1/mitune"  # PGPASSWORD supplies it
+
+
+@pytest.mark.parametrize("given", ["--storage", "--storage="])
+def test_resume_commands_and_manifests_hold_no_password(given, tmp_path):
+    from autotune.api import _resume_command
+
+    url = f"postgresql://mi:{SECRET}@db.example:5432/mitune"
+    argv = ("mi-tune", "search", given, url) if given == "--storage" else ("mi-tune", "search", given + url)
+    assert SECRET not in " ".join(_resume_command(argv, tmp_path))
+    assert stores.relative_storage(stores.normalize(url), tmp_path) == "postgresql+psycopg://mi@db.example:5432/mitune"
+    assert SECRET not in stores.redact(url) and ":***@" in stores.redact(url)
