@@ -96,3 +96,19 @@ def test_interactive_slo_is_named(answered):
     assert latency["source"] == "yours" and latency["best_meets"]  # the search held the plans to the SLO
     assert latency["ttft_ms"] <= 2000 and "latency: the best plan meets your SLO" in printed
     assert set(summary["timings_s"]) >= {"trials_s", "simulate_s", "rank_s"}
+
+
+def test_default_interactive_slo_without_one_of_yours(searched):
+    """A throughput search with no SLO names the best plan meeting P95 TTFT 2 s / TPOT 50 ms, and the report warns
+    when the best plan's P95 TTFT is above it."""
+    summary = json.loads((searched / "summary.json").read_text())
+    latency = summary["interactive"]
+    assert latency["source"] == "default" and latency["slo"] == {"ttft_ms": 2000.0, "tpot_ms": 50.0, "percentile": 95.0}
+    report = (searched / "report.md").read_text()
+    assert latency["best_meets"] == (latency["best_ttft_ms"] <= 2000.0)
+    if not latency["best_meets"]:
+        assert "warning: the best plan's P95 TTFT" in report
+        if latency["plan"] is not None:  # the plan meeting it does, in simulation at P95
+            assert latency["ttft_ms"] <= 2000.0 and latency["tpot_ms"] <= 50.0 and latency["plan"] in report
+    else:
+        assert "latency: the best plan meets the default interactive SLO" in report
