@@ -92,7 +92,8 @@ def write_report(
     data = summary(best, result, elapsed_s)
     data["choices"] = {k: list(v) for k, v in result.choices.items()}
     rows = {r["plan"]: r for r in candidate_rows(trials, best.workload.slo_percentile)}
-    data["top_plans"] = [{**rows[t["plan"]], **t} for t in top_plan_specs(result.records, list(rows))]
+    specs = top_plan_specs((*result.records, *result.ranked), list(rows))  # ranked: moves adopted after the search
+    data["top_plans"] = [{**rows[t["plan"]], **t} for t in specs]
     files["summary"] = write_summary(out / "summary.json", data)
     files["model"] = save_model(result.request.model, out)
     files.update(build_report(out, launch_text, model=result.request.model))

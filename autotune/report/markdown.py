@@ -265,14 +265,15 @@ def render(
     )
     metrics = pd.DataFrame([_metrics("best", p), _metrics("engine default", base.prediction)])
     steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
-    feasible = int(trials["feasible"].sum())
+    tried = trials[~trials["after_search"].astype(bool)] if "after_search" in trials else trials  # not the moves
+    feasible = int(tried["feasible"].sum())
     space = pd.DataFrame(
         [
             {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
             for k, v in run.choices.items()
         ]
     )
-    reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
+    reasons = infeasible_reasons(tried).rename("trials").reset_index().rename(columns={"index": "reason"})
     latency = "TPOT P95" if latency_column(trials, "tpot") == "tpot_p95_ms" else "mean TPOT"
     strategy = f" ({run.strategy})" if run.strategy else ""
     fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
@@ -329,11 +330,11 @@ there); `scale` says which.
 
 {_trial_table(run.front, repredicted) if not run.front.empty else "_none_"}
 ## Rejected plans
-{feasible} of {len(trials)} trials were feasible. Most frequent reasons:
+{feasible} of {len(tried)} trials were feasible. Most frequent reasons:
 
 {_table(reasons)}
 ## Search
-{len(trials)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
+{len(tried)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
 study `{best.provenance.study}` in `{best.provenance.storage}`, space `{best.provenance.space}`.
 
 {_figure(figures, "history", "search history")}

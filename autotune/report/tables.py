@@ -40,9 +40,14 @@ def _row(r: TrialRecord) -> dict:
 
 
 def trials_frame(result: SearchResult) -> pd.DataFrame:
-    """One row per trial; `rank`: the plan's place among the candidates on the best's scale (1 = the best plan,
-    search/ranking.py), empty for plans not ranked."""
-    frame = pd.DataFrame([_row(r) for r in result.records]).sort_values("trial").reset_index(drop=True)
+    """One row per trial, and one per plan the ranking adopted after the search (`after_search`: a
+    single-setting move of the best that simulated higher, search/ranking.py `climb`); `rank`: the plan's place
+    among the candidates on the best's scale (1 = the best plan), empty for plans not ranked."""
+    labels = {r.plan.describe() for r in result.records if r.plan is not None}
+    moved = [r for r in result.ranked if r.plan.describe() not in labels]  # adopted after the simulation
+    rows = [{**_row(r), "after_search": False} for r in result.records]
+    rows += [{**_row(r), "after_search": True} for r in moved]  # numbered after the trial they moved from
+    frame = pd.DataFrame(rows).sort_values(["trial", "after_search"]).reset_index(drop=True)
     ranks = {r.plan.describe(): i + 1 for i, r in enumerate(result.ranked)}
     frame["rank"] = [ranks.get(plan, float("nan")) for plan in frame["plan"]]
     return frame

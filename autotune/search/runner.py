@@ -110,6 +110,7 @@ class Session:
         self.evolve = EliteMutationSampler(seed=req.seed + req.worker)
         self.memo: dict[tuple, tuple[Prediction, dict[str, Any], float]] = {}  # params key -> prediction
         self.scored: dict[tuple, float] = {}
+        self.by_label: dict[str, tuple[Prediction, dict[str, Any], float]] = {}  # plan label -> _predict's answer
         self.seen: set[tuple] = set()
         self.basins: dict[tuple, Any] = {}
         self.converged: set[int] = set()  # incumbents (memory trial numbers) at a local optimum
@@ -207,15 +208,23 @@ class Session:
         return value
 
     def _predict(self, plan: Plan | None, reason: str) -> tuple[Prediction, dict[str, Any], float]:
+        """The plan's prediction and trial attributes, memoised by plan label (a label shows every non-default
+        setting: one label per plan), so parameter sets that build the same plan are predicted once."""
         from autotune.search.study import _evaluate, objective_value
 
+        label = plan.describe() if plan is not None else None
+        if label is not None and label in self.by_label:
+            return self.by_label[label]
         prediction = _evaluate(self.req, plan, reason)
         attrs = {
             "plan": to_dict(plan) if plan else None,
             "reason": prediction.reason,
             "prediction": compact(prediction),
         }
-        return prediction, attrs, objective_value(prediction)
+        out = prediction, attrs, objective_value(prediction)
+        if label is not None:
+            self.by_label[label] = out
+        return out
 
     def score(self, params: dict[str, Any]) -> float:
         """A candidate's objective without a trial: refinement moves to the best untried neighbour.

@@ -323,8 +323,8 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus)
     baseline = objectives.predict(req, base_plan)
     best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
-    if moved:  # a single-setting move simulated higher: it heads the ranking and the trials table
-        records, ranked = (*records, best), (best, *ranked)
+    if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
+        ranked = (best, *ranked)
     same = (
         ranking.same_numerics(
             req, records, base_plan, baseline, objective_value, objectives.predict,
