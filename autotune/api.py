@@ -78,6 +78,10 @@ class SearchOutcome:
     strategy: str = ""  # the samplers that ran (search/runner.py)
     resume: tuple[str, ...] = ()  # the command that resumes this run (its run directory and storage)
     total_elapsed_s: float = 0.0  # search time over every session of this run directory
+    scale: str = ""  # the scale the best and the top plans are ranked on (report/tables.py scale_of)
+    missed: tuple[dict, ...] = ()  # plans the screen scored above the best that missed the SLO in simulation
+    interactive: dict | None = None  # search/interactive.py: the best plan meeting an interactive SLO
+    timings_s: dict | None = None  # seconds per part of the search
 
 
 # ------------------------------------------------------------------ search
@@ -182,7 +186,7 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
             label=same.plan.describe(),
             plan=same.plan,
             prediction=same.prediction,
-            speedup=round(same.value / base_tok_s, 4) if base_tok_s else float("inf"),
+            speedup=round(same.prediction.total_tok_s / base_tok_s, 4) if base_tok_s else float("inf"),
         )
         if same
         else None
@@ -218,7 +222,8 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
 
 def search(opts: SearchOptions) -> SearchOutcome:
     from autotune.engines import format_launch
-    from autotune.report import top_plans, trials_frame, write_report
+    from autotune.report import trials_frame, write_report
+    from autotune.report.tables import candidate_rows, missed_in_simulation, scale_of
     from autotune.search import run_study
     from autotune.search import storage as stores
 
@@ -246,9 +251,16 @@ def search(opts: SearchOptions) -> SearchOutcome:
         trials = trials_frame(result)
         front = trials[trials["trial"].isin({r.number for r in pareto_front(result.records)})]
         front = front.drop_duplicates("plan").reset_index(drop=True)
+    reported = time.perf_counter()
     files.update(write_report(out, best, result, format_launch(best.launch), manifest.elapsed_s, front=front))
     files["manifest"] = out / stores.MANIFEST
-    top = top_plans(trials_frame(result)).to_dict("records")
+    w = opts.workload
+    trials = trials_frame(result)
+    top = candidate_rows(trials, w.slo_percentile)
+    best_screened = result.best.screened_tok_s or result.best.prediction.total_tok_s
+    q = f"p{w.slo_percentile:g}"
+    missed = missed_in_simulation(trials, best_screened).reindex(columns=["plan", "screened_tok_s", f"ttft_{q}_ms"])
+    timings = {**result.timings_s, "report_s": time.perf_counter() - reported}
     measured = measure_run(out, opts.measure) if opts.measure and not result.interrupted else None
     return SearchOutcome(
         out,
@@ -265,6 +277,10 @@ def search(opts: SearchOptions) -> SearchOutcome:
         strategy=result.strategy,
         resume=manifest.resume,
         total_elapsed_s=manifest.elapsed_s,
+        scale=scale_of(w.slo_percentile, w.has_slo),
+        missed=tuple(missed.to_dict("records")),
+        interactive=result.interactive.as_dict() if result.interactive is not None else None,
+        timings_s={k: round(v, 3) for k, v in timings.items()},
     )
 
 
@@ -294,6 +310,12 @@ def search_summary(outcome: SearchOutcome) -> dict:
         "tpot_ms": p.tpot_ms.get("mean"),
         "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
         "speedup": _finite(best.baseline.speedup),
+        "ttft_p95_ms": p.ttft_ms.get("p95"),
+        "capacity_note": p.note or None,  # e.g. an offered --rate above the plan's capacity
+        "scale": outcome.scale,  # every plan below is ranked on it, the best first
+        "top_plans": outcome.top,
+        "missed_slo_in_simulation": list(outcome.missed),
+        "interactive": outcome.interactive,
         "numerics": list(best.numerics),
         "same_numerics": None  # the best plan keeping the checkpoint's numerics, when the best changes them
         if best.same_numerics is None
@@ -301,11 +323,13 @@ def search_summary(outcome: SearchOutcome) -> dict:
             "plan": best.same_numerics.label,
             "total_tok_s": best.same_numerics.prediction.total_tok_s,
             "speedup": _finite(best.same_numerics.speedup),
+            "is_engine_default": best.same_numerics.label == best.baseline.label,
         },
         "new_trials": outcome.new_trials,
         "study_trials": outcome.trials,
         "strategy": outcome.strategy,
         "elapsed_s": round(outcome.elapsed_s, 3),
+        "timings_s": outcome.timings_s,
         "total_elapsed_s": round(outcome.total_elapsed_s, 3),
         "interrupted": outcome.interrupted,
         "timed_out": outcome.timed_out,
@@ -367,17 +391,29 @@ def estimate(
     return plan, simulate_prediction(plan, spec, hw, workload, steady)  # percentiles over the workload's trace
 
 
-def explain(plan_path: str, hardware: str | None, preset: str | None, workload: Workload, model: str | None = None):
+def explain(
+    plan_path: str,
+    hardware: str | None,
+    preset: str | None,
+    workload: Workload,
+    model: str | None = None,
+    headline: Prediction | None = None,
+):
     """The plan against each single-setting change the default space and the engine's rules admit on this box:
-    the alternatives table of a search report, for any plan."""
+    the alternatives table of a search report, for any plan. `headline`: the plan's simulated prediction (what
+    `estimate` prints); the rows compare against it, and a change whose screen reaches it is simulated too."""
     from autotune.search import SearchRequest, load_space
     from autotune.search.explain import alternatives
     from autotune.search.study import study_choices
+    from autotune.sim.serve import simulate_prediction
 
     plan, spec, hw = _plan_inputs(plan_path, hardware, preset, model)
     space = load_space()
     choices = study_choices(SearchRequest(spec, hw, workload, space, hw.num_gpus, engine=plan.engine))
-    return alternatives(space, plan, choices, spec, hw, workload)
+    return alternatives(
+        space, plan, choices, spec, hw, workload, headline,
+        lambda other, steady: simulate_prediction(other, spec, hw, workload, steady),
+    )  # fmt: skip
 
 
 def _plan_inputs(plan_path: str, hardware: str | None, preset: str | None, model: str | None):

@@ -319,23 +319,11 @@ def search(
     stopped = " (stopped by --timeout)" if outcome.timed_out else " (interrupted)" if outcome.interrupted else ""
     print(
         f"searched {outcome.new_trials} new trials{stopped} in {outcome.elapsed_s:.1f} s ({outcome.trials} in the "
-        f"study; {outcome.strategy}); top plans:"
+        f"study; {outcome.strategy})"
     )
-    print(_table(outcome.top, ["plan", "total_tok_s", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "concurrency"]))
-    p = best.prediction
-    print(
-        f"best: {best.plan.describe()}: {p.total_tok_s:,.0f} tok/s ({p.input_tok_s:,.0f} in, "
-        f"{p.output_tok_s:,.0f} out), {best.baseline.versus()}"
-    )
-    if best.numerics:
-        print(f"numerics: the best plan changes the checkpoint's numerics: {'; '.join(best.numerics)}")
-        same = best.same_numerics
-        print(
-            f"keeping the checkpoint's numerics (best of this search's plans; --keep-precision searches for it): "
-            f"{same.label}: {same.prediction.total_tok_s:,.0f} tok/s, {best.baseline.versus(same.speedup)}"
-            if same
-            else "keeping the checkpoint's numerics: no feasible plan was sampled (try --keep-precision)"
-        )
+    from autotune.report.console import best_lines, top_lines
+
+    print("\n".join(top_lines(outcome) + best_lines(outcome)))
     print(f"wrote {outcome.out}/best.yaml; report: {outcome.files['report']}")
     if outcome.interrupted:
         print(
@@ -390,7 +378,7 @@ def estimate(
     if explain and prediction.feasible:
         from autotune.report.tables import alternatives_frame
 
-        rows = alternatives_frame(tuple(api.explain(plan, hardware, preset, workload, model)))
+        rows = alternatives_frame(tuple(api.explain(plan, hardware, preset, workload, model, prediction)))
         print(_table(rows.to_dict("records"), list(rows.columns)) if not rows.empty else "no setting changes it")
     if as_json:
         print(dump_json(prediction))

@@ -533,7 +533,7 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes) -> Measur
 
 def _rerank(study, best, cands, model, hw, fitted, measured_value) -> list[dict]:
     from autotune.search import evaluate
-    from autotune.search.study import objective_value
+    from autotune.search.trial import objective_value
 
     pool = candidates(best, study, RERANK_PLANS)
     pool += [c for c in cands if all(c.label != p.label for p in pool)]

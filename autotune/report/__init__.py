@@ -15,11 +15,14 @@ from autotune.report.plots import breakdown_plot, concurrency_plot, history_plot
 from autotune.report.rundata import RunData, load_run, save_model, top_plan_specs, write_summary
 from autotune.report.tables import (
     alternatives_frame,
+    candidate_rows,
     latency_column,
     pareto_frame,
+    scale_of,
     top_plans,
     trials_frame,
 )
+from autotune.report.topology import topology_plot
 from autotune.search import SearchResult
 from autotune.specs import BestConfig, MiTuneError, Prediction, to_dict
 from autotune.specs.best import finite_or_none as _finite
@@ -45,6 +48,19 @@ def summary(best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
         },
         "baseline": {"plan": best.baseline.label, "total_tok_s": best.baseline.prediction.total_tok_s},
         "speedup": _finite(best.baseline.speedup),
+        "capacity_note": p.note or None,
+        "scale": scale_of(best.workload.slo_percentile, best.workload.has_slo),
+        "same_numerics": None
+        if best.same_numerics is None
+        else {
+            "plan": best.same_numerics.label,
+            "total_tok_s": best.same_numerics.prediction.total_tok_s,
+            "speedup": _finite(best.same_numerics.speedup),
+            "simulated": best.same_numerics.prediction.simulated_requests > 0,
+            "is_engine_default": best.same_numerics.label == best.baseline.label,
+        },
+        "interactive": result.interactive.as_dict() if result.interactive is not None else None,
+        "timings_s": {k: round(v, 3) for k, v in result.timings_s.items()},
         "trials": len(result.records),
         "feasible_trials": sum(r.prediction.feasible for r in result.records),
         "elapsed_s": elapsed_s,
@@ -75,7 +91,9 @@ def write_report(
     alternatives_frame(result.alternatives).to_csv(files["alternatives"], index=False)
     data = summary(best, result, elapsed_s)
     data["choices"] = {k: list(v) for k, v in result.choices.items()}
-    data["top_plans"] = top_plan_specs(result.records, list(top_plans(trials)["plan"]))
+    rows = {r["plan"]: r for r in candidate_rows(trials, best.workload.slo_percentile)}
+    specs = top_plan_specs((*result.records, *result.ranked), list(rows))  # ranked: moves adopted after the search
+    data["top_plans"] = [{**rows[t["plan"]], **t} for t in specs]
     files["summary"] = write_summary(out / "summary.json", data)
     files["model"] = save_model(result.request.model, out)
     files.update(build_report(out, launch_text, model=result.request.model))
@@ -99,6 +117,7 @@ def build_report(out: Path, launch_text: str | None = None, *, model=None, repre
         "breakdown_png": breakdown_plot(_labelled(best), plots / "breakdown.png"),
         "memory_png": memory_plot(_labelled(best), plots / "memory.png"),
         "history_png": history_plot(run.trials, plots / "history.png"),
+        "topology_png": topology_plot(run.hardware, best.plan, plots / "topology.png"),
     }
     curve_note = ""
     if run.model is not None:

@@ -169,6 +169,57 @@ def _repredicted(stored: dict[str, Prediction], fresh: dict[str, Prediction], ve
     )
 
 
+def _on_the_box(run, figures: dict[str, str]) -> str:
+    """The topology figure and which collectives of the best plan cross a switch uplink or the socket link."""
+    from autotune.report.topology import crossings
+
+    rows = crossings(run.hardware, run.best.plan)
+    socket = sum(r["sockets"] > 1 for r in rows)
+    uplink = sum(r["switches"] > 1 and r["sockets"] == 1 for r in rows)
+    text = (
+        f"Where the best plan's GPUs sit on the box. Of its {len(rows)} communicating groups (first replica of "
+        f"each phase; the others repeat it on their own GPUs), {socket} cross the socket link and {uplink} more "
+        "cross a PCIe switch uplink; the rest stay under one switch."
+        if rows
+        else "The best plan runs each replica on one GPU: no collective crosses a shared link."
+    )
+    figure = _figure(figures, "topology", "the plan on the box")
+    return f"{text}\n\n{figure}\n\n" + (_table(pd.DataFrame(rows)) if rows else "")
+
+
+def _latency(interactive: dict | None) -> str:
+    """The interactive-SLO paragraph (search/interactive.py, as summary.json stores it)."""
+    from autotune.report.console import latency_lines
+
+    lines = latency_lines(interactive)
+    return "**Latency:** " + " ".join(lines) if lines else ""
+
+
+def _top_plans(trials: pd.DataFrame, w, repredicted) -> str:
+    """The top plans on the best's scale, with the screen's figure beside the simulated one and why the best beat
+    any row the screen scored higher."""
+    from autotune.report.tables import candidate_rows, missed_in_simulation, scale_of, top_plans
+
+    top = top_plans(trials)
+    if "rank" not in trials or top.empty:
+        return _trial_table(top, repredicted)
+    rows = candidate_rows(trials, w.slo_percentile)
+    notes = pd.DataFrame([{"plan": r["plan"], "screened (tok/s)": r["screened_tok_s"], "why": r.get("note", "")}
+                          for r in rows])  # fmt: skip
+    missed = missed_in_simulation(trials, rows[0]["screened_tok_s"]) if rows else pd.DataFrame()
+    extra = (
+        f"\n{len(missed)} plan(s) the screen scored above the best missed the SLO once simulated "
+        f"(e.g. {missed.iloc[0]['plan']}).\n"
+        if len(missed)
+        else ""
+    )
+    return (
+        f"Ranked by {scale_of(w.slo_percentile, w.has_slo)}, the scale the best plan was chosen by (objective and "
+        "latencies simulated over the workload's trace); the steady-state screen's figure is shown beside it.\n\n"
+        f"{_trial_table(top, repredicted)}\n{_table(notes)}{extra}"
+    )
+
+
 def _alternatives(frame: pd.DataFrame | None) -> str:
     if frame is None:
         return "_not recorded in this run directory (alternatives.csv is missing)_"
@@ -190,7 +241,7 @@ def render(
     """report.md of a run (rundata.RunData); `figures` maps figure names to paths relative to the run directory,
     `stored` labels the stored predictions a --repredict table compares against."""
     from autotune import __version__
-    from autotune.report.tables import infeasible_reasons, latency_column, top_plans
+    from autotune.report.tables import infeasible_reasons, latency_column
 
     best, trials = run.best, run.trials
     w, hw, p, base = best.workload, best.hardware, best.prediction, best.baseline
@@ -214,14 +265,15 @@ def render(
     )
     metrics = pd.DataFrame([_metrics("best", p), _metrics("engine default", base.prediction)])
     steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
-    feasible = int(trials["feasible"].sum())
+    tried = trials[~trials["after_search"].astype(bool)] if "after_search" in trials else trials  # not the moves
+    feasible = int(tried["feasible"].sum())
     space = pd.DataFrame(
         [
             {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
             for k, v in run.choices.items()
         ]
     )
-    reasons = infeasible_reasons(trials).rename("trials").reset_index().rename(columns={"index": "reason"})
+    reasons = infeasible_reasons(tried).rename("trials").reset_index().rename(columns={"index": "reason"})
     latency = "TPOT P95" if latency_column(trials, "tpot") == "tpot_p95_ms" else "mean TPOT"
     strategy = f" ({run.strategy})" if run.strategy else ""
     fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
@@ -238,12 +290,17 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 {_numerics(best)}
 
 {_table(_phase_rows(best.phases))}
+{_latency(run.interactive)}
+
 {_table(metrics)}
 {fresh}### Why
 {why(p, base.prediction)}
 
 {_table(steps)}
 {_figure(figures, "breakdown", "step time per phase")}
+
+### The plan on the box
+{_on_the_box(run, figures)}
 
 ### Memory per GPU
 {_figure(figures, "memory", "memory per GPU")}
@@ -260,22 +317,24 @@ points (simulated over the workload's trace where the search simulated them).
 
 ### Each choice against its alternatives
 The best plan re-predicted at search time with one setting changed to each other value the engine's rules admit
-on this box (layouts are compared in the top plans below).
+on this box (layouts are compared in the top plans below). The chosen rows carry the headline figure (simulated);
+a change whose steady-state screen reaches it is simulated too, the others are screened (below the headline even
+there); `scale` says which.
 
 {_alternatives(run.alternatives)}
 
 ## Top plans
-{_trial_table(top_plans(trials), repredicted)}
+{_top_plans(trials, w, repredicted)}
 ## Pareto front (throughput per GPU against {latency})
 {_figure(figures, "pareto", "pareto front")}
 
 {_trial_table(run.front, repredicted) if not run.front.empty else "_none_"}
 ## Rejected plans
-{feasible} of {len(trials)} trials were feasible. Most frequent reasons:
+{feasible} of {len(tried)} trials were feasible. Most frequent reasons:
 
 {_table(reasons)}
 ## Search
-{len(trials)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
+{len(tried)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
 study `{best.provenance.study}` in `{best.provenance.storage}`, space `{best.provenance.space}`.
 
 {_figure(figures, "history", "search history")}

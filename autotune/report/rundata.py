@@ -32,7 +32,7 @@ from autotune.specs import (
 )
 
 TEXT_COLUMNS = ("plan", "engine", "mode", "reason")
-ALTERNATIVE_TEXT = ("phase", "dimension", "value", "chosen", "vs chosen", "comm per step")
+ALTERNATIVE_TEXT = ("phase", "dimension", "value", "chosen", "vs chosen", "scale", "comm per step")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class RunData:
     top_specs: dict[str, Plan]  # plan label -> plan, for the top plans (re-prediction)
     hardware: HardwareProfile  # embedded in best.yaml, or (older runs) hardware.yaml
     model: ModelSpec | None  # None: the model cannot be resolved, and the run has no model.json
+    interactive: dict | None = None  # summary.json: the best plan meeting an interactive SLO (search/interactive.py)
 
 
 def write_summary(path: Path, summary: dict) -> Path:
@@ -146,6 +147,7 @@ def load_run(run_dir: str | Path, model: ModelSpec | None = None) -> RunData:
         top_specs=specs,
         hardware=best.hardware.profile or load_hardware(_need(out, "hardware.yaml")),
         model=model or _model(best, out),
+        interactive=summary.get("interactive") if isinstance(summary.get("interactive"), dict) else None,
     )
 
 

@@ -29,6 +29,7 @@ def _row(r: TrialRecord) -> dict:
         "tpot_ms": p.tpot_ms.get("mean", float("nan")),
         "concurrency": p.concurrency,
         "simulated_requests": p.simulated_requests,  # 0: steady-state figures only
+        "screened_tok_s": r.screened_tok_s or p.total_tok_s,  # the steady-state screen's figure
         "reason": r.reason,
     }
     for metric in ("ttft", "tpot"):  # percentiles where the prediction carries them (p50, p95, p99, ...)
@@ -39,7 +40,17 @@ def _row(r: TrialRecord) -> dict:
 
 
 def trials_frame(result: SearchResult) -> pd.DataFrame:
-    return pd.DataFrame([_row(r) for r in result.records]).sort_values("trial").reset_index(drop=True)
+    """One row per trial, and one per plan the ranking adopted after the search (`after_search`: a
+    single-setting move of the best that simulated higher, search/ranking.py `climb`); `rank`: the plan's place
+    among the candidates on the best's scale (1 = the best plan), empty for plans not ranked."""
+    labels = {r.plan.describe() for r in result.records if r.plan is not None}
+    moved = [r for r in result.ranked if r.plan.describe() not in labels]  # adopted after the simulation
+    rows = [{**_row(r), "after_search": False} for r in result.records]
+    rows += [{**_row(r), "after_search": True} for r in moved]  # numbered after the trial they moved from
+    frame = pd.DataFrame(rows).sort_values(["trial", "after_search"]).reset_index(drop=True)
+    ranks = {r.plan.describe(): i + 1 for i, r in enumerate(result.ranked)}
+    frame["rank"] = [ranks.get(plan, float("nan")) for plan in frame["plan"]]
+    return frame
 
 
 def latency_column(trials: pd.DataFrame, metric: str) -> str:
@@ -72,7 +83,12 @@ def best_so_far(trials: pd.DataFrame) -> pd.Series:
 
 
 def top_plans(trials: pd.DataFrame, k: int = 5) -> pd.DataFrame:
-    ok = trials[trials["objective"] > 0].sort_values(["objective", "trial"], ascending=[False, True])
+    """The k best distinct plans on the scale the best was chosen by: the search's ranking (`rank`, simulated
+    plans) when the run recorded one, else (older run directories) the objective."""
+    if "rank" in trials and trials["rank"].notna().any():
+        ok = trials[trials["rank"].notna() & (trials["objective"] > 0)].sort_values(["rank", "trial"])
+    else:
+        ok = trials[trials["objective"] > 0].sort_values(["objective", "trial"], ascending=[False, True])
     return ok.drop_duplicates("plan").head(k).reset_index(drop=True)
 
 
@@ -82,8 +98,9 @@ def infeasible_reasons(trials: pd.DataFrame, k: int = 8) -> pd.Series:
 
 
 def alternatives_frame(rows: tuple[Alternative, ...]) -> pd.DataFrame:
-    """The best plan against each admitted single-dimension change: tokens/s, the change in %, TPOT and the
-    communication of the step that sets the pace (decode or mixed), so a reader sees why a value won."""
+    """The best plan against each admitted single-dimension change: tokens/s, the change in % against the chosen
+    row's figure (the headline's, simulated, when the search passed it), whether the row is simulated or screened,
+    TPOT and the communication of the step that sets the pace (decode or mixed), so a reader sees why a value won."""
     chosen = {(a.phase, a.dimension): a.total_tok_s for a in rows if a.chosen}
     spread: dict[tuple, set] = {}
     for a in rows:
@@ -93,6 +110,8 @@ def alternatives_frame(rows: tuple[Alternative, ...]) -> pd.DataFrame:
         if len(spread[(a.phase, a.dimension)]) < 2:
             continue  # no admitted alternative, or none that changes anything in this plan: it explains nothing
         p, base = a.prediction, chosen.get((a.phase, a.dimension), 0.0)
+        missed = p.feasible and not p.slo_met
+        figure = 0.0 if missed else a.total_tok_s  # the objective: nothing where the SLO is missed
         step = p.steps[-1] if p.feasible and p.steps else None
         out.append(
             {
@@ -100,8 +119,9 @@ def alternatives_frame(rows: tuple[Alternative, ...]) -> pd.DataFrame:
                 "dimension": a.dimension,
                 "value": "(unset)" if a.value is None else str(a.value),
                 "chosen": "yes" if a.chosen else "",
-                "total tok/s": a.total_tok_s,
-                "vs chosen": f"{a.total_tok_s / base - 1:+.1%}" if base else "-",
+                "total tok/s": figure,
+                "vs chosen": f"{figure / base - 1:+.1%}" if base else "-",
+                "scale": ("simulated" if a.simulated else "screened") + (", SLO missed" if missed else ""),
                 "TPOT mean (ms)": p.tpot_ms.get("mean", float("nan")) if p.feasible else float("nan"),
                 "comm per step": ", ".join(f"{k} {v:.2f} ms" for k, v in step.comm_ms.items()) if step else p.reason,
             }
@@ -152,3 +172,57 @@ def markdown_table(frame: pd.DataFrame, headers: dict[str, str] | None = None) -
         ]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def scale_of(percentile: float, has_slo: bool) -> str:
+    """The scale the best plan was chosen by, in words (search/objectives.py, search/ranking.py)."""
+    slo = f" where the SLO holds at P{percentile:g}" if has_slo else ""
+    return f"simulated total tokens/s{slo}"
+
+
+def candidate_rows(trials: pd.DataFrame, percentile: float, k: int = 5) -> list[dict]:
+    """The top plans as plain rows on the best's scale: the simulated figure (the ranking), the screen's
+    steady-state figure beside it, latencies at the SLO percentile, and, for a row the screen scored above the
+    best, why the best still won."""
+    from autotune.search.ranking import why_below
+
+    top = top_plans(trials, k)
+    q = f"p{percentile:g}"
+    rows = []
+    for rec in top.to_dict("records"):
+        row = {
+            "plan": rec["plan"],
+            "total_tok_s": float(rec["total_tok_s"]),
+            "screened_tok_s": float(rec.get("screened_tok_s", rec["total_tok_s"])),
+            "scale": "simulated" if rec.get("simulated_requests", 0) > 0 else "screened",
+            f"ttft_{q}_ms": _finite(rec.get(f"ttft_{q}_ms")),
+            f"tpot_{q}_ms": _finite(rec.get(f"tpot_{q}_ms")),
+            "ttft_ms": _finite(rec.get("ttft_ms")),
+            "tpot_ms": _finite(rec.get("tpot_ms")),
+            "concurrency": int(rec["concurrency"]),
+            "trial": int(rec["trial"]),
+        }
+        rows.append(row)
+    for row in rows[1:]:
+        row["note"] = why_below(row, rows[0], percentile)
+    if rows:
+        rows[0]["note"] = "best"
+    return rows
+
+
+def missed_in_simulation(trials: pd.DataFrame, best_screened: float) -> pd.DataFrame:
+    """Distinct plans the screen scored above the best that missed the SLO once simulated."""
+    if "screened_tok_s" not in trials:
+        return trials.iloc[0:0]
+    missed = trials[
+        (trials["simulated_requests"] > 0) & (trials["objective"] <= 0) & (trials["screened_tok_s"] > best_screened)
+    ]
+    return missed.sort_values("screened_tok_s", ascending=False).drop_duplicates("plan")
+
+
+def _finite(value) -> float | None:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if pd.isna(value) else value

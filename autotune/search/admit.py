@@ -3,12 +3,12 @@ accepts given the box, the checkpoint and the values sampled so far (autotune/ca
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import capability
 from autotune.capability.facts import PHASE_FIELDS
-from autotune.capability.rules import violations_of
+from autotune.capability.rules import UNKNOWN, RuleTable, violations_of
 from autotune.specs import PhasePlan
 
 _DEFAULT_PHASE = PhasePlan(gpus=(0,))
@@ -40,11 +40,26 @@ def default_facts(fields: set[str]) -> dict[str, Any]:
     }
 
 
+def read_facts(table: RuleTable) -> tuple[str, ...]:
+    """Every fact name a rule table reads: the fields its rules govern and the facts their conditions name
+    (rules.violations_of reads nothing else), so a verdict depends on these facts' values alone."""
+    names = dict.fromkeys(table.by_field)
+    for rule in table.rules:
+        names.update(dict.fromkeys((*rule.when, *rule.needs)))
+    return tuple(names)
+
+
 @dataclass(frozen=True)
 class Admission:
-    """Box and checkpoint facts of one search; answers which values each engine accepts."""
+    """Box and checkpoint facts of one search; answers which values each engine accepts.
+
+    Verdicts are memoised by the values of the facts the engine's rules read (`read_facts`): a search asks
+    about the same few facts under many different partial plans (the sampled values no rule reads, the
+    NCCL variables say, make no difference), and each fresh verdict evaluates the whole rule table."""
 
     box: dict[str, Any]
+    _verdicts: dict = field(default_factory=dict, compare=False, repr=False)
+    _read: dict = field(default_factory=dict, compare=False, repr=False)
 
     def facts(self, engine: str, known: dict[str, Any]) -> dict[str, Any]:
         base = {**self.box, **known, "engine": engine}
@@ -53,8 +68,21 @@ class Admission:
     def refusal(self, engine: str, field: str, value: Any, known: dict[str, Any]) -> str:
         """Why `engine` refuses `field=value` with what is known so far ('' when no rule refuses it yet)."""
         facts = self.facts(engine, {**known, **fact_values(field, value, known)})
-        found = violations_of(capability.table(engine), facts)
-        return str(found[0]) if found else ""
+        table = capability.table(engine)
+        if engine not in self._read:
+            self._read[engine] = read_facts(table)
+        key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._read[engine]))
+        try:
+            return self._verdicts[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable fact value: no memo
+            key = None
+        found = violations_of(table, facts)
+        verdict = str(found[0]) if found else ""
+        if key is not None:
+            self._verdicts[key] = verdict
+        return verdict
 
     def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
         """The values at least one of `engines` accepts."""

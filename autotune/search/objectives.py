@@ -79,7 +79,10 @@ def rescore(req, records: tuple, value_fn) -> tuple[tuple, tuple]:
     out = []
     for r in records:
         p = done.get(r.plan.describe()) if r.plan is not None and r.value > 0 else None
-        out.append(r if p is None else dataclasses.replace(r, prediction=p, value=value_fn(p)))
+        if p is not None:  # the steady-state figure stays beside the simulated one: tables show both scales
+            screened = r.screened_tok_s or r.prediction.total_tok_s
+            r = dataclasses.replace(r, prediction=p, value=value_fn(p), screened_tok_s=screened)
+        out.append(r)
     pool = tuple(r for r in out if r.prediction.simulated_requests and r.value > 0)
     if not pool:
         raise MiTuneError(_missed(req, list(done.values())))
@@ -134,9 +137,8 @@ def run_pareto(req, choices, stop, value_fn):
 
     from autotune import capability
     from autotune.search.admit import Admission
-    from autotune.search.runner import compact
     from autotune.search.sampler import sample_plan
-    from autotune.search.study import TrialRecord
+    from autotune.search.trial import TrialRecord, compact
 
     admission = Admission(capability.box_facts(req.hardware, req.model))
     w = req.workload

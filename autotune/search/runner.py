@@ -34,6 +34,7 @@ from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
 from autotune.search.refine import _basin, _key, refine
 from autotune.search.sampler import CachedAdmission, sample_plan
+from autotune.search.trial import compact, evaluate_or_reason, objective_value
 from autotune.specs import Plan, Prediction, to_dict
 
 BATCH_TRIALS = 200
@@ -55,15 +56,6 @@ def sampler_seed(req) -> int:
         return req.seed + req.worker
     digest = hashlib.sha256(f"{req.seed}/{req.stream}/{req.worker}".encode()).digest()
     return int.from_bytes(digest[:4], "big")
-
-
-def compact(prediction: Prediction) -> dict[str, Any]:
-    """The prediction stored with each trial: everything a report's tables read, without the per-step
-    breakdown and rate provenance (those are recomputed for the plans a report draws)."""
-    raw = to_dict(prediction)
-    raw.pop("steps", None)
-    raw.pop("rates", None)
-    return raw
 
 
 @dataclass
@@ -131,6 +123,7 @@ class Session:
         self.scored: dict[tuple, float] = {}
         self.seen: set[tuple] = set()  # parameter sets tried or claimed by a refinement move
         self.spent: set[tuple] = set()  # parameter sets of the study's trials
+        self.by_label: dict[str, tuple[Prediction, dict[str, Any], float]] = {}  # plan label -> _predict's answer
         self.basins: dict[tuple, Any] = {}
         self.converged: set[int] = set()  # incumbents (memory trial numbers) at a local optimum
         self.best = 0.0
@@ -270,15 +263,22 @@ class Session:
         return value
 
     def _predict(self, plan: Plan | None, reason: str) -> tuple[Prediction, dict[str, Any], float]:
-        from autotune.search.study import _evaluate, objective_value
+        """The plan's prediction and trial attributes, memoised by plan label (a label shows every non-default
+        setting: one label per plan), so parameter sets that build the same plan are predicted once."""
 
-        prediction = _evaluate(self.req, plan, reason)
+        label = plan.describe() if plan is not None else None
+        if label is not None and label in self.by_label:
+            return self.by_label[label]
+        prediction = evaluate_or_reason(self.req, plan, reason)
         attrs = {
             "plan": to_dict(plan) if plan else None,
             "reason": prediction.reason,
             "prediction": compact(prediction),
         }
-        return prediction, attrs, objective_value(prediction)
+        out = prediction, attrs, objective_value(prediction)
+        if label is not None:
+            self.by_label[label] = out
+        return out
 
     def score(self, params: dict[str, Any]) -> float:
         """A candidate's objective without a trial: refinement moves to the best untried neighbour.

@@ -142,28 +142,19 @@ def _phase_values(
     refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count; for
     the same reason a dimension whose admitted values are narrowed by an engine rule is asked under a name
     that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted."""
-    options, layout_name = layouts(space, choices, num_gpus), f"{phase}.layout@{num_gpus}"
-    if not options:  # e.g. a prefill share whose GPU count no layout divides
-        return f"no tp x dp x pp layout of the space divides {num_gpus} GPUs"
-    if admission is not None:  # e.g. SGLang refuses pp > 1 for DeepSeek-V4.1 while vLLM takes it
-        engine = deployment["engine"]
-        kept = tuple(o for o in options if not _layout_refusal(admission, engine, o, space))
-        if not kept:
-            return _layout_refusal(admission, engine, options[0], space)
-        if kept != options:
-            options, layout_name = kept, f"{layout_name}/{engine}"  # Optuna needs fixed choices per name
+    memo = getattr(admission, "memo", None)  # CachedAdmission: one search's space and choices
+    key = (id(space), id(choices), phase, num_gpus, tuple(sorted(deployment.items(), key=str)))
+    cached = memo.get(key) if memo is not None else None
+    if cached is None:
+        cached = _phase_layouts(space, choices, phase, num_gpus, deployment, admission)
+        if memo is not None:
+            memo[key] = cached
+    if isinstance(cached, str):
+        return cached
+    options, layout_name, active, defaults = cached
     label = options[0] if len(options) == 1 else suggest(layout_name, options)
     values: dict[str, Any] = _layout_values(label)
-    active = [
-        dim
-        for dim in space.dimensions
-        if dim.scope == "phase"
-        and dim.field not in LAYOUT_FIELDS
-        and dim.applies_to(phase)
-        and all(deployment.get(k) == v for k, v in dim.when.items())
-        and choices[dim.name]  # else inactive, or moot on this box/model: the plan keeps its default
-    ]
-    known = {**default_facts({d.field for d in active}), **{"tp": 1, "dp": 1, "pp": 1}, **values}
+    known = {**defaults, **{"tp": 1, "dp": 1, "pp": 1}, **values}
     known.update(mode=deployment.get("mode"), phase=phase, **(peer or {}))
     for dim in active:
         offered = choices[dim.name]
@@ -179,6 +170,32 @@ def _phase_values(
         values[dim.name] = suggest(name, offered)
         known.update(fact_values(dim.field, values[dim.name], known))
     return values
+
+
+def _phase_layouts(space, choices, phase: str, num_gpus: int, deployment: dict[str, Any], admission):
+    """What a phase's sampling needs that depends only on the deployment values sampled before it: the layouts
+    the engine admits (and the parameter name they are asked under), the active phase dimensions and the plan
+    defaults of the fields none of them sets; or why no layout is admitted."""
+    options, layout_name = layouts(space, choices, num_gpus), f"{phase}.layout@{num_gpus}"
+    if not options:  # e.g. a prefill share whose GPU count no layout divides
+        return f"no tp x dp x pp layout of the space divides {num_gpus} GPUs"
+    if admission is not None:  # e.g. SGLang refuses pp > 1 for DeepSeek-V4.1 while vLLM takes it
+        engine = deployment["engine"]
+        kept = tuple(o for o in options if not _layout_refusal(admission, engine, o, space))
+        if not kept:
+            return _layout_refusal(admission, engine, options[0], space)
+        if kept != options:
+            options, layout_name = kept, f"{layout_name}/{engine}"  # Optuna needs fixed choices per name
+    active = [
+        dim
+        for dim in space.dimensions
+        if dim.scope == "phase"
+        and dim.field not in LAYOUT_FIELDS
+        and dim.applies_to(phase)
+        and all(deployment.get(k) == v for k, v in dim.when.items())
+        and choices[dim.name]  # else inactive, or moot on this box/model: the plan keeps its default
+    ]
+    return options, layout_name, active, default_facts({d.field for d in active})
 
 
 def _layout_values(label: str) -> dict[str, int]:
@@ -221,6 +238,7 @@ class CachedAdmission:
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
         self._cache: dict[tuple, Any] = {}
+        self.memo: dict[tuple, Any] = {}  # sampler.py _phase_layouts by (space, choices, phase, deployment)
 
     def _ask(self, method: str, args: tuple, known: dict[str, Any]):
         try:

@@ -13,15 +13,16 @@ from typing import Any
 
 from autotune import capability
 from autotune.perf.precision import numerics_changes
-from autotune.search import objectives
+from autotune.search import interactive, objectives, ranking
 from autotune.search.baseline import baseline_plan
 from autotune.search.diagnose import check_fits, slo_message
-from autotune.search.evaluate import evaluate
-from autotune.search.explain import Alternative, alternatives, simplify
+from autotune.search.explain import Alternative, alternatives
 from autotune.search.refine import _key
 from autotune.search.runner import Progress, Session, Stop
 from autotune.search.sampler import layout_misfit
 from autotune.search.space import Space, dynamic_requirements, effective_choices
+from autotune.search.trial import TrialRecord, evaluate_or_reason, objective_value
+from autotune.sim.serve import simulate_prediction
 from autotune.specs import (
     HardwareProfile,
     MiTuneError,
@@ -58,22 +59,6 @@ class SearchRequest:
 
 
 @dataclass(frozen=True)
-class TrialRecord:
-    number: int
-    plan: Plan | None
-    prediction: Prediction
-    value: float
-    params: dict[str, Any]
-
-    @property
-    def reason(self) -> str:
-        p = self.prediction
-        if not p.feasible:
-            return p.reason
-        return "" if p.slo_met else "SLO missed at every operating point"
-
-
-@dataclass(frozen=True)
 class SearchResult:
     request: SearchRequest
     records: tuple[TrialRecord, ...]
@@ -87,6 +72,9 @@ class SearchResult:
     interrupted: bool = False  # stopped by SIGINT or SIGTERM: the result holds the trials done
     timed_out: bool = False  # stopped by --timeout
     strategy: str = ""  # which samplers ran, with their trial counts (search/runner.py)
+    ranked: tuple[TrialRecord, ...] = ()  # the candidates on the best's scale, best first (search/ranking.py)
+    interactive: Any = None  # search/interactive.py Interactive: the best plan meeting an interactive SLO
+    timings_s: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per part of the search
 
     def numerics(self, record: TrialRecord) -> tuple[str, ...]:
         """The numerics changes of a trial's plan (all phases)."""
@@ -95,11 +83,6 @@ class SearchResult:
     @property
     def speedup(self) -> float:
         return self.best.value / self.baseline.total_tok_s if self.baseline.total_tok_s else float("inf")
-
-
-def objective_value(prediction: Prediction) -> float:
-    """Total tokens/s at the chosen operating point; 0 for infeasible plans or missed SLOs."""
-    return prediction.total_tok_s if prediction.feasible and prediction.slo_met else 0.0
 
 
 def study_choices(req: SearchRequest) -> dict[str, tuple[Any, ...]]:
@@ -166,12 +149,6 @@ def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dic
     return choices
 
 
-def _evaluate(req: SearchRequest, plan: Plan | None, reason: str) -> Prediction:
-    if plan is None:
-        return Prediction(feasible=False, reason=reason)
-    return evaluate(plan, req.model, req.hardware, req.workload)
-
-
 def open_study(req: SearchRequest, url: str | None = None):
     """The persistent study of a request (None when it has no storage), checked to be the same search."""
     import optuna
@@ -200,14 +177,24 @@ def run_study(req: SearchRequest) -> SearchResult:
         with _interrupts(stop):
             records, ran = objectives.run_pareto(req, choices, stop, objective_value)
         return _finish(req, records, choices, ran, stop, f"NSGA-II, {ran} trials, every feasible plan simulated")
+    started = time.perf_counter()
     with _interrupts(stop):
         if req.workers > 1 and req.trials:
-            return _run_workers(req, choices, stop)
+            return _timed(_run_workers(req, choices, stop), started)
         session = Session(req, choices, open_study(req), stop)
         session.run()
+    trials_s = time.perf_counter() - started
     study = session.memory if session.persistent is None else session.persistent
     predicted = {key: hit[0] for key, hit in session.memo.items()}
-    return _result(req, study, choices, predicted, session.new, stop, session.strategy())
+    return _timed(_result(req, study, choices, predicted, session.new, stop, session.strategy()), started, trials_s)
+
+
+def _timed(result: SearchResult, started: float, trials_s: float | None = None) -> SearchResult:
+    """The result with the seconds its trials took (and the whole study call) in timings_s."""
+    total = time.perf_counter() - started
+    spent = sum(result.timings_s.values())
+    trials = total - spent if trials_s is None else trials_s
+    return dataclasses.replace(result, timings_s={"trials_s": trials, **result.timings_s, "study_s": total})
 
 
 def _run_workers(req: SearchRequest, choices, stop: Stop) -> SearchResult:
@@ -265,40 +252,6 @@ def _interrupts(stop: Stop):
             signal.signal(signum, old)
 
 
-def _rank(record: TrialRecord, osl: int) -> tuple:
-    """Higher objective first; equal objectives (every plan that serves a --rate, say) by lower end-to-end
-    latency, then by trial order."""
-    p = record.prediction
-    latency_ms = p.ttft_ms.get("mean", 0.0) + p.tpot_ms.get("mean", 0.0) * osl
-    return (round(record.value, 6), -latency_ms, -record.number)
-
-
-SAME_NUMERICS_CANDIDATES = 50
-
-
-def _best_same_numerics(req: SearchRequest, feasible: list[TrialRecord]) -> TrialRecord | None:
-    """The best plan keeping the checkpoint's numerics: among the trials that keep them, and the best trials
-    with their weight and KV dtypes returned to the checkpoint's (the search spends its trials where FP8 wins,
-    so the trials alone understate what the checkpoint's own numerics reach)."""
-    ranked = sorted(feasible, key=lambda r: (-r.value, r.number))
-    candidates = [r for r in ranked if not plan_numerics(r.plan, req.model)]
-    seen = [r.plan for r in candidates]  # plans hold dicts: compared by equality, not hashed
-    for r in ranked[:SAME_NUMERICS_CANDIDATES]:
-        plan = dataclasses.replace(r.plan, phases={k: _checkpoint_numerics(p) for k, p in r.plan.phases.items()})
-        if plan in seen:
-            continue
-        seen.append(plan)
-        prediction = evaluate(plan, req.model, req.hardware, req.workload)
-        candidates.append(TrialRecord(r.number, plan, prediction, objective_value(prediction), r.params))
-    candidates = [r for r in candidates if r.value > 0]
-    return max(candidates, key=lambda r: (r.value, -r.number)) if candidates else None
-
-
-def _checkpoint_numerics(phase):
-    kernels = dataclasses.replace(phase.kernels, gemm_dtype="auto", kv_cache_dtype="auto")
-    return dataclasses.replace(phase, kernels=kernels)
-
-
 def _check_same_study(study, req: SearchRequest) -> None:
     """A resumed or shared study must be the same search: same model, box, workload and space (any --seed: a
     process with another seed draws other proposals for the same question)."""
@@ -327,7 +280,7 @@ def _result(
         plan = from_dict(Plan, raw, "storage") if raw else None
         prediction = predicted.get(_key(t.params)) or _stored_prediction(t)
         if prediction is None:
-            prediction = _evaluate(req, plan, t.user_attrs.get("reason", ""))
+            prediction = evaluate_or_reason(req, plan, t.user_attrs.get("reason", ""))
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
     return _finish(req, tuple(records), choices, new, stop, strategy)
 
@@ -350,16 +303,27 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
             f"no plan of '{req.model.name}' fits '{req.hardware.name}' in {len(records)} trials"
             + (f" (e.g. {reasons[0]})" if reasons else "")
         )
+    started = time.perf_counter()
     records, pool = objectives.rescore(req, records, objective_value)  # the screen's best plans, simulated
-    best = max(pool, key=lambda r: _rank(r, req.workload.osl))
-    plan = simplify(req.space, best.plan, choices, req.model, req.hardware, req.workload)
-    if plan != best.plan:
-        best = dataclasses.replace(best, plan=plan, prediction=objectives.predict(req, plan))
+    simulated = time.perf_counter()
+    records, ranked = ranking.ranked(req, records, pool, choices, objective_value, objectives.predict)
+    best = ranked[0]
     engine = best.plan.engine
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus, req.model)
     baseline = objectives.predict(req, base_plan)
-    compared = alternatives(req.space, best.plan, choices, req.model, req.hardware, req.workload)
-    same = _best_same_numerics(req, feasible) if plan_numerics(best.plan, req.model) else None
+    best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
+    if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
+        ranked = (best, *ranked)
+    same = (
+        ranking.same_numerics(
+            req, records, base_plan, baseline, objective_value, objectives.predict,
+            lambda plan: not plan_numerics(plan, req.model),
+        )  # fmt: skip
+        if plan_numerics(best.plan, req.model)
+        else None
+    )
+    latency = interactive.find(req, records, best, objectives.predict)
+    timings = {"simulate_s": simulated - started, "rank_s": time.perf_counter() - simulated}
     interrupted = bool(stop and stop.interrupted.is_set())
     timed_out = bool(stop and not interrupted and stop.timed_out())
     return SearchResult(
@@ -375,7 +339,22 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
         interrupted=interrupted,
         timed_out=timed_out,
         strategy=strategy,
+        ranked=ranked,
+        interactive=latency,
+        timings_s=timings,
     )
+
+
+def _comparer(req: SearchRequest, choices):
+    """alternatives(plan, headline) on the search's space, box and workload; changes simulated like the best."""
+
+    def simulate(plan: Plan, steady: Prediction) -> Prediction:
+        return simulate_prediction(plan, req.model, req.hardware, req.workload, steady, seed=req.seed)
+
+    def compare(plan: Plan, headline: Prediction):
+        return alternatives(req.space, plan, choices, req.model, req.hardware, req.workload, headline, simulate)
+
+    return compare
 
 
 def _stored_prediction(trial) -> Prediction | None:

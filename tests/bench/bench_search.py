@@ -38,7 +38,9 @@ from autotune.search.admit import Admission
 from autotune.search.explain import simplify
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.storage import open_storage
-from autotune.search.study import _evaluate, objective_value, study_choices
+from autotune.search.study import study_choices
+from autotune.search.trial import evaluate_or_reason as _evaluate
+from autotune.search.trial import objective_value
 from autotune.specs import Plan, Workload, from_dict
 
 MODEL, PRESET = "deepseek-v4.1-flash", "rtx-pro-6000-x8"

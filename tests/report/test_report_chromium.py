@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-NUM_FIGURES = 5
+NUM_FIGURES = 6  # pareto, breakdown, topology (the plan on the box), memory, concurrency, history
+TOPOLOGY = "the plan on the box"
 BROKEN = "broken-control"  # an image that must fail to decode: proves the check can see a broken figure
 PROBE = f"""<img alt="{BROKEN}" src="data:image/png;base64,iVBORw0KGgoAAAAA">
 <script>
@@ -69,5 +70,6 @@ def test_every_figure_of_report_html_loads_in_chromium(chromium, searched, tmp_p
     control = [i for i in result["images"] if i["alt"] == BROKEN]
     assert len(figures) + len(result["svgs"]) >= NUM_FIGURES
     assert all(i["width"] >= 400 and i["height"] >= 200 for i in figures), figures
+    assert [i["alt"] for i in figures].count(TOPOLOGY) == 1, figures  # the topology figure decodes, once
     assert all(width > 0 for width in result["svgs"])
     assert control == [{"alt": BROKEN, "width": 0, "height": 0}]

@@ -7,7 +7,8 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.search import SearchRequest, load_space, run_study
-from autotune.search.study import TrialRecord, _rank
+from autotune.search.ranking import rank_key as _rank
+from autotune.search.study import TrialRecord
 from autotune.specs import Comm, Kernels, PhasePlan, Plan, Prediction, Workload, to_dict
 
 V41 = load_model("deepseek-v4.1-flash")

@@ -136,6 +136,10 @@ def _check_shared(url: str, tmp_path, summaries, trials: int = 12, study: str = 
     again = run_study(_request(storage=stores.normalize(url), study_name=study, trials=trials, run_id=run_id, seed=0))
     assert again.new_trials == 0 and len(again.records) == 2 * trials
     assert again.best.number == best.provenance.trial
+    # the best of the whole study on the scale it was chosen by (the screen's best plans simulated): the first of
+    # the ranked top plans, with no candidate above it
+    assert last["top_plans"][0]["plan"] == best.plan.describe() == last["best_plan"]
+    assert all(row["total_tok_s"] <= best.prediction.total_tok_s for row in last["top_plans"])
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])

@@ -69,7 +69,9 @@ def test_pareto_best_is_the_most_throughput_meeting_the_slo(pareto_result):
     assert best.prediction.slo_met and best.prediction.ttft_ms["p95"] <= 3000
     records = pareto_result.records
     meeting = [r.prediction.total_tok_s for r in records if r.prediction.feasible and r.prediction.slo_met]
-    assert best.prediction.total_tok_s == pytest.approx(max(meeting), rel=0.02)  # (simplified plan re-simulated)
+    # the best trial meeting it (simplified plan re-simulated), or a single-setting move of it that simulated higher
+    assert best.prediction.total_tok_s >= max(meeting) * 0.98
+    assert pareto_result.ranked[0] is best
 
 
 def test_pareto_search_writes_its_front(tmp_path, capsys):
