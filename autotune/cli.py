@@ -550,6 +550,9 @@ def measure(
     num_requests: int = typer.Option(0, "--num-requests", help="Requests per plan (0 = 4 rounds of the concurrency)."),
     ready_timeout: float = typer.Option(1800.0, "--ready-timeout", help="Seconds an engine may take to be healthy."),
     stand_in: str = typer.Option(None, "--stand-in", help="Test: launch the stand-in engine (timing JSON)."),
+    apply: bool = typer.Option(
+        False, "--apply", help="Make the best measured plan best.yaml (the search's kept as best-predicted.yaml)."
+    ),
 ):
     """Launch the run's top plans one by one, bench each with its workload, fit corrections, re-rank."""
     from autotune import api
@@ -565,7 +568,7 @@ def measure(
 
         print(json.dumps(measure_video_run(run_dir, host, port, stand_in, ready_timeout, num_requests), indent=2))
         return
-    opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests)
+    opts = MeasureOptions(top, host, port, stand_in, ready_timeout, num_requests, apply=apply)
     print(format_outcome(api.measure_run(run_dir, opts)))
 
 

@@ -50,7 +50,8 @@ from autotune.specs import (
 
 MEASURED_CSV = "measured.csv"
 MEASURE_DIR = "measure"
-BEST_PREDICTED = "best-predicted.yaml"  # the search's own best.yaml, kept when measure rewrites best.yaml
+BEST_PREDICTED = "best-predicted.yaml"  # the search's own best.yaml, kept when `--apply` replaces best.yaml
+BEST_MEASURED = "best-measured.yaml"  # the best measured plan; best.yaml becomes it only with `--apply`
 HARDWARE_MEASURED = "hardware-measured.yaml"  # the run's hardware profile with the fitted corrections
 RERANKED_CSV = "reranked.csv"
 COLUMNS = (
@@ -104,6 +105,7 @@ class MeasureOptions:
     ready_timeout_s: float = READY_TIMEOUT_S
     num_requests: int = 0  # 0 = 4 rounds of the concurrency (at least 16) / the workload's burst
     grace_s: float = 15.0  # SIGTERM -> SIGKILL
+    apply: bool = False  # replace best.yaml with the best measured plan (the search's kept as best-predicted.yaml)
 
 
 @dataclass(frozen=True)
@@ -467,11 +469,12 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
     finally:
         restore()
     rows = [done[c.label] for c in cands if c.label in done]
-    return _conclude(out, best, source, model, hw, study, cands, rows, notes)
+    return _conclude(out, best, source, model, hw, study, cands, rows, notes, opts.apply)
 
 
-def _conclude(out, best, source, model, hw, study, cands, rows, notes) -> MeasureOutcome:
-    """Fit, re-predict, re-rank; best.yaml from the best measured plan, the corrected profile beside it."""
+def _conclude(out, best, source, model, hw, study, cands, rows, notes, apply: bool = False) -> MeasureOutcome:
+    """Fit, re-predict, re-rank; best-measured.yaml from the best measured plan (best.yaml too with `apply`), the
+    corrected profile beside it."""
     from autotune.search import evaluate
 
     files = {"measured": out / MEASURED_CSV}
@@ -525,9 +528,16 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes) -> Measur
             f"with the corrections the top plan is one not measured ({reranked[0]['plan']}); "
             f"`mi-tune measure {out} --top {len(cands) + 1}` or more measures further down the ranking"
         )
-    if not (out / BEST_PREDICTED).is_file() and source.name == "best.yaml":
-        (out / BEST_PREDICTED).write_text(source.read_text())
-    files["best"] = save(_best_from(best, winner, model, fitted), out / "best.yaml")
+    files["best_measured"] = save(_best_from(best, winner, model, fitted), out / BEST_MEASURED)
+    if apply:
+        if not (out / BEST_PREDICTED).is_file() and source.name == "best.yaml":
+            (out / BEST_PREDICTED).write_text(source.read_text())
+        files["best"] = save(_best_from(best, winner, model, fitted), out / "best.yaml")
+    else:
+        notes.append(
+            f"best.yaml unchanged (the search's answer); the best measured plan is {BEST_MEASURED}: "
+            f"`mi-tune serve {out / BEST_MEASURED}`, or `mi-tune measure {out} --apply` to make it best.yaml"
+        )
     return MeasureOutcome(out, rows, fit, winner.label, reranked, files, tuple(notes))
 
 

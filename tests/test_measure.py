@@ -135,21 +135,26 @@ def test_the_fit_moves_predictions_toward_the_stand_ins_timing(measured_run):
     assert log_error(after) < 0.6 * log_error(before)
 
 
-def test_best_yaml_comes_from_the_measurements(measured_run):
+def test_best_measured_yaml_comes_from_the_measurements_and_best_yaml_stays(measured_run):
     out, _, _ = measured_run
-    best = load_best(out / "best.yaml")
+    best = load_best(out / "best-measured.yaml")
     rows = {r["plan"]: float(r["measured_total_tok_s"]) for r in _rows(out)}
     assert best.plan.describe() == max(rows, key=rows.get)
     assert best.hardware.profile.corrections == load_hardware(out / "hardware-measured.yaml").corrections
-    assert (out / "best-predicted.yaml").is_file() and (out / "reranked.csv").is_file()
+    assert (out / "reranked.csv").is_file()
     assert any("measured-run" in prov for prov in best.prediction.rates.values())
+    # without --apply the search's answer stays best.yaml: its prediction has no measured-run rates
+    assert not (out / "best-predicted.yaml").exists()
+    searched = load_best(out / "best.yaml")
+    assert not any("measured-run" in prov for prov in searched.prediction.rates.values())
 
 
 def test_the_study_holds_the_measurements(measured_run):
     from autotune.measure import _open_study
 
     out, _, _ = measured_run
-    study, why = _open_study(out, load_best(out / "best-predicted.yaml"))
+    searched = out / "best-predicted.yaml" if (out / "best-predicted.yaml").is_file() else out / "best.yaml"
+    study, why = _open_study(out, load_best(searched))
     assert study is not None, why
     measured = {k: v for k, v in study.user_attrs.items() if k.startswith("measured:")}
     assert sorted(measured) == sorted(f"measured:{r['plan']}" for r in _rows(out))
@@ -159,10 +164,14 @@ def test_rerun_keeps_measured_plans_and_records_a_failed_start(measured_run, tmp
     out, _, port = measured_run
     failing = tmp_path / "fail.json"
     failing.write_text(json.dumps({"fail": "CUDA error: out of memory (stand-in)"}))
-    argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(failing)]
+    searched = (out / "best.yaml").read_text()
+    argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(failing), "--apply"]
     assert run(argv) == 0
     err = capsys.readouterr().err
     assert err.count("measured before, kept") == 2
+    # --apply: the best measured plan is best.yaml, the search's kept beside it
+    assert (out / "best-predicted.yaml").read_text() == searched
+    assert load_best(out / "best.yaml").plan == load_best(out / "best-measured.yaml").plan
     rows = _rows(out)
     assert len(rows) == 3 and rows[-1]["status"] == "failed"
     assert "exited with code 1" in rows[-1]["error"] and "out of memory (stand-in)" in rows[-1]["error"]
@@ -200,7 +209,8 @@ def _fresh_copy(run_dir, to):
     import shutil
 
     shutil.copytree(run_dir, to, ignore=shutil.ignore_patterns("measure", "measured.csv", "hardware-measured.yaml"))
-    shutil.move(to / "best-predicted.yaml", to / "best.yaml")
+    if (to / "best-predicted.yaml").is_file():  # a measure --apply ran on it
+        shutil.move(to / "best-predicted.yaml", to / "best.yaml")
     return to
 
 

@@ -46,6 +46,9 @@ def read_facts(table: RuleTable) -> tuple[str, ...]:
     names = dict.fromkeys(table.by_field)
     for rule in table.rules:
         names.update(dict.fromkeys((*rule.when, *rule.needs)))
+        for condition in (*rule.when.values(), *rule.needs.values()):  # {"same_as": "peer.x"} reads peer.x too
+            if isinstance(condition, dict) and "same_as" in condition:
+                names[condition["same_as"]] = None
     return tuple(names)
 
 
