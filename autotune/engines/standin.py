@@ -24,7 +24,10 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+from autotune.specs.errors import MiTuneError
 
 TIMING_KEYS = {
     "ttft_ms": 20.0,
@@ -199,24 +202,34 @@ async def _serve(timing: dict, host: str, port: int, model: str) -> None:
         await server.serve_forever()
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="standin", description=__doc__.split("\n")[0])
+def standin_main(argv: list[str] | None, prog: str, label: str, load: Callable, start: Callable) -> int:
+    """A stand-in's entry point: `--timing FILE -- <engine argv>`; `load(path)` reads the timing (a `fail` entry
+    makes the process exit 1 with that line, as an engine that cannot start), `start(timing, engine_argv)` is the
+    coroutine that serves."""
+    parser = argparse.ArgumentParser(prog=prog, description=label)
     parser.add_argument("--timing", required=True, help="timing JSON file")
     parser.add_argument("engine_argv", nargs=argparse.REMAINDER, help="-- then the engine's argv (flags ignored)")
     args = parser.parse_args(argv)
     try:
-        timing = load_timing(args.timing)
-    except (OSError, ValueError) as exc:
-        print(f"stand-in engine: {exc}", file=sys.stderr)
+        timing = load(args.timing)
+    except (OSError, ValueError, MiTuneError) as exc:
+        print(f"{label}: {exc}", file=sys.stderr)
         return 2
     if timing["fail"]:
-        print(f"stand-in engine: {timing['fail']}", flush=True)
+        print(f"{label}: {timing['fail']}", flush=True)
         return 1
     rest = args.engine_argv[1:] if args.engine_argv[:1] == ["--"] else args.engine_argv
-    host, port, model = engine_args(rest)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(timing, host, port, timing["model"] or model))
+        asyncio.run(start(timing, rest))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def start(timing, rest):
+        host, port, model = engine_args(rest)
+        return _serve(timing, host, port, timing["model"] or model)
+
+    return standin_main(argv, "standin", "stand-in engine", load_timing, start)
 
 
 def substitute(launch, timing_path: str | Path):

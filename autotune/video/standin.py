@@ -10,7 +10,6 @@ request, startup_s, fail (print it and exit 1). `python standin.py --timing FILE
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import itertools
@@ -19,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from autotune.engines.standin import standin_main
 from autotune.specs.io import read_text
 
 TIMING_KEYS = {"seconds_per_video": 2.0, "seconds_per_step": 0.0, "startup_s": 0.0}
@@ -125,23 +125,11 @@ async def _serve(timing: dict, host: str, port: int, replicas: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="video-standin", description=__doc__.split("\n")[0])
-    parser.add_argument("--timing", required=True)
-    parser.add_argument("engine_argv", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
-    try:
-        timing = load_timing(args.timing)
-    except (OSError, ValueError) as exc:
-        print(f"video stand-in: {exc}", file=sys.stderr)
-        return 2
-    if timing["fail"]:
-        print(f"video stand-in: {timing['fail']}", flush=True)
-        return 1
-    rest = args.engine_argv[1:] if args.engine_argv[:1] == ["--"] else args.engine_argv
-    host, port, replicas = engine_args(rest)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(timing, host, port, replicas))
-    return 0
+    def start(timing, rest):
+        host, port, replicas = engine_args(rest)
+        return _serve(timing, host, port, replicas)
+
+    return standin_main(argv, "video-standin", "video stand-in", load_timing, start)
 
 
 def substitute(launch, timing_path: str | Path):
