@@ -167,7 +167,9 @@ def _open_study(run_dir: Path, best: BestConfig):
 
 
 def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
-    """best.yaml's plan, then the study's feasible trials by objective, one per distinct plan label."""
+    """best.yaml's plan, then the study's feasible trials by objective, one per distinct plan label and trial:
+    best.yaml holds its trial's plan with moot settings dropped (another label), so that trial is not measured
+    again under its stored label."""
     out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial)]
     if study is not None:
         trials = [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")]
@@ -176,7 +178,7 @@ def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
                 break
             plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
             label = plan.describe()
-            if all(c.label != label for c in out):
+            if all(c.label != label and c.trial != t.number for c in out):
                 out.append(Candidate(label, plan, t.number))
     return out[:k]
 
@@ -280,7 +282,12 @@ def measure_plan(
     where.mkdir(parents=True, exist_ok=True)
     plan_file = where / "best.yaml"
     workload, concurrency = bench_workload(best.workload, evaluate(cand.plan, model, hw, best.workload))
-    prediction = evaluate(cand.plan, model, hw, workload)
+    requests = _num_requests(workload, concurrency, opts.num_requests)
+    if concurrency and requests < concurrency:  # the bench cannot hold the operating point's requests in flight
+        log(f"[{n}] {cand.label}: {requests} requests cannot keep {concurrency} in flight: predicted again at "
+            f"{requests} in flight, the point the bench measures")  # fmt: skip
+        workload, concurrency = dataclasses.replace(workload, concurrency=requests), requests
+    prediction = evaluate(cand.plan, model, hw, workload)  # at the workload the bench runs
     row = _row(cand, prediction, concurrency, plan_file, run_dir)
     if not prediction.feasible:
         return {**row, "status": "failed", "error": f"predicted infeasible: {prediction.reason}"}
@@ -296,7 +303,6 @@ def measure_plan(
         from autotune.engines.standin import substitute
 
         launch = substitute(launch, opts.stand_in)
-    requests = _num_requests(workload, concurrency, opts.num_requests)
     log(f"[{n}] {cand.label}: starting ({launch.endpoint}, log {where / 'engine.log'})")
     with (where / "engine.log").open("w") as engine_log:
         try:

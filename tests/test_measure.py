@@ -140,6 +140,7 @@ def test_best_measured_yaml_comes_from_the_measurements_and_best_yaml_stays(meas
     best = load_best(out / "best-measured.yaml")
     rows = {r["plan"]: float(r["measured_total_tok_s"]) for r in _rows(out)}
     assert best.plan.describe() == max(rows, key=rows.get)
+    assert len({r["trial"] for r in _rows(out)}) == len(_rows(out))  # no trial measured twice
     assert best.hardware.profile.corrections == load_hardware(out / "hardware-measured.yaml").corrections
     assert (out / "reranked.csv").is_file()
     assert any("measured-run" in prov for prov in best.prediction.rates.values())
@@ -266,3 +267,15 @@ def test_corrections_need_a_held_back_plan_they_improve():
     # one plan measured: nothing to hold back, so no correction can show it lowers the error
     one = [("plan", {"measured_ttft_ms": 1, "measured_tpot_ms": 1}, None)]
     assert _helps_held_back(one, [], None, None, ()) is False
+
+
+def test_fewer_requests_than_in_flight_are_predicted_at_what_the_bench_holds(measured_run, tmp_path, capsys):
+    """`--num-requests 2` cannot keep the operating point's 4 requests in flight: the plan is predicted again at
+    2 in flight, said on stderr, and the row records the concurrency the bench ran."""
+    out = _fresh_copy(measured_run[0], tmp_path / "run")
+    timing = measured_run[1]
+    argv = ["measure", str(out), "--top", "1", "--port", str(free_port()), "--stand-in", str(timing)]
+    assert run([*argv, "--num-requests", "2"]) == 0
+    assert "2 requests cannot keep 4 in flight: predicted again at 2 in flight" in capsys.readouterr().err
+    (row,) = _rows(out)
+    assert int(row["concurrency"]) == 2 and row["status"] == "ok"
