@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from autotune.specs import MiTuneError
+from autotune.specs import MiTuneError, to_dict
 from autotune.specs.io import read_text
 
 MANIFEST = "manifest.yaml"
@@ -254,3 +254,31 @@ def write_manifest(run_dir: Path, manifest: Manifest) -> Path:
     tmp.write_text(yaml.safe_dump(doc, sort_keys=False))
     os.replace(tmp, path)
     return path
+
+
+def open_study(req, url: str | None = None):
+    """The persistent study of a request (None when it has no storage), checked to be the same search."""
+    import optuna
+
+    url = url if url is not None else req.storage
+    if not url:
+        return None
+    study = optuna.create_study(
+        study_name=req.study_name, storage=open_storage(url), direction="maximize", load_if_exists=True
+    )
+    check_same_study(study, req)
+    return study
+
+
+def check_same_study(study, req) -> None:
+    """A resumed or shared study must be the same search: same model, box, workload and space (any --seed: a
+    process with another seed draws other proposals for the same question)."""
+    key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}"
+    key += "|keep-precision" if req.keep_precision else ""
+    stored = study.user_attrs.get("search_key")
+    if stored is None:
+        study.set_user_attr("search_key", key)
+    elif stored != key:
+        raise MiTuneError(
+            f"--storage/--study: study '{req.study_name}' holds a different search; use a new --out or --study name"
+        )

@@ -13,7 +13,7 @@ from typing import Any
 
 from autotune import capability
 from autotune.perf.precision import numerics_changes
-from autotune.search import interactive, objectives, ranking
+from autotune.search import interactive, objectives, ranking, storage
 from autotune.search.baseline import baseline_plan
 from autotune.search.diagnose import check_fits, slo_message
 from autotune.search.explain import Alternative, alternatives
@@ -32,7 +32,6 @@ from autotune.specs import (
     SpecError,
     Workload,
     from_dict,
-    to_dict,
 )
 
 
@@ -149,22 +148,6 @@ def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dic
     return choices
 
 
-def open_study(req: SearchRequest, url: str | None = None):
-    """The persistent study of a request (None when it has no storage), checked to be the same search."""
-    import optuna
-
-    from autotune.search import storage
-
-    url = url if url is not None else req.storage
-    if not url:
-        return None
-    study = optuna.create_study(
-        study_name=req.study_name, storage=storage.open_storage(url), direction="maximize", load_if_exists=True
-    )
-    _check_same_study(study, req)
-    return study
-
-
 def run_study(req: SearchRequest) -> SearchResult:
     import optuna
 
@@ -181,7 +164,7 @@ def run_study(req: SearchRequest) -> SearchResult:
     with _interrupts(stop):
         if req.workers > 1 and req.trials:
             return _timed(_run_workers(req, choices, stop), started)
-        session = Session(req, choices, open_study(req), stop)
+        session = Session(req, choices, storage.open_study(req), stop)
         session.run()
     trials_s = time.perf_counter() - started
     study = session.memory if session.persistent is None else session.persistent
@@ -206,18 +189,18 @@ def _run_workers(req: SearchRequest, choices, stop: Stop) -> SearchResult:
     with tempfile.TemporaryDirectory(prefix="mi-tune-") as tmp:
         url = req.storage or f"journal:{tmp}/study.journal"
         req = dataclasses.replace(req, storage=url, run_id=req.run_id or "workers")
-        before = sum(_mine(t, req) for t in open_study(req).get_trials(deepcopy=False) if t.state.is_finished())
+        before = sum(_mine(t, req) for t in storage.open_study(req).get_trials(deepcopy=False) if t.state.is_finished())
         budget = max(0, req.trials - before)
         progress = Progress(budget, req.progress, stop.deadline)
 
         def count() -> int:
-            return sum(_mine(t, req) for t in open_study(req).get_trials(deepcopy=False)) - before
+            return sum(_mine(t, req) for t in storage.open_study(req).get_trials(deepcopy=False)) - before
 
         try:
             run_workers(req, choices, url, budget, stop, lambda done: progress.update(done, 0.0), count)
         finally:
             progress.close()
-        study = open_study(req)
+        study = storage.open_study(req)
         new = sum(_mine(t, req) for t in study.get_trials(deepcopy=False) if t.state.is_finished()) - before
         strategy = f"{req.workers} worker processes, each TPE then refinement + elite mutation"
         return _result(req, study, choices, {}, new, stop, strategy if new else "no new trials")
@@ -250,20 +233,6 @@ def _interrupts(stop: Stop):
     finally:
         for signum, old in previous.items():
             signal.signal(signum, old)
-
-
-def _check_same_study(study, req: SearchRequest) -> None:
-    """A resumed or shared study must be the same search: same model, box, workload and space (any --seed: a
-    process with another seed draws other proposals for the same question)."""
-    key = f"{req.model.name}|{req.hardware.fingerprint}|{to_dict(req.workload)}|{req.space.source}"
-    key += "|keep-precision" if req.keep_precision else ""
-    stored = study.user_attrs.get("search_key")
-    if stored is None:
-        study.set_user_attr("search_key", key)
-    elif stored != key:
-        raise MiTuneError(
-            f"--storage/--study: study '{req.study_name}' holds a different search; use a new --out or --study name"
-        )
 
 
 def _result(
@@ -316,7 +285,12 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
         ranked = (best, *ranked)
     same = (
         ranking.same_numerics(
-            req, records, base_plan, baseline, objective_value, objectives.predict,
+            req,
+            records,
+            base_plan,
+            baseline,
+            objective_value,
+            objectives.predict,
             lambda plan: not plan_numerics(plan, req.model),
         )  # fmt: skip
         if plan_numerics(best.plan, req.model)

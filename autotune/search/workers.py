@@ -25,7 +25,7 @@ def shares(budget: int, workers: int) -> list[int]:
 
 def _child(req, choices, url: str, budget: int, tag: str, deadline: float | None) -> None:
     from autotune.search.runner import Session, Stop
-    from autotune.search.study import open_study
+    from autotune.search.storage import open_study
 
     stop = Stop(deadline)
     for signum in (signal.SIGINT, signal.SIGTERM):  # finish the trial, write, exit
