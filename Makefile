@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine with only Python >= 3.10 and pip:
 #   make run   - venv + mi-tune, then `mi-tune search --model deepseek-v4.1-flash` on the embedded defaults
 #   make test  - venv + mi-tune[dev,gpu] (torch 2.13.0 CPU first), then ruff and the whole test suite
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -25,9 +26,12 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 run: $(VENV)/.run-installed
 	$(BIN)/mi-tune search --model $(MODEL)
 
+# Chromium, the pinned engine sources (.ci/test_deps.sh) and a PostgreSQL server on 127.0.0.1 (.ci/postgres.sh,
+# stopped when the recipe's shell exits): the tests that need them fail without them, they do not skip.
 test: $(VENV)/.test-installed
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	bash .ci/test_deps.sh
+	source .ci/postgres.sh && $(BIN)/pytest
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check .

@@ -1,7 +1,7 @@
-# Sourced by .ci/run: a throwaway PostgreSQL server on 127.0.0.1 for the storage tests
-# (tests/search/test_storage.py reads MI_TUNE_TEST_POSTGRES_URL; with CI=true they fail without it).
+# Sourced by `make test`: a throwaway PostgreSQL server on 127.0.0.1 for the storage tests
+# (tests/search/test_storage.py reads MI_TUNE_TEST_POSTGRES_URL; they fail without it).
 # Installs Debian's postgresql when no server binaries are found; initdb refuses root, so as root the
-# cluster belongs to the 'postgres' user (created by the package). The server stops when .ci/run exits.
+# cluster belongs to the 'postgres' user (created by the package). The server stops when the sourcing shell exits.
 
 _pg_bindir() {
     local found

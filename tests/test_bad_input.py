@@ -900,11 +900,13 @@ def _sparse(tmp: Path, size: int) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("file_type", FILE_TYPES)
-@pytest.mark.parametrize("reader", READERS)
+# a model given as a directory is where config.json is looked up, not a file refused: its own row is
+# model-dir-without-config
+READER_CASES = [(r, f) for r in READERS for f in FILE_TYPES if (r, f) != ("config", "directory")]
+
+
+@pytest.mark.parametrize(("reader", "file_type"), READER_CASES)
 def test_every_reader_refuses_what_is_not_a_bounded_utf8_file(reader, file_type, tmp_path, capsys):
-    if reader == "config" and file_type == "directory":
-        pytest.skip("a model directory is where config.json is looked up (its own row: model-dir-without-config)")
     make, expected = FILE_TYPES[file_type]
     err = _fails(READERS[reader](make(tmp_path), tmp_path), capsys)
     assert re.search(expected, err), err

@@ -151,9 +151,7 @@ def test_two_processes_on_one_storage_share_the_study(kind, tmp_path):
 def postgres_url() -> str:
     url = os.environ.get(POSTGRES_ENV, "")
     if not url:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {POSTGRES_ENV} is not set: .ci/run starts a PostgreSQL server and exports it")
-        pytest.skip(f"{POSTGRES_ENV} not set (CI sets it; .ci/run starts a local PostgreSQL server)")
+        pytest.fail(f"{POSTGRES_ENV} is not set: `make test` starts a PostgreSQL server on 127.0.0.1 and exports it")
     return url
 
 
