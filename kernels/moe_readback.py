@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autotune.kernels import moe_configs as mc
+from autotune.specs import rundir
 
 
 def tuned_op_points(sidecars: list[Path]) -> tuple:
@@ -22,7 +23,7 @@ def hardware_with_tuned_moe(hw, run_dir: str | Path):
 
     from autotune.specs.hardware import Measured
 
-    root = Path(run_dir) / "moe_configs"
+    root = Path(run_dir) / rundir.MOE_CONFIGS
     if not root.is_dir():
         return hw
     chosen: dict[tuple, Path] = {}

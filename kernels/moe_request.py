@@ -11,6 +11,7 @@ from typing import Any
 from autotune.capability.facts import compute_capability
 from autotune.kernels import moe_configs as mc
 from autotune.kernels.moe_sweep import kernel_source
+from autotune.specs import rundir
 from autotune.specs.errors import MiTuneError
 from autotune.specs.ranges import check_name
 
@@ -25,7 +26,7 @@ class TuneRequest:
     batch_sizes: tuple[int, ...] = mc.DEFAULT_BATCH_SIZES
     trials: int = 40
     seed: int = 0
-    out_dir: Path = Path("moe_configs")
+    out_dir: Path = Path(rundir.MOE_CONFIGS)
     block_shape: tuple[int, int] | None = None
     device: str = "cuda"
     device_name: str = ""  # as torch.cuda.get_device_name() prints it; "" = the device's
@@ -74,7 +75,7 @@ def build_request(
     batch_sizes: tuple[int, ...] = (),
     trials: int = 40,
     seed: int = 0,
-    out_dir: str | Path = "moe_configs",
+    out_dir: str | Path = rundir.MOE_CONFIGS,
     block_shape: str | None = None,
     hardware: str | None = None,
     preset: str | None = None,
@@ -157,7 +158,7 @@ def requests_from_best(best_path: str | Path, out_dir: str | Path | None = None,
     if not shapes:
         kernels = ", ".join(f"{name}: {phase_moe_kernel(best.plan, name, spec, hw)}" for name in best.plan.phases)
         raise MiTuneError(f"{best_path}: no phase runs the Triton fused-MoE kernel ({kernels}); nothing to tune")
-    out_dir = Path(out_dir) if out_dir else Path(best_path).parent / "moe_configs"
+    out_dir = Path(out_dir) if out_dir else Path(best_path).parent / rundir.MOE_CONFIGS
     requests, notes, seen = [], [], set()
     for name, shape in shapes.items():
         if shape in seen:
@@ -167,7 +168,7 @@ def requests_from_best(best_path: str | Path, out_dir: str | Path | None = None,
         block = ",".join(map(str, shape.block_shape)) if shape.block_shape else "none"
         req, req_notes = build_request(
             model_ref,
-            phase.tp * phase.dp,
+            phase.stage_ranks,
             phase.ep,
             shape.dtype,
             best.plan.engine,

@@ -9,7 +9,7 @@ import typer
 from autotune import validate
 from autotune.cli.app import kernels_app
 from autotune.cli.options import table
-from autotune.specs import MiTuneError
+from autotune.specs import MiTuneError, rundir
 
 
 @kernels_app.command("check")
@@ -64,7 +64,7 @@ def kernels_tune_moe(
     elif not model or tp < 1:
         raise MiTuneError("--model and --tp are required (or --best RUN_DIR/best.yaml)")
     else:
-        req, notes = build_request(model, tp, ep, dtype, engine, out_dir=out or "moe_configs",
+        req, notes = build_request(model, tp, ep, dtype, engine, out_dir=out or rundir.MOE_CONFIGS,
                                    block_shape=block_shape, hardware=hardware, preset=preset, **options)  # fmt: skip
         requests = [req]
     if not dry_run:

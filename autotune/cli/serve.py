@@ -12,7 +12,7 @@ import typer
 from autotune import validate
 from autotune.cli.app import app
 from autotune.cli.options import check_host, check_port, workload_from_flags
-from autotune.specs import MiTuneError, dump_json
+from autotune.specs import MiTuneError, dump_json, rundir
 
 
 @app.command()
@@ -162,7 +162,7 @@ def measure(
     validate.flags("measure", {"--top": top, "--num-requests": num_requests, "--ready-timeout": ready_timeout})
     from autotune.video.api import is_video_best
 
-    if is_video_best(str(Path(run_dir) / "best.yaml")):  # a video run: launch, bench and compare its best plan
+    if is_video_best(str(Path(run_dir) / rundir.BEST)):  # a video run: launch, bench and compare its best plan
         from autotune.video.bench import measure_video_run
 
         print(json.dumps(measure_video_run(run_dir, host, port, stand_in, ready_timeout, num_requests), indent=2))
