@@ -33,7 +33,10 @@ def probe(
     validate.out_file("--out", out)
     result = probe_mod.probe_roots(sysfs_root, proc_root)
     if bench:
-        result = calibrate(result, quick=quick, device=bench_device)
+        from autotune.search.bench_settings import nccl_settings
+
+        settings = nccl_settings(result.profile) if result.profile is not None else []  # what the search can choose
+        result = calibrate(result, quick=quick, device=bench_device, nccl_settings=settings)
     elif quick:
         raise MiTuneError("--quick: applies to --bench only")
     if as_json:
