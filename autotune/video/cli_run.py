@@ -1,5 +1,5 @@
 """The video branch of `mi-tune search`: build the workload from flags (or a workload file), run the search,
-print the summary. Kept out of cli.py so the shared command stays a thin dispatch."""
+print the summary. Kept out of autotune/cli/ so the shared command stays a thin dispatch."""
 
 from __future__ import annotations
 
