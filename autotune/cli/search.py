@@ -105,9 +105,9 @@ def search(
     ),
 ):
     """Search plans against the performance model; write best.yaml and a report."""
+    flags = dict(locals())  # every flag as Typer parsed it, by parameter name (parse: search_options)
     from autotune import api
 
-    flags = dict(locals())  # every flag as Typer parsed it, by parameter name
     if _video_search(flags):  # diffusion transformers: SGLang Diffusion (autotune/video/)
         return
     outcome = api.search(search_options(flags))
