@@ -31,6 +31,7 @@ from autotune.specs import (
     load_best,
     plan_from_document,
     read_document,
+    rundir,
     save,
 )
 from autotune.specs.best import finite_or_none as _finite
@@ -233,7 +234,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     _check_space(opts.space, hw)  # a bad space file says so before the run directory exists
     out = _run_dir(opts, model, hw)
     manifest, req = _start_run(opts, model, hw, out)
-    save(hw, out / "hardware.yaml")
+    save(hw, out / rundir.HARDWARE)
     started = time.perf_counter()
     try:
         result = run_study(req)
@@ -243,7 +244,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
         stores.write_manifest(out, manifest)
     best = best_config(result, model_ref, hw)
     best = dataclasses.replace(best, provenance=dataclasses.replace(best.provenance, storage=manifest.storage))
-    files = {"best": save(best, out / "best.yaml")}
+    files = {"best": save(best, out / rundir.BEST)}
     front = None
     if opts.workload.objective == "pareto":  # the multi-objective study's front: pareto.csv, drawn by the report
         from autotune.search.objectives import front as pareto_front

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelRef, ModelSpec, load_hardware
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelRef, ModelSpec, load_hardware, rundir
 
 DEFAULT_PRESET = "rtx-pro-6000-x8"
 
@@ -73,7 +73,7 @@ def recorded_hardware(best: BestConfig, best_path: str | Path) -> HardwareProfil
     """The hardware profile a best.yaml was planned for: embedded in it, or (older files) hardware.yaml beside it."""
     if best.hardware.profile is not None:
         return best.hardware.profile
-    beside = Path(best_path).parent / "hardware.yaml"
+    beside = Path(best_path).parent / rundir.HARDWARE
     if not beside.is_file():
         raise MiTuneError(
             f"{best_path}: records no hardware profile (written before mi-tune embedded it) and no hardware.yaml "

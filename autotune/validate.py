@@ -9,7 +9,7 @@ import math
 import os
 from pathlib import Path
 
-from autotune.specs import MiTuneError, ModelSpec, Workload
+from autotune.specs import MiTuneError, ModelSpec, Workload, rundir
 from autotune.specs.ranges import MAX_GPUS, Range, field_range
 
 SEED_MAX = 2**32 - 1  # Optuna's samplers seed numpy's RandomState, which takes 0..2**32 - 1
@@ -145,9 +145,9 @@ def context(model: ModelSpec, workload: Workload) -> None:
         )
 
 
-# Folders a run directory holds (report/__init__.py plots, measure.py MEASURE_DIR, engines/tuned_moe.py
-# RUN_DIR_FOLDER): a file of that name would stop the run after its work, when it writes there.
-RUN_DIR_FOLDERS = ("plots", "measure", "moe_configs")
+# Folders a run directory holds (specs/rundir.py): a file of that name would stop the run after its work, when it
+# writes there.
+RUN_DIR_FOLDERS = rundir.FOLDERS
 
 
 def run_dir(flag: str, path: str | Path | None) -> None:

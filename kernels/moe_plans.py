@@ -52,11 +52,10 @@ def triton_moe_shapes(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> dict
         out[name] = mc.moe_shape(
             model,
             engine=plan.engine,
-            tp=phase.tp * phase.dp,
+            tp=phase.stage_ranks,
             ep=phase.ep,
             dtype=dtype,
             block_shape=mc.default_block_shape(model, dtype),
             compute_capability=cc,
         )
     return out
-

@@ -65,7 +65,7 @@ class _Ctx:
 
 def _parallel(ctx: _Ctx) -> list[str]:
     p = ctx.phase
-    args = ["--tp-size", str(p.tp * p.dp), "--pp-size", str(p.pp)]
+    args = ["--tp-size", str(p.stage_ranks), "--pp-size", str(p.pp)]
     args += ["--attn-dp-size", str(p.dp)] if p.dp > 1 else []
     args += ["--ep-size", str(p.ep)] if p.ep > 1 else []
     args += ["--dcp-size", str(p.dcp)] if p.dcp > 1 else []

@@ -14,12 +14,13 @@ import glob
 from pathlib import Path
 
 from autotune.kernels import moe_configs as mc
+from autotune.specs import rundir
 from autotune.specs.best import Launch
 from autotune.specs.hardware import HardwareProfile
 from autotune.specs.model import ModelSpec
 from autotune.specs.plan import Plan
 
-RUN_DIR_FOLDER = "moe_configs"  # tune-moe --out <run dir>/moe_configs
+RUN_DIR_FOLDER = rundir.MOE_CONFIGS  # tune-moe --out <run dir>/moe_configs
 PHASE_OF_ROLE = {"server": "both", "prefill": "prefill", "decode": "decode"}
 
 
@@ -59,4 +60,3 @@ def with_tuned_moe_configs(
         for p in launch.processes
     )
     return dataclasses.replace(launch, processes=processes)
-

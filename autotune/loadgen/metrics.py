@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune.loadgen.client import RequestResult
+from autotune.specs.workload import within_slo
 
 PERCENTILES = (50, 90, 95, 99)
 MAX_ERRORS_KEPT = 5
@@ -50,7 +51,7 @@ def stats_ms(values_s: Sequence[float]) -> dict[str, float]:
 
 
 def meets_slo(ttft_s: float, tpot_s: float, slo_ttft_ms: float, slo_tpot_ms: float) -> bool:
-    return (not slo_ttft_ms or ttft_s * 1e3 <= slo_ttft_ms) and (not slo_tpot_ms or tpot_s * 1e3 <= slo_tpot_ms)
+    return within_slo(ttft_s * 1e3, tpot_s * 1e3, slo_ttft_ms, slo_tpot_ms)
 
 
 @dataclass(frozen=True)

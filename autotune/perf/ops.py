@@ -269,7 +269,7 @@ def step_fn(
 ) -> Callable[[StepInput], StepBreakdown]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
     the phase's choices are resolved once (oplist.Context) for all the steps serving.py evaluates."""
-    ranks = phase.tp * phase.dp
+    ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
     spec_width = speculation(phase)[0]

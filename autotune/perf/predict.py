@@ -43,7 +43,7 @@ def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
 
 
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
-    ranks = phase.tp * phase.dp
+    ranks = phase.stage_ranks
     for att in {layer.attention for layer in model.layers}:  # hybrids: the linear and the full layers' heads
         what = "linear-attention" if att.is_linear else "attention"
         if att.num_heads % phase.tp:

@@ -5,7 +5,8 @@ Aggregated instances run continuous batching with chunked prefill: in steady sta
 and spends `P = B * E * isl / osl` prompt tokens (capped by the chunk budget, which the verified tokens share),
 so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. Disaggregated deployments run
 prefill-only instances and decode-only instances; the slower pool sets the rate and KV moves between them.
-Values are steady-state means (v1); a discrete-event simulator is the next step for percentiles.
+Values are steady-state means: the search's screen. Percentiles, bursts and length mixes come from the
+discrete-event simulator over these step costs (autotune/sim/serve.py), which re-ranks the screen's best plans.
 
 Under an offered load R below capacity (`--rate`, open loop) the deployment serves R: the *_at_rate functions find
 the batch where the modelled throughput equals R (bisection over the decoding batch, a continuous mean) and give
@@ -263,7 +264,7 @@ def candidate_sizes(limit: int) -> list[int]:
 
 
 def meets(p: Point, w: Workload) -> bool:
-    return (not w.ttft_ms or p.ttft_ms <= w.ttft_ms) and (not w.tpot_ms or p.tpot_ms <= w.tpot_ms)
+    return w.meets_slo(p.ttft_ms, p.tpot_ms)
 
 
 def choose(points: list[Point], w: Workload) -> tuple[Point, bool]:

@@ -3,7 +3,7 @@
 A tune-moe benchmark (the `.mi-tune.json` beside a tuned config file) times the fused-MoE layer of one shape at
 each batch size with its tuned config on the GPU. Each batch becomes a `grouped_moe` OpPoint in the bucket of the
 rows one expert got (perf/rates.py reads HardwareProfile.measured.ops per bucket). Pure: the caller reads the file
-(kernels/moe_tune.py hardware_with_tuned_moe) and passes the parsed document in.
+(kernels/moe_readback.py hardware_with_tuned_moe) and passes the parsed document in.
 """
 
 from __future__ import annotations

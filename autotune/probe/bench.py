@@ -16,6 +16,7 @@ import importlib.util
 import os
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,22 +97,9 @@ def attention_shapes(quick: bool) -> tuple[AttentionPoint, ...]:
     return tuple(points)
 
 
-def nccl_settings(hw: HardwareProfile) -> list[dict[str, str]]:
-    """Each non-default NCCL_* choice of the default search space that applies to this box, one at a time."""
-    from autotune.search.space import load_space
-
-    out = []
-    for dim in load_space().dimensions:
-        if not dim.field.startswith("comm.nccl."):
-            continue
-        wanted = dim.requires.get("interconnect")
-        if wanted and hw.interconnect not in wanted:
-            continue
-        out += [{dim.field.rsplit(".", 1)[1]: str(v)} for v in dim.choices if v is not None]
-    return out
-
-
-def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool) -> BenchPlan:
+def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool, nccl_settings: Sequence[dict] = ()) -> BenchPlan:
+    """What to time on this box; `nccl_settings`: the NCCL_* settings to time all-reduce under, one at a time (the
+    search's choices, search/bench_settings.py: the caller hands them in), skipped by a quick run."""
     cc = torch.cuda.get_device_capability(0)
     dtypes = ["bf16"]
     if hw.gpu.features.fp8 and cc >= CC_FP8 and hasattr(torch, "_scaled_mm"):
@@ -131,7 +119,7 @@ def bench_plan(hw: HardwareProfile, torch, world: int, quick: bool) -> BenchPlan
         copy_bytes=(256 if quick else 1024) << 20,
         p2p_bytes=(64 if quick else 256) << 20,
         comm_jobs=tuple(
-            bench_comm.jobs(world, quick, "nccl", [] if quick else nccl_settings(hw), pcie_ipc=has_pcie_ipc())
+            bench_comm.jobs(world, quick, "nccl", [] if quick else list(nccl_settings), pcie_ipc=has_pcie_ipc())
         ),
         label="quick" if quick else "full",
     )
@@ -156,9 +144,9 @@ def cpu_plan() -> BenchPlan:
     )
 
 
-def calibrate(result, quick: bool = False, device: str = "cuda"):
+def calibrate(result, quick: bool = False, device: str = "cuda", nccl_settings: Sequence[dict] = ()):
     """The probe result with `measured` filled by the benchmarks on this box's CUDA devices (`device="cpu"`:
-    the harness check of cpu_plan, figures of this CPU)."""
+    the harness check of cpu_plan, figures of this CPU); `nccl_settings` as in bench_plan."""
     if result.profile is None:
         raise MiTuneError("probe --bench: no accelerators found to benchmark")
     if device == "cpu":
@@ -174,7 +162,7 @@ def calibrate(result, quick: bool = False, device: str = "cuda"):
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     torch = _torch()
     world = min(result.profile.num_gpus, torch.cuda.device_count())
-    plan = bench_plan(result.profile, torch, world, quick)
+    plan = bench_plan(result.profile, torch, world, quick, nccl_settings)
     return measure(result, plan, torch, device="cuda", world=world)
 
 

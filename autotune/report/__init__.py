@@ -24,7 +24,7 @@ from autotune.report.tables import (
 )
 from autotune.report.topology import topology_plot
 from autotune.search import SearchResult
-from autotune.specs import BestConfig, MiTuneError, Prediction, to_dict
+from autotune.specs import BestConfig, MiTuneError, Prediction, rundir, to_dict
 from autotune.specs.best import finite_or_none as _finite
 
 
@@ -83,7 +83,7 @@ def write_report(
     TPOT, P95 where predicted)."""
     out.mkdir(parents=True, exist_ok=True)
     trials = trials_frame(result)
-    files = {"trials": out / "trials.csv", "pareto": out / "pareto.csv", "alternatives": out / "alternatives.csv"}
+    files = {"trials": out / rundir.TRIALS, "pareto": out / rundir.PARETO, "alternatives": out / rundir.ALTERNATIVES}
     trials.to_csv(files["trials"], index=False)
     if front is None:
         front = pareto_frame(trials, latency_column(trials, "tpot"))
@@ -94,7 +94,7 @@ def write_report(
     rows = {r["plan"]: r for r in candidate_rows(trials, best.workload.slo_percentile)}
     specs = top_plan_specs((*result.records, *result.ranked), list(rows))  # ranked: moves adopted after the search
     data["top_plans"] = [{**rows[t["plan"]], **t} for t in specs]
-    files["summary"] = write_summary(out / "summary.json", data)
+    files["summary"] = write_summary(out / rundir.SUMMARY, data)
     files["model"] = save_model(result.request.model, out)
     files.update(build_report(out, launch_text, model=result.request.model))
     return files
@@ -109,7 +109,7 @@ def build_report(out: Path, launch_text: str | None = None, *, model=None, repre
         from autotune.engines import format_launch
 
         launch_text = format_launch(best.launch)
-    plots = out / "plots"
+    plots = out / rundir.PLOTS
     files = {
         "pareto_png": pareto_plot(
             run.trials, best.prediction, best.baseline.prediction, plots / "pareto.png", _searched_front(run)
@@ -129,8 +129,8 @@ def build_report(out: Path, launch_text: str | None = None, *, model=None, repre
     repredicted = _repredict(run) if repredict else None
     figures = {k.removesuffix("_png"): str(v.relative_to(out)) for k, v in files.items()}
     text = render(run, figures, launch_text, stored, repredicted, curve_note)
-    files["report"] = out / "report.md"
-    files["html"] = out / "report.html"
+    files["report"] = out / rundir.REPORT_MD
+    files["html"] = out / rundir.REPORT_HTML
     files["report"].write_text(text)
     files["html"].write_text(markdown_to_html(text, out, f"mi-tune: {best.model.name} on {best.hardware.name}"))
     return files

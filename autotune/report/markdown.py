@@ -241,10 +241,22 @@ def render(
     """report.md of a run (rundata.RunData); `figures` maps figure names to paths relative to the run directory,
     `stored` labels the stored predictions a --repredict table compares against."""
     from autotune import __version__
-    from autotune.report.tables import infeasible_reasons, latency_column
 
-    best, trials = run.best, run.trials
-    w, hw, p, base = best.workload, best.hardware, best.prediction, best.baseline
+    fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
+    return "".join(
+        (
+            _best_section(run),
+            fresh,
+            _why_section(run, figures, curve_note, __version__),
+            _plans_section(run, figures, repredicted),
+            _search_section(run, figures, launch_text),
+            HOW_TO_READ,
+        )
+    )
+
+
+def _workload_text(w) -> tuple[str, str]:
+    """(the load, the SLO) of a workload, as the report's header says them."""
     load = (
         f"concurrency {w.concurrency}"
         if w.concurrency
@@ -263,20 +275,15 @@ def render(
         )
         or "none"
     )
+    return load, slo
+
+
+def _best_section(run) -> str:
+    """The header (box, workload) and the best plan: its layout, numerics and figures against the engine default."""
+    best = run.best
+    w, hw, p, base = best.workload, best.hardware, best.prediction, best.baseline
+    load, slo = _workload_text(w)
     metrics = pd.DataFrame([_metrics("best", p), _metrics("engine default", base.prediction)])
-    steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
-    tried = trials[~trials["after_search"].astype(bool)] if "after_search" in trials else trials  # not the moves
-    feasible = int(tried["feasible"].sum())
-    space = pd.DataFrame(
-        [
-            {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
-            for k, v in run.choices.items()
-        ]
-    )
-    reasons = infeasible_reasons(tried).rename("trials").reset_index().rename(columns={"index": "reason"})
-    latency = "TPOT P95" if latency_column(trials, "tpot") == "tpot_p95_ms" else "mean TPOT"
-    strategy = f" ({run.strategy})" if run.strategy else ""
-    fresh = _repredicted(stored, repredicted, __version__) + "\n" if repredicted is not None else ""
     return f"""# mi-tune report: {best.model.name} on {hw.name}
 
 **Box:** {hw.summary}
@@ -293,7 +300,14 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 {_latency(run.interactive)}
 
 {_table(metrics)}
-{fresh}### Why
+"""
+
+
+def _why_section(run, figures: dict[str, str], curve_note: str, version: str) -> str:
+    """Why the best plan wins: step times, the plan on the box, memory, the concurrency curve, rates, alternatives."""
+    p, base = run.best.prediction, run.best.baseline
+    steps = pd.DataFrame(_step_rows("best", p.steps) + _step_rows("engine default", base.prediction.steps))
+    return f"""### Why
 {why(p, base.prediction)}
 
 {_table(steps)}
@@ -306,7 +320,7 @@ Predicted **{p.total_tok_s:,.0f} tokens/s** ({p.input_tok_s:,.0f} in + {p.output
 {_figure(figures, "memory", "memory per GPU")}
 
 ### Throughput against concurrency
-Computed when this report was built (mi-tune {__version__}): the best plan and the engine default predicted by
+Computed when this report was built (mi-tune {version}): the best plan and the engine default predicted by
 the steady-state model at 1, 2, 4, ... requests in flight with no SLO; the diamonds are the stored operating
 points (simulated over the workload's trace where the search simulated them).
 
@@ -323,7 +337,24 @@ there); `scale` says which.
 
 {_alternatives(run.alternatives)}
 
-## Top plans
+"""
+
+
+def _tried(trials: pd.DataFrame) -> pd.DataFrame:
+    """The search's own trials (not the refinement's moves after it)."""
+    return trials[~trials["after_search"].astype(bool)] if "after_search" in trials else trials
+
+
+def _plans_section(run, figures: dict[str, str], repredicted: dict[str, Prediction] | None) -> str:
+    """The top plans, the Pareto front and why the rejected plans were rejected."""
+    from autotune.report.tables import infeasible_reasons, latency_column
+
+    trials, w = run.trials, run.best.workload
+    tried = _tried(trials)
+    feasible = int(tried["feasible"].sum())
+    reasons = infeasible_reasons(tried).rename("trials").reset_index().rename(columns={"index": "reason"})
+    latency = "TPOT P95" if latency_column(trials, "tpot") == "tpot_p95_ms" else "mean TPOT"
+    return f"""## Top plans
 {_top_plans(trials, w, repredicted)}
 ## Pareto front (throughput per GPU against {latency})
 {_figure(figures, "pareto", "pareto front")}
@@ -333,7 +364,21 @@ there); `scale` says which.
 {feasible} of {len(tried)} trials were feasible. Most frequent reasons:
 
 {_table(reasons)}
-## Search
+"""
+
+
+def _search_section(run, figures: dict[str, str], launch_text: str) -> str:
+    """How the search ran (trials, time, seed, study, space) and the launch of the best plan."""
+    best = run.best
+    tried = _tried(run.trials)
+    strategy = f" ({run.strategy})" if run.strategy else ""
+    space = pd.DataFrame(
+        [
+            {"dimension": k, "values searched": ", ".join(_choice(x) for x in v) or "(moot here)"}
+            for k, v in run.choices.items()
+        ]
+    )
+    return f"""## Search
 {len(tried)} trials in {run.elapsed_s:.1f} s{strategy}, seed {best.provenance.seed}, \
 study `{best.provenance.study}` in `{best.provenance.storage}`, space `{best.provenance.space}`.
 
@@ -345,10 +390,20 @@ study `{best.provenance.study}` in `{best.provenance.storage}`, space `{best.pro
 {launch_text}
 ```
 
-## How to read these numbers
-Predictions come from mi-tune's analytical model (v2): each step's op list costed against this box's rates
-table (see "Rates and their provenance" for which rates are priors), collectives costed on this box's link
-matrix, and steady-state continuous batching. Tables and figures show the predictions stored when the search ran
-(the throughput-against-concurrency figure and any re-predicted column are computed when the report is built).
-They are predictions, not measurements: run `mi-tune serve` and an engine benchmark client to measure.
+"""
+
+
+HOW_TO_READ = """## How to read these numbers
+Every figure here is a prediction, made in two stages. **Screened**: each trial is admitted by the engine's
+capability rules, then costed by the steady-state model (each step's op list against this box's rates table, see
+"Rates and their provenance" for which rates are priors; collectives on this box's link matrix; the memory fit;
+steady-state continuous batching). **Simulated**: the screen's best plans are then run through the discrete-event
+serving simulator over the workload's request trace, which gives the TTFT/TPOT percentiles the SLO is held at; the
+best plan and the top plans are ranked on the simulated figure, and a `scale` column says which figure a row
+carries. Tables and figures show the predictions stored when the search ran (the throughput-against-concurrency
+figure and any re-predicted column are computed when the report is built).
+
+Nothing in this report is **measured**. `mi-tune measure RUN_DIR` (or `search --measure K`) launches the top plans,
+benches each with this workload and writes the measured figures beside this report (`measured.csv`, and the best
+measured plan as `best-measured.yaml`).
 """

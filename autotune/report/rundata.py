@@ -27,6 +27,7 @@ from autotune.specs import (
     load_best,
     load_hardware,
     read_document,
+    rundir,
     save,
     to_dict,
 )
@@ -57,7 +58,7 @@ def write_summary(path: Path, summary: dict) -> Path:
 
 
 def save_model(model: ModelSpec, out: Path) -> Path:
-    return save(model, out / "model.json")
+    return save(model, out / rundir.MODEL)
 
 
 TRIAL_COLUMNS = ("trial", "feasible", "objective", "plan", "total_tok_s_per_gpu", "ttft_ms", "tpot_ms", "reason")
@@ -99,7 +100,7 @@ def _model(best: BestConfig, out: Path) -> ModelSpec | None:
     try:
         return load_model(best.model.path or best.model.name)
     except MiTuneError:
-        snapshot = out / "model.json"
+        snapshot = out / rundir.MODEL
         return from_dict(ModelSpec, read_document(snapshot), str(snapshot)) if snapshot.is_file() else None
 
 
@@ -127,25 +128,25 @@ def load_run(run_dir: str | Path, model: ModelSpec | None = None) -> RunData:
         raise MiTuneError(f"{out}: expected a run directory written by `mi-tune search`")
     from autotune.report.tables import latency_column, pareto_frame
 
-    best = load_best(_need(out, "best.yaml"))
-    trials = read_trials(_need(out, "trials.csv"))
-    summary = _summary(_need(out, "summary.json"))
-    pareto = out / "pareto.csv"
+    best = load_best(_need(out, rundir.BEST))
+    trials = read_trials(_need(out, rundir.TRIALS))
+    summary = _summary(_need(out, rundir.SUMMARY))
+    pareto = out / rundir.PARETO
     front = _read_csv(pareto) if pareto.is_file() and pareto.read_text().strip() else pd.DataFrame()
     if "plan" not in front:  # no front stored, or one in another shape: the front over the trials
         front = pareto_frame(trials, latency_column(trials, "tpot"))
-    specs = {t["plan"]: from_dict(Plan, t["spec"], "summary.json") for t in summary.get("top_plans", [])}
+    specs = {t["plan"]: from_dict(Plan, t["spec"], rundir.SUMMARY) for t in summary.get("top_plans", [])}
     return RunData(
         out=out,
         best=best,
         trials=trials,
         front=front,
-        alternatives=read_alternatives(out / "alternatives.csv"),
+        alternatives=read_alternatives(out / rundir.ALTERNATIVES),
         choices=summary.get("choices", {}),
         elapsed_s=float(summary.get("elapsed_s", float("nan"))),
         strategy=str(summary.get("strategy", "")),
         top_specs=specs,
-        hardware=best.hardware.profile or load_hardware(_need(out, "hardware.yaml")),
+        hardware=best.hardware.profile or load_hardware(_need(out, rundir.HARDWARE)),
         model=model or _model(best, out),
         interactive=summary.get("interactive") if isinstance(summary.get("interactive"), dict) else None,
     )

@@ -29,7 +29,7 @@ class Slot:
 def placement(plan: Plan) -> dict[int, Slot]:
     slots = {}
     for name, p in plan.phases.items():
-        per_stage = p.tp * p.dp
+        per_stage = p.stage_ranks
         per_replica = per_stage * p.pp
         for k, gpu in enumerate(p.gpus):
             r, within = divmod(k, per_replica)
@@ -49,7 +49,7 @@ def groups(plan: Plan) -> list[Group]:
     pipeline hand-offs and the prefill-to-decode KV transfer."""
     out = []
     for name, p in plan.phases.items():
-        per_stage, where = p.tp * p.dp, "" if name == "both" else f"{name} "
+        per_stage, where = p.stage_ranks, "" if name == "both" else f"{name} "
         replica = p.gpus[: per_stage * p.pp]
         for s in range(p.pp):
             stage = replica[s * per_stage : (s + 1) * per_stage]

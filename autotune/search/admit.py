@@ -10,6 +10,7 @@ from autotune import capability
 from autotune.capability.facts import PHASE_FIELDS
 from autotune.capability.rules import UNKNOWN, RuleTable, violations_of
 from autotune.specs import PhasePlan
+from autotune.specs.plan import expert_parallel_size
 
 _DEFAULT_PHASE = PhasePlan(gpus=(0,))
 
@@ -23,7 +24,7 @@ def parse_speculative(value: str) -> dict[str, Any]:
 def fact_values(field: str, value: Any, known: dict[str, Any]) -> dict[str, Any]:
     """The plan facts a dimension value sets (transformed fields become what the plan will hold)."""
     if field == "ep":  # expert_parallel: true -> experts over every tp*dp rank
-        return {"ep": known.get("tp", 1) * known.get("dp", 1) if value else 1}
+        return {"ep": expert_parallel_size(known.get("tp", 1), known.get("dp", 1), bool(value))}
     if field == "speculative":
         spec = parse_speculative(value)
         return {"speculative.method": spec["method"], "speculative.draft_tokens": spec["draft_tokens"]}

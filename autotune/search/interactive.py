@@ -15,6 +15,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from autotune.search.evaluate import evaluate
+from autotune.specs.workload import within_slo
 
 INTERACTIVE_TTFT_MS = 2000.0  # prior: the default interactive SLO, chosen here (README "Ranking")
 INTERACTIVE_TPOT_MS = 50.0  # prior: 20 tokens/s per user
@@ -63,7 +64,7 @@ def slo_of(workload) -> tuple[float, float, float, str]:
 def _meets(p, ttft_ms: float, tpot_ms: float, percentile: float) -> bool:
     q = f"p{percentile:g}"
     ttft, tpot = p.ttft_ms.get(q, p.ttft_ms.get("mean", 0.0)), p.tpot_ms.get(q, p.tpot_ms.get("mean", 0.0))
-    return p.feasible and (not ttft_ms or ttft <= ttft_ms) and (not tpot_ms or tpot <= tpot_ms)
+    return p.feasible and within_slo(ttft, tpot, ttft_ms, tpot_ms)
 
 
 def find(req, records: tuple, best, predict) -> Interactive:

@@ -10,10 +10,11 @@ from autotune.capability.facts import phase_field_facts
 from autotune.search.admit import Admission, default_facts, fact_values, parse_speculative
 from autotune.search.space import Space, dynamic_requirements
 from autotune.specs import PhasePlan, Plan, SpecError, from_dict
+from autotune.specs.plan import expert_parallel_size
 
 # Fields whose sampled value is a choice that the plan stores differently.
 FIELD_TRANSFORMS: dict[str, Callable[[Any, dict], Any]] = {
-    "ep": lambda on, phase: phase.get("tp", 1) * phase.get("dp", 1) if on else 1,
+    "ep": lambda on, phase: expert_parallel_size(phase.get("tp", 1), phase.get("dp", 1), bool(on)),
     "speculative": lambda choice, phase: parse_speculative(choice),
 }
 DEPLOYMENT_ONLY_FIELDS = ("prefill_share",)

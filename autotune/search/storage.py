@@ -39,11 +39,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from autotune.specs import MiTuneError, to_dict
+from autotune.specs import MiTuneError, rundir, to_dict
 from autotune.specs.io import read_text
 
-MANIFEST = "manifest.yaml"
-DEFAULT_STORAGE = "study.journal"  # relative to the run directory
+MANIFEST = rundir.MANIFEST
+DEFAULT_STORAGE = rundir.STUDY_JOURNAL  # relative to the run directory
 JOURNAL_SUFFIXES = (".log", ".journal")
 SQLITE_BUSY_S = 60.0  # how long a SQLite writer waits for another process's lock
 OPEN_ATTEMPTS = 5

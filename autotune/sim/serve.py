@@ -83,10 +83,6 @@ class Summary:
     slo_met: bool
 
 
-def meets(ttft_ms: float, tpot_ms: float, w: Workload) -> bool:
-    return (not w.ttft_ms or ttft_ms <= w.ttft_ms) and (not w.tpot_ms or tpot_ms <= w.tpot_ms)
-
-
 def summarize(out: Outcome, w: Workload, concurrency: int = 0, stable: bool = False) -> Summary:
     """`concurrency`: the requests a closed loop kept in flight (0: open loop or burst). `stable`: an open loop
     below the plan's capacity, which serves exactly what arrives: its throughput is the trace's arrival rate
@@ -111,7 +107,7 @@ def summarize(out: Outcome, w: Workload, concurrency: int = 0, stable: bool = Fa
         elif stable:  # served = offered: every request over the time they took to arrive
             window, span = order, (max(out.arrival_ms) - min(out.arrival_ms)) * n / max(n - 1, 1)
     span_s = max(span, 1e-9) / 1e3
-    good = sum(meets(ttft[i], tpot[i], w) for i in window)
+    good = sum(w.meets_slo(ttft[i], tpot[i]) for i in window)
     ttft_m = [ttft[i] for i in measured]
     tpot_m = [tpot[i] for i in measured if out.osl[i] > 1]
     t_pct, p_pct = percentiles(ttft_m), percentiles(tpot_m)
@@ -129,7 +125,7 @@ def summarize(out: Outcome, w: Workload, concurrency: int = 0, stable: bool = Fa
         goodput_rps=good / span_s,
         in_system=out.in_system_area_ms / max(makespan, 1e-9),
         makespan_ms=makespan,
-        slo_met=meets(slo_ttft, slo_tpot, w),
+        slo_met=w.meets_slo(slo_ttft, slo_tpot),
     )
 
 

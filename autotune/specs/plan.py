@@ -98,6 +98,11 @@ class Batching:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
 
 
+def expert_parallel_size(tp: int, dp: int, expert_parallel: bool) -> int:
+    """The rule for ep, stated once: the experts spread over every tp x dp rank of a stage, else tensor-sharded (1)."""
+    return tp * dp if expert_parallel else 1
+
+
 @dataclass(frozen=True)
 class PhasePlan:
     gpus: tuple[int, ...]
@@ -134,16 +139,22 @@ class PhasePlan:
                 f"gpus: {len(self.gpus)} GPUs but replicas*tp*dp*pp = "
                 f"{self.replicas}*{self.tp}*{self.dp}*{self.pp} = {self.replicas * self.gpus_per_replica}"
             )
-        if self.ep not in (1, self.tp * self.dp):
-            raise ValueError(f"ep: expected 1 or tp*dp = {self.tp * self.dp}, got {self.ep}")
+        if self.ep not in (1, expert_parallel_size(self.tp, self.dp, True)):
+            raise ValueError(f"ep: expected 1 or tp*dp = {self.stage_ranks}, got {self.ep}")
         if self.dp_attention != (self.dp > 1):
             raise ValueError("dp_attention: must be true exactly when dp > 1")
         if self.tp % self.dcp:
             raise ValueError(f"dcp: expected a divisor of tp={self.tp}, got {self.dcp}")
 
     @property
+    def stage_ranks(self) -> int:
+        """GPUs of one pipeline stage, tp x dp: the ranks the MoE layers span (`ep` is this when the experts are
+        spread over them, `expert_parallel_size`) and SGLang's --tp-size."""
+        return self.tp * self.dp
+
+    @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.stage_ranks * self.pp
 
     def replica_gpus(self, replica: int) -> tuple[int, ...]:
         n = self.gpus_per_replica

@@ -83,6 +83,10 @@ class Workload:
     def has_slo(self) -> bool:
         return self.ttft_ms > 0 or self.tpot_ms > 0
 
+    def meets_slo(self, ttft_ms: float, tpot_ms: float) -> bool:
+        """Whether a TTFT and a TPOT (ms) are within this workload's SLO (`within_slo`)."""
+        return within_slo(ttft_ms, tpot_ms, self.ttft_ms, self.tpot_ms)
+
     @property
     def arrival(self) -> str:
         """closed | poisson | burst"""
@@ -92,3 +96,8 @@ class Workload:
     def uniform(self) -> bool:
         """Every request has the same lengths (steady-state formulas describe it exactly)."""
         return self.length_dist == "fixed" or (self.length_dist != "file" and not self.isl_std and not self.osl_std)
+
+
+def within_slo(ttft_ms: float, tpot_ms: float, slo_ttft_ms: float, slo_tpot_ms: float) -> bool:
+    """The SLO check, stated once: TTFT and TPOT each within its limit (ms); a limit of 0 is no limit."""
+    return (not slo_ttft_ms or ttft_ms <= slo_ttft_ms) and (not slo_tpot_ms or tpot_ms <= slo_tpot_ms)

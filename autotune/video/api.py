@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from autotune.engines.supervisor import format_launch
-from autotune.specs import HardwareProfile, MiTuneError, SpecError
+from autotune.specs import HardwareProfile, MiTuneError, SpecError, rundir
 from autotune.specs.best import Launch
 from autotune.specs.io import from_dict, read_document
 from autotune.video import emit, report
@@ -48,12 +48,12 @@ def search_video(
     run_dir = Path(out) if out else Path("results") / f"{model.name}-{hw.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     doc = emit.best_document(model, hw, work, best, default, exact, launch)
-    (run_dir / "best.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
+    (run_dir / rundir.BEST).write_text(yaml.safe_dump(doc, sort_keys=False, width=120))
     text = report.markdown(model, hw, work, result, best, default, exact, format_launch(launch))
-    (run_dir / "report.md").write_text(text)
+    (run_dir / rundir.REPORT_MD).write_text(text)
     summary = {k: doc[k] for k in ("model", "workload", "best", "engine_default", "best_exact")}
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    files = {"best": str(run_dir / "best.yaml"), "report": str(run_dir / "report.md")}
+    (run_dir / rundir.SUMMARY).write_text(json.dumps(summary, indent=2, default=str))
+    files = {"best": str(run_dir / rundir.BEST), "report": str(run_dir / rundir.REPORT_MD)}
     return VideoSearchOutcome(
         run_dir, best, default, exact, launch, result.evaluated, time.perf_counter() - start, files
     )

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from autotune.specs import MiTuneError
+from autotune.specs import MiTuneError, rundir
 from autotune.specs.io import from_dict, read_document
 from autotune.video.workload import VideoWorkload
 
@@ -134,7 +134,7 @@ def measure_video_run(run_dir: str, host: str, port: int, stand_in: str | None, 
     from autotune.engines.supervisor import Started
     from autotune.video.api import video_serve_launch
 
-    best_path = Path(run_dir) / "best.yaml"
+    best_path = Path(run_dir) / rundir.BEST
     doc = read_document(best_path)
     work = from_dict(VideoWorkload, doc["workload"], f"{best_path}: workload")
     launch = video_serve_launch(str(best_path), host, port)

@@ -1,11 +1,12 @@
 """The video branch of `mi-tune search`: build the workload from flags (or a workload file), run the search,
-print the summary. Kept out of cli.py so the shared command stays a thin dispatch."""
+print the summary. Kept out of autotune/cli/ so the shared command stays a thin dispatch."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 
+from autotune.specs import rundir
 from autotune.video.workload import VideoWorkload, load_workload
 
 
@@ -25,7 +26,7 @@ def video_search(model, hardware, preset, gpus, flags: dict, workload_file, out,
     outcome = search_video(model, hw, work, out, keep_quality)
     best, default, exact = outcome.best, outcome.default, outcome.exact
     if as_json:
-        print(json.dumps(json.loads((outcome.out / "summary.json").read_text()), indent=2))
+        print(json.dumps(json.loads((outcome.out / rundir.SUMMARY).read_text()), indent=2))
         return
     print(f"{model} on {hw.name}: {outcome.evaluated} plans in {outcome.elapsed_s:.1f} s")
     for name, o in (("best", best), ("engine default", default), ("best exact", exact)):

@@ -11,6 +11,7 @@ from autotune.catalog.presets import load_preset
 from autotune.cli import run
 from autotune.perf import rates
 from autotune.probe import bench, bench_comm, bench_ops, probe
+from autotune.search.bench_settings import nccl_settings
 from autotune.specs import Measured, load, save
 from autotune.specs.hardware import CollectivePoint, HardwareProfile, OpPoint
 
@@ -148,7 +149,7 @@ def test_quick_without_bench_is_bad_input(capsys):
 
 def test_comm_jobs_cover_sizes_groups_and_the_search_spaces_nccl_settings():
     hw = load_preset("rtx-pro-6000-x8")
-    settings = bench.nccl_settings(hw)
+    settings = nccl_settings(hw)
     assert {"NCCL_MIN_NCHANNELS": "8"} in settings and {"NCCL_P2P_LEVEL": "SYS"} in settings
     assert {"NCCL_PROTO": "LL"} in settings and {"NCCL_PROTO": "Simple"} in settings
     full = bench_comm.jobs(8, quick=False, settings=settings)
@@ -252,12 +253,10 @@ def test_plan_times_the_dtypes_the_gpu_supports(preset, cc, quick, dtypes):
 
     fake = types.SimpleNamespace(cuda=_FakeCuda(cc), _scaled_mm=object(), _int_mm=object(), float4_e2m1fn_x2=object())
     hw = load_preset(preset)
-    plan = bench.bench_plan(hw, fake, 8, quick)
+    plan = bench.bench_plan(hw, fake, 8, quick, nccl_settings(hw))
     assert plan.dtypes == dtypes and plan.label == ("quick" if quick else "full")
-    assert plan.repeats == (5 if quick else 20) and len(plan.comm_jobs) == 1 + (
-        0 if quick else len(bench.nccl_settings(hw))
-    )
+    assert plan.repeats == (5 if quick else 20) and len(plan.comm_jobs) == 1 + (0 if quick else len(nccl_settings(hw)))
 
 
 def test_nvlink_boxes_get_only_the_settings_the_space_offers_them():
-    assert bench.nccl_settings(load_preset("h200-x8")) == [{"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}]
+    assert nccl_settings(load_preset("h200-x8")) == [{"NCCL_PROTO": "LL"}, {"NCCL_PROTO": "Simple"}]
