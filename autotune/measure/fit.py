@@ -77,11 +77,10 @@ def fit_corrections(
     return {c: round(float(math.exp(v)), 4) for c, v in zip(classes, x, strict=True)}
 
 
-def _helps_held_back(per_plan, priors, model, hw, classes) -> bool:
+def _helps_held_back(per_plan, priors, judge, hw, classes) -> bool:
     """Leave-one-plan-out: for each measured plan, corrections fitted on the others lower its TTFT/TPOT error
-    on the whole (mean |ln(predicted / measured)| over the held-back plans). False with one plan."""
-    from autotune.search import evaluate
-
+    on the whole (mean |ln(predicted / measured)| over the held-back plans). False with one plan. `per_plan`:
+    (candidate, measured.csv row, benched workload); `judge` predicts the way the search did (judge.py)."""
     if len(per_plan) < 2:
         return False
     before, after = [], []
@@ -90,15 +89,20 @@ def _helps_held_back(per_plan, priors, model, hw, classes) -> bool:
 
         def predict(corrections: dict[str, float], rest=rest) -> list[float]:
             corrected = dataclasses.replace(hw, corrections=corrections)
-            return [v for c, _, wr in rest for v in _means(evaluate(c.plan, model, corrected, wr))]
+            return [v for c, r, wr in rest for v in _means(judge(c.plan, corrected, wr, row_requests(r)))]
 
         measured = [float(r[k]) for _, r, _ in rest for k in ("measured_ttft_ms", "measured_tpot_ms")]
         held = fit_corrections(predict, measured, classes)
         truth = [float(row["measured_ttft_ms"]), float(row["measured_tpot_ms"])]
         before += list(zip(_means(priors[i]), truth, strict=True))
-        fitted = evaluate(cand.plan, model, dataclasses.replace(hw, corrections=held), w)
+        fitted = judge(cand.plan, dataclasses.replace(hw, corrections=held), w, row_requests(row))
         after += list(zip(_means(fitted), truth, strict=True))
     return log_error(after) < log_error(before)
+
+
+def row_requests(row: dict) -> int | None:
+    """The request count a row was benched with (None: the search's count)."""
+    return int(row.get("requests") or 0) or None
 
 
 def _means(p: Prediction) -> list[float]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.specs import Plan
+from autotune.specs import Plan, Prediction
 
 READY_TIMEOUT_S = 1800.0  # engines load large checkpoints for many minutes
 
@@ -27,6 +27,7 @@ class Candidate:
     label: str
     plan: Plan
     trial: int
+    stored: Prediction | None = None  # the prediction the search stored for it (best.yaml's, or the trial's)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ COLUMNS = (
     "status",
     "concurrency",
     "requests",
+    "prediction_source",  # stored (the search's own figure) / re-simulated / steady: judge.py
     "predicted_total_tok_s",
     "measured_total_tok_s",
     "predicted_output_tok_s",
@@ -48,12 +49,25 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def append_row(path: Path, row: dict) -> None:
+    """Append `row`; a measured.csv written with other columns (an older mi-tune) is first rewritten with these,
+    its rows kept (columns it lacked left empty)."""
     new = not path.is_file()
+    if not new and _header(path) != list(COLUMNS):
+        old = read_rows(path)
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({c: r.get(c) or "" for c in COLUMNS} for r in old)
     with path.open("a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         if new:
             writer.writeheader()
         writer.writerow({c: row.get(c, "") for c in COLUMNS})
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="") as f:
+        return next(csv.reader(f), [])
 
 
 def latest_rows(rows: list[dict]) -> dict[str, dict]:

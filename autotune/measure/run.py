@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
 from autotune.measure.records import Candidate, MeasureOptions
 from autotune.measure.rows import MEASURE_DIR, plan_row
 from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Prediction, Workload, save
@@ -73,21 +74,28 @@ def measure_plan(
     opts: MeasureOptions,
     log: Callable[[str], None],
 ) -> dict:
-    """Launch, wait for health, bench, stop: the plan's measured.csv row (status ok or failed)."""
+    """Launch, wait for health, bench, stop: the plan's measured.csv row (status ok or failed), its predicted
+    figures the ones the search stood behind for the benched workload (judge.py), with their source."""
     from autotune.engines import build_launch
-    from autotune.search import evaluate
 
     where = run_dir / MEASURE_DIR / f"{n:02d}-{_slug(cand.label)}"
     where.mkdir(parents=True, exist_ok=True)
     plan_file = where / "best.yaml"
-    workload, concurrency = bench_workload(best.workload, evaluate(cand.plan, model, hw, best.workload))
+    judge, tag = judge_of(best, model), f"[{n}] {cand.label}"
+    searched = best.workload
+    workload, concurrency = bench_workload(searched, operating_point(cand, judge, hw, searched))
     requests = _num_requests(workload, concurrency, opts.num_requests)
     if concurrency and requests < concurrency:  # the bench cannot hold the operating point's requests in flight
-        log(f"[{n}] {cand.label}: {requests} requests cannot keep {concurrency} in flight: predicted again at "
-            f"{requests} in flight, the point the bench measures")  # fmt: skip
+        log(f"{tag}: {requests} requests cannot keep {concurrency} in flight: predicted again at {requests} in "
+            f"flight, the point the bench measures")  # fmt: skip
         workload, concurrency = dataclasses.replace(workload, concurrency=requests), requests
-    prediction = evaluate(cand.plan, model, hw, workload)  # at the workload the bench runs
-    row = plan_row(cand, prediction, concurrency, plan_file, run_dir)
+    prediction, source, why = compared(cand, judge, hw, searched, workload, requests)
+    log(f"{tag}: compared with " + _source_text(source, prediction, judge, why))
+    row = {
+        **plan_row(cand, prediction, concurrency, plan_file, run_dir),
+        "requests": requests,
+        "prediction_source": source,
+    }
     if not prediction.feasible:
         return {**row, "status": "failed", "error": f"predicted infeasible: {prediction.reason}"}
     try:
@@ -96,14 +104,25 @@ def measure_plan(
         return {**row, "status": "failed", "error": f"cannot launch: {exc}"}
     save(dataclasses.replace(best, engine=cand.plan.engine, mode=cand.plan.mode, phases=cand.plan.phases,
                              prediction=prediction, launch=launch), plan_file)  # fmt: skip
-    report, bench_s, why = _serve_and_bench(
-        plan_file, where, workload, concurrency, requests, opts, f"[{n}] {cand.label}", log
-    )
+    report, bench_s, why = _serve_and_bench(plan_file, where, workload, concurrency, requests, opts, tag, log)
     if report is None:
         return {**row, "status": "failed", "error": why}
-    log(f"[{n}] {cand.label}: {report.total_tok_s:,.0f} tok/s measured in {bench_s:.1f} s "
-        f"(predicted {prediction.total_tok_s:,.0f})")  # fmt: skip
+    log(f"{tag}: {report.total_tok_s:,.0f} tok/s measured in {bench_s:.1f} s "
+        f"(predicted {prediction.total_tok_s:,.0f}, {source})")  # fmt: skip
     return {**row, **_measured(report)}
+
+
+def _source_text(source: str, prediction: Prediction, judge: Judge, why: str) -> str:
+    """How the figure a plan is compared with was made, for the log."""
+    how = (
+        f"simulated over {prediction.simulated_requests} requests at P{prediction.slo_percentile:g}, seed {judge.seed}"
+        if prediction.simulated_requests
+        else "steady state"
+    )
+    if source == STORED:
+        return f"the search's stored prediction ({how})"
+    made = "re-simulated" if source == RESIMULATED else "made again"
+    return f"a prediction {made} at the benched workload ({how}), not the stored one: {why}"
 
 
 def _serve_and_bench(plan_file: Path, where: Path, workload: Workload, concurrency: int, requests: int,

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from autotune.measure.records import Candidate
-from autotune.specs import BestConfig, HardwareProfile, Plan, from_dict, load_hardware
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, Plan, Prediction, from_dict, load_hardware
 
 
 def _prior_hardware(run_dir: Path, best: BestConfig) -> HardwareProfile:
@@ -43,8 +43,8 @@ def _open_study(run_dir: Path, best: BestConfig):
 def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
     """best.yaml's plan, then the study's feasible trials by objective, one per distinct plan label and trial:
     best.yaml holds its trial's plan with moot settings dropped (another label), so that trial is not measured
-    again under its stored label."""
-    out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial)]
+    again under its stored label. Each carries the prediction the search stored for it."""
+    out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial, best.prediction)]
     if study is not None:
         trials = [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")]
         for t in sorted(trials, key=lambda t: (-t.value, t.number)):
@@ -53,5 +53,15 @@ def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
             plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
             label = plan.describe()
             if all(c.label != label and c.trial != t.number for c in out):
-                out.append(Candidate(label, plan, t.number))
+                out.append(Candidate(label, plan, t.number, _stored_prediction(t.user_attrs.get("prediction"))))
     return out[:k]
+
+
+def _stored_prediction(raw) -> Prediction | None:
+    """A trial's stored prediction (user attr "prediction"), or None when it has none or an unreadable one."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return from_dict(Prediction, raw, "stored prediction")
+    except (MiTuneError, TypeError, ValueError):
+        return None
