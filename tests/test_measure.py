@@ -233,8 +233,11 @@ def test_rerun_keeps_measured_plans_and_records_a_failed_start(measured_run, tmp
     searched = (out / "best.yaml").read_text()
     argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(failing), "--apply"]
     assert run(argv) == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert err.count("measured before, kept") == 2
+    header = next(line for line in captured.out.splitlines() if line.startswith("plan "))
+    assert header.split()[:3] == ["plan", "status", "prediction_source"]
     # --apply: the best measured plan is best.yaml, the search's kept beside it
     assert (out / "best-predicted.yaml").read_text() == searched
     assert load_best(out / "best.yaml").plan == load_best(out / "best-measured.yaml").plan

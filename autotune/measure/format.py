@@ -10,8 +10,8 @@ from autotune.measure.records import MeasureOutcome
 def format_outcome(outcome: MeasureOutcome) -> str:
     """Measured against predicted per plan, the fitted corrections, the re-ranking and the files written."""
     lines = [f"measured {len(outcome.rows)} plan(s) in {outcome.run_dir}:"]
-    cols = ("plan", "status", "predicted_total_tok_s", "measured_total_tok_s", "predicted_ttft_ms",
-            "measured_ttft_ms", "predicted_tpot_ms", "measured_tpot_ms")  # fmt: skip
+    cols = ("plan", "status", "prediction_source", "predicted_total_tok_s", "measured_total_tok_s",
+            "predicted_ttft_ms", "measured_ttft_ms", "predicted_tpot_ms", "measured_tpot_ms")  # fmt: skip
     table = [cols] + [tuple(str(r.get(c, "")) for c in cols) for r in outcome.rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(cols))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in table]
