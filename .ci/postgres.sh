@@ -40,8 +40,12 @@ _pg_stop() {
 trap _pg_stop EXIT
 
 _pg "$PG_BIN/initdb" -D "$PG_DIR/data" -U mitune --auth=trust -E UTF8 >/dev/null
+# One role logs in with a password (the first matching pg_hba.conf line wins): the storage test that logs in with
+# postgresql://mitune_pw:PASSWORD@... creates the role and proves the password is read, yet written nowhere.
+_pg sed -i "1i host all mitune_pw 127.0.0.1/32 scram-sha-256" "$PG_DIR/data/pg_hba.conf"
 _pg "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w \
     -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR" start >/dev/null
 _pg "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U mitune mitune
 export MI_TUNE_TEST_POSTGRES_URL="postgresql://mitune@127.0.0.1:$PG_PORT/mitune"
+export MI_TUNE_TEST_POSTGRES_PASSWORD_ROLE=mitune_pw
 echo "PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') for the storage tests: $MI_TUNE_TEST_POSTGRES_URL"

@@ -19,6 +19,9 @@ from tests.loadgen.conftest import free_port
 # rtx-pro-6000-x8 (about 32 ms TTFT, 20 ms TPOT), so a fit has something to correct
 TIMING = {"ttft_ms": 45.0, "tpot_ms": 28.0}
 WORKLOAD = ["--isl", "64", "--osl", "8", "--concurrency", "4"]
+# the search simulates 16 requests: what measure benches by default at concurrency 4 (4 rounds), so the best plan's
+# measurement is compared with the search's stored (simulated) prediction
+SEARCH_REQUESTS = ["--num-requests", "16"]
 
 
 # ------------------------------------------------------------------ fit
@@ -91,7 +94,17 @@ def measured_run(tmp_path_factory):
     timing = tmp / "timing.json"
     timing.write_text(json.dumps(TIMING))
     out = tmp / "run"
-    argv = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--trials", "12", *WORKLOAD]
+    argv = [
+        "search",
+        "--model",
+        "llama-3.1-70b",
+        "--preset",
+        "rtx-pro-6000-x8",
+        "--trials",
+        "12",
+        *WORKLOAD,
+        *SEARCH_REQUESTS,
+    ]
     port = free_port()
     code = run([*argv, "--out", str(out), "--measure", "2", "--measure-port", str(port), "--stand-in", str(timing)])
     assert code == 0
@@ -115,24 +128,76 @@ def test_search_measure_records_both_plans(measured_run):
 
 
 def test_the_fit_moves_predictions_toward_the_stand_ins_timing(measured_run):
+    """On the search's scale (simulated at the benched workload, measure/judge.py), as measure predicts."""
+    from autotune.catalog.models import load_model
+    from autotune.measure.judge import judge_of
+
     out, _, _ = measured_run
     prior = load_hardware(out / "hardware.yaml")
     fitted = load_hardware(out / "hardware-measured.yaml")
     assert prior.corrections == {} and fitted.corrections and all(v > 0 for v in fitted.corrections.values())
-    from autotune.catalog.models import load_model
-
-    model = load_model("llama-3.1-70b")
+    judge = judge_of(load_best(out / "best.yaml"), load_model("llama-3.1-70b"))
+    assert judge.simulated
     before, after = [], []
     for r in _rows(out):
         best = load_best(out / r["plan_file"])
         w = dataclasses.replace(best.workload, concurrency=int(r["concurrency"]))
-        p0, p1 = evaluate(best.plan, model, prior, w), evaluate(best.plan, model, fitted, w)
+        p0, p1 = judge(best.plan, prior, w, int(r["requests"])), judge(best.plan, fitted, w, int(r["requests"]))
+        assert p0.total_tok_s == pytest.approx(float(r["predicted_total_tok_s"]), abs=1e-3)
         measured = (float(r["measured_ttft_ms"]), float(r["measured_tpot_ms"]))
         before += [(p0.ttft_ms["mean"], measured[0]), (p0.tpot_ms["mean"], measured[1])]
         after += [(p1.ttft_ms["mean"], measured[0]), (p1.tpot_ms["mean"], measured[1])]
         tok_s = float(r["measured_total_tok_s"])  # the objective: each plan's corrected prediction is nearer
         assert abs(p1.total_tok_s - tok_s) < abs(p0.total_tok_s - tok_s)
     assert log_error(after) < 0.6 * log_error(before)
+
+
+def test_the_best_plan_is_compared_with_the_searchs_stored_simulated_prediction(measured_run):
+    """The bench ran the searched workload over as many requests as the search simulated: the row holds
+    best.yaml's simulated figures (not the steady-state screen's, which differ), marked 'stored'; the second plan's
+    trial stored only its screen figure, so it is re-simulated at the benched workload with the search's seed."""
+    from autotune.catalog.models import load_model
+    from autotune.sim.serve import simulate_prediction
+
+    out, _, _ = measured_run
+    searched, hw, model = (
+        load_best(out / "best.yaml"),
+        load_hardware(out / "hardware.yaml"),
+        load_model("llama-3.1-70b"),
+    )
+    first, second = _rows(out)
+    assert first["prediction_source"] == "stored" and int(first["requests"]) == searched.prediction.simulated_requests
+    stored = searched.prediction
+    screen = evaluate(searched.plan, model, hw, searched.workload)
+    assert stored.simulated_requests and abs(stored.total_tok_s - screen.total_tok_s) > 0.02 * screen.total_tok_s
+    assert float(first["predicted_total_tok_s"]) == round(stored.total_tok_s, 3)
+    assert float(first["predicted_ttft_ms"]) == round(stored.ttft_ms["mean"], 4)
+    assert float(first["predicted_tpot_ms"]) == round(stored.tpot_ms["mean"], 4)
+    # the stored figure is what predicting again the search's way gives: the fit starts from the same scale
+    again = simulate_prediction(searched.plan, model, hw, searched.workload, screen, seed=searched.provenance.seed)
+    assert again.total_tok_s == pytest.approx(stored.total_tok_s, rel=1e-9)
+    assert second["prediction_source"] == "re-simulated"
+    plan = load_best(out / second["plan_file"]).plan
+    steady = evaluate(plan, model, hw, searched.workload)
+    simulated = simulate_prediction(plan, model, hw, searched.workload, steady, seed=searched.provenance.seed,
+                                    num_requests=int(second["requests"]))  # fmt: skip
+    assert float(second["predicted_total_tok_s"]) == round(simulated.total_tok_s, 3) != round(steady.total_tok_s, 3)
+
+
+def test_the_reranking_and_best_measured_are_on_the_searchs_scale(measured_run):
+    """reranked.csv's prior figure of the searched best is best.yaml's own (simulated) objective, and
+    best-measured.yaml's prediction is simulated like best.yaml's."""
+    from autotune.search.trial import objective_value
+
+    out, _, _ = measured_run
+    searched = load_best(out / "best.yaml")
+    with (out / "reranked.csv").open() as f:
+        reranked = {r["plan"]: r for r in csv.DictReader(f)}
+    row = reranked[searched.plan.describe()]
+    assert float(row["predicted_tok_s"]) == pytest.approx(objective_value(searched.prediction), abs=1e-3)
+    measured = load_best(out / "best-measured.yaml")
+    assert measured.prediction.simulated_requests == searched.prediction.simulated_requests > 0
+    assert measured.baseline.prediction.simulated_requests > 0
 
 
 def test_best_measured_yaml_comes_from_the_measurements_and_best_yaml_stays(measured_run):
@@ -168,8 +233,11 @@ def test_rerun_keeps_measured_plans_and_records_a_failed_start(measured_run, tmp
     searched = (out / "best.yaml").read_text()
     argv = ["measure", str(out), "--top", "3", "--port", str(port), "--stand-in", str(failing), "--apply"]
     assert run(argv) == 0
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert err.count("measured before, kept") == 2
+    header = next(line for line in captured.out.splitlines() if line.startswith("plan "))
+    assert header.split()[:3] == ["plan", "status", "prediction_source"]
     # --apply: the best measured plan is best.yaml, the search's kept beside it
     assert (out / "best-predicted.yaml").read_text() == searched
     assert load_best(out / "best.yaml").plan == load_best(out / "best-measured.yaml").plan
@@ -276,6 +344,32 @@ def test_fewer_requests_than_in_flight_are_predicted_at_what_the_bench_holds(mea
     timing = measured_run[1]
     argv = ["measure", str(out), "--top", "1", "--port", str(free_port()), "--stand-in", str(timing)]
     assert run([*argv, "--num-requests", "2"]) == 0
-    assert "2 requests cannot keep 4 in flight: predicted again at 2 in flight" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "2 requests cannot keep 4 in flight: predicted again at 2 in flight" in err
+    assert "a prediction re-simulated at the benched workload (simulated over 2 requests" in err
+    assert "2 requests (the search simulated 16); 2 in flight (searched: 4)" in err
     (row,) = _rows(out)
-    assert int(row["concurrency"]) == 2 and row["status"] == "ok"
+    assert int(row["concurrency"]) == 2 and row["status"] == "ok" and row["prediction_source"] == "re-simulated"
+    from autotune.catalog.models import load_model
+    from autotune.sim.serve import simulate_prediction
+
+    searched, hw, model = (
+        load_best(out / "best.yaml"),
+        load_hardware(out / "hardware.yaml"),
+        load_model("llama-3.1-70b"),
+    )
+    w = dataclasses.replace(searched.workload, concurrency=2)
+    p = simulate_prediction(searched.plan, model, hw, w, evaluate(searched.plan, model, hw, w), seed=0, num_requests=2)
+    assert float(row["predicted_total_tok_s"]) == round(p.total_tok_s, 3) != round(searched.prediction.total_tok_s, 3)
+
+
+def test_a_measured_csv_of_older_columns_is_rewritten_with_its_rows(tmp_path):
+    from autotune.measure import COLUMNS, append_row, read_rows
+
+    path = tmp_path / "measured.csv"
+    old = [c for c in COLUMNS if c != "prediction_source"]
+    path.write_text(",".join(old) + "\n" + ",".join("x" if c == "plan" else "" for c in old) + "\n")
+    append_row(path, {"plan": "y", "prediction_source": "stored"})
+    rows = read_rows(path)
+    assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
+    assert [(r["plan"], r["prediction_source"]) for r in rows] == [("x", ""), ("y", "stored")]

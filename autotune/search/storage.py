@@ -135,6 +135,8 @@ def open_storage(url: str):
             why = _first_line(exc)
             if password := _password(url):
                 why = why.replace(password, "***")
+            elif url.startswith("postgresql") and "password" in why:  # a resume command's URL: none written
+                why += " (a URL without its password reads it from PGPASSWORD or ~/.pgpass)"
             raise MiTuneError(f"--storage: cannot open {redact(url)}: {type(exc).__name__}: {why}") from None
     raise AssertionError("unreachable")
 

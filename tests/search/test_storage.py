@@ -7,6 +7,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import optuna
 import pytest
@@ -239,3 +240,71 @@ def test_resume_commands_and_manifests_hold_no_password(given, tmp_path):
     assert SECRET not in " ".join(_resume_command(argv, tmp_path))
     assert stores.relative_storage(stores.normalize(url), tmp_path) == "postgresql+psycopg://mi@db.example:5432/mitune"
     assert SECRET not in stores.redact(url) and ":***@" in stores.redact(url)
+
+
+PASSWORD_ROLE_ENV = "MI_TUNE_TEST_POSTGRES_PASSWORD_ROLE"
+SMALL_SEARCH = ["search", "--model", "llama-3.1-70b", "--preset", "rtx-pro-6000-x8", "--isl", "64", "--osl", "8",
+                "--concurrency", "4", "--num-requests", "16"]  # fmt: skip
+
+
+@pytest.fixture
+def password_database():
+    """(URL with a password, the password): a database owned by the role `.ci/postgres.sh` makes log in with a
+    password (scram-sha-256), the role given a fresh password here; the database is dropped afterwards."""
+    import psycopg
+    from psycopg import sql
+
+    admin, role = postgres_url(), os.environ.get(PASSWORD_ROLE_ENV, "")
+    if not role:
+        pytest.fail(f"{PASSWORD_ROLE_ENV} is not set: `.ci/postgres.sh` names the role that logs in with a password")
+    secret, db = f"Pw18-{uuid.uuid4().hex[:12]}", f"mitune_pw_{uuid.uuid4().hex[:8]}"
+    parts = urlsplit(admin)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("ALTER ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(secret)))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(db), sql.Identifier(role)))
+    try:
+        yield f"postgresql://{role}:{secret}@{parts.hostname}:{parts.port}/{db}", secret
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+
+
+def test_a_password_login_succeeds_writes_no_password_and_resumes_from_pgpassword(password_database, tmp_path):
+    """`--storage postgresql://user:PASS@.../db` logs in and the search completes; PASS is in no file under the run
+    directory, not on stdout/stderr, not in --json. The resume command recorded holds no password: as written it
+    is refused without PGPASSWORD and resumes the same study with it."""
+    import psycopg
+
+    url, secret = password_database
+    wrong = url.replace(f":{secret}@", ":not-it@")
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(wrong).close()  # the server checks the password: the test proves something
+    env = {k: v for k, v in os.environ.items() if k not in ("PGPASSWORD", "PGPASSFILE")}
+    out = tmp_path / "run"
+    proc = _cli(*SMALL_SEARCH, "--trials", "4", "--storage", url, "--out", str(out), "--json")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert secret not in stdout + stderr
+    summary = json.loads(stdout)
+    assert summary["study_trials"] == 4 and secret not in json.dumps(summary)
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert len(written) > 5 and not [p for p in written if secret.encode() in p.read_bytes()]
+    resume = yaml.safe_load((out / "manifest.yaml").read_text())["resume"]
+    assert resume[:2] == ["mi-tune", "search"] and resume[resume.index("--storage") + 1] == url.replace(
+        f":{secret}", ""
+    )
+    again = [sys.executable, "-c", "from autotune.cli import main; main()", *resume[1:], "--json"]
+    refused = subprocess.run(
+        again, capture_output=True, text=True, timeout=300, env={**env, "PGPASSFILE": str(tmp_path / "none")}
+    )
+    assert refused.returncode == 2 and "no password supplied" in refused.stderr and "PGPASSWORD" in refused.stderr
+    assert secret not in refused.stderr + refused.stdout
+    resumed = subprocess.run(again, capture_output=True, text=True, timeout=300, env={**env, "PGPASSWORD": secret})
+    assert resumed.returncode == 0, resumed.stderr
+    assert secret not in resumed.stdout + resumed.stderr
+    after = json.loads(resumed.stdout)
+    assert after["study_trials"] == 4 and after["new_trials"] == 0  # the same study, its 4 trials read back
+    assert (after["best_plan"], after["total_tok_s"]) == (summary["best_plan"], summary["total_tok_s"])
+    assert not [p for p in out.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]

@@ -1,0 +1,67 @@
+"""What measure measures: the profile the search planned with, its study, and the top plans of it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from autotune.measure.records import Candidate
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, Plan, Prediction, from_dict, load_hardware
+
+
+def _prior_hardware(run_dir: Path, best: BestConfig) -> HardwareProfile:
+    """The profile the search planned with, without any corrections (a rerun fits from the prior again)."""
+    from autotune.inputs import recorded_hardware
+
+    beside = run_dir / "hardware.yaml"
+    hw = load_hardware(beside) if beside.is_file() else recorded_hardware(best, run_dir / "best.yaml")
+    return dataclasses.replace(hw, corrections={}) if hw.corrections else hw
+
+
+def _open_study(run_dir: Path, best: BestConfig):
+    """The run's Optuna study, or (None, why) when its storage cannot be reached."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        try:
+            from autotune.search.storage import open_storage, read_manifest
+        except ImportError:
+            open_storage, read_manifest = None, None
+        manifest = read_manifest(run_dir) if read_manifest else None
+        if manifest is not None:
+            url, name = manifest.storage_url(run_dir), manifest.study
+            storage = open_storage(url)
+        else:
+            url, name = best.provenance.storage, best.provenance.study
+            storage = url
+        return optuna.load_study(study_name=name, storage=storage), ""
+    except Exception as exc:  # unreachable database, moved file: measure the best plan alone
+        return None, f"study storage not reachable ({type(exc).__name__}: {exc}); measuring best.yaml's plan only"
+
+
+def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
+    """best.yaml's plan, then the study's feasible trials by objective, one per distinct plan label and trial:
+    best.yaml holds its trial's plan with moot settings dropped (another label), so that trial is not measured
+    again under its stored label. Each carries the prediction the search stored for it."""
+    out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial, best.prediction)]
+    if study is not None:
+        trials = [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")]
+        for t in sorted(trials, key=lambda t: (-t.value, t.number)):
+            if len(out) >= k:
+                break
+            plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
+            label = plan.describe()
+            if all(c.label != label and c.trial != t.number for c in out):
+                out.append(Candidate(label, plan, t.number, _stored_prediction(t.user_attrs.get("prediction"))))
+    return out[:k]
+
+
+def _stored_prediction(raw) -> Prediction | None:
+    """A trial's stored prediction (user attr "prediction"), or None when it has none or an unreadable one."""
+    if not isinstance(raw, dict):
+        return None
+    try:
+        return from_dict(Prediction, raw, "stored prediction")
+    except (MiTuneError, TypeError, ValueError):
+        return None
