@@ -367,7 +367,7 @@ def _start_run(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: 
 
 # ------------------------------------------------------------------ other commands
 def measure_run(run_dir: str | Path, opts):
-    """Launch, bench and fit the top plans of a run directory (autotune/measure.py); a MeasureOutcome."""
+    """Launch, bench and fit the top plans of a run directory (autotune/measure/); a MeasureOutcome."""
     from autotune.measure import measure
 
     return measure(run_dir, opts)

@@ -11,7 +11,7 @@ from autotune.measure.rerank import _conclude
 from autotune.measure.rows import BEST_PREDICTED, COLUMNS, MEASURED_CSV, append_row, latest_rows, read_rows
 from autotune.measure.run import measure_plan
 from autotune.measure.study import _open_study, _prior_hardware, candidates
-from autotune.specs import MiTuneError, load_best
+from autotune.specs import MiTuneError, load_best, rundir
 
 
 def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None] | None = None) -> MeasureOutcome:
@@ -26,9 +26,9 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
         raise MiTuneError(f"--num-requests: expected a count >= 0 (0 = 4 rounds), got {opts.num_requests}")
     if not opts.ready_timeout_s > 0:
         raise MiTuneError(f"--ready-timeout: expected seconds > 0, got {opts.ready_timeout_s:g}")
-    if not (out / "best.yaml").is_file():
+    if not (out / rundir.BEST).is_file():
         raise MiTuneError(f"{out}: no best.yaml (expected a run directory written by `mi-tune search`)")
-    source = out / BEST_PREDICTED if (out / BEST_PREDICTED).is_file() else out / "best.yaml"
+    source = out / BEST_PREDICTED if (out / BEST_PREDICTED).is_file() else out / rundir.BEST
     best = load_best(source)
     model, _ = resolve_model(best.model.path or best.model.name)
     hw = _prior_hardware(out, best)

@@ -26,7 +26,7 @@ from autotune.measure.rows import (
     write_reranked,
 )
 from autotune.measure.study import candidates
-from autotune.specs import BestConfig, HardwareProfile, HardwareRef, save
+from autotune.specs import BestConfig, HardwareProfile, HardwareRef, rundir, save
 
 RERANK_PLANS = 20  # distinct plans of the study re-predicted with the corrections
 
@@ -56,9 +56,9 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes, apply: bo
     measured_best = _best_from(best, winner, judge, fitted)
     files["best_measured"] = save(measured_best, out / BEST_MEASURED)
     if apply:
-        if not (out / BEST_PREDICTED).is_file() and source.name == "best.yaml":
+        if not (out / BEST_PREDICTED).is_file() and source.name == rundir.BEST:
             (out / BEST_PREDICTED).write_text(source.read_text())
-        files["best"] = save(measured_best, out / "best.yaml")
+        files["best"] = save(measured_best, out / rundir.BEST)
     else:
         notes.append(
             f"best.yaml unchanged (the search's answer); the best measured plan is {BEST_MEASURED}: "

@@ -8,14 +8,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.measure.records import Candidate
-from autotune.specs import Prediction
+from autotune.specs import Prediction, rundir
 
-MEASURED_CSV = "measured.csv"
-MEASURE_DIR = "measure"
-BEST_PREDICTED = "best-predicted.yaml"  # the search's own best.yaml, kept when `--apply` replaces best.yaml
-BEST_MEASURED = "best-measured.yaml"  # the best measured plan; best.yaml becomes it only with `--apply`
-HARDWARE_MEASURED = "hardware-measured.yaml"  # the run's hardware profile with the fitted corrections
-RERANKED_CSV = "reranked.csv"
+# the run directory's names (specs/rundir.py), under the names measure's callers import
+MEASURED_CSV = rundir.MEASURED_CSV
+MEASURE_DIR = rundir.MEASURE
+BEST_PREDICTED = rundir.BEST_PREDICTED  # the search's own best.yaml, kept when `--apply` replaces best.yaml
+BEST_MEASURED = rundir.BEST_MEASURED  # the best measured plan; best.yaml becomes it only with `--apply`
+HARDWARE_MEASURED = rundir.HARDWARE_MEASURED  # the run's hardware profile with the fitted corrections
+RERANKED_CSV = rundir.RERANKED_CSV
 COLUMNS = (
     "plan",
     "trial",

@@ -13,7 +13,7 @@ from pathlib import Path
 from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
 from autotune.measure.records import Candidate, MeasureOptions
 from autotune.measure.rows import MEASURE_DIR, plan_row
-from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Prediction, Workload, save
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Prediction, Workload, rundir, save
 
 # Before the timed bench, one untimed round of short requests (WARMUP_OSL output tokens) at the benched concurrency
 # (WARMUP_REQUESTS for open-loop workloads): kernels JIT-compiled on first use, allocator growth and the like are
@@ -80,7 +80,7 @@ def measure_plan(
 
     where = run_dir / MEASURE_DIR / f"{n:02d}-{_slug(cand.label)}"
     where.mkdir(parents=True, exist_ok=True)
-    plan_file = where / "best.yaml"
+    plan_file = where / rundir.BEST
     judge, tag = judge_of(best, model), f"[{n}] {cand.label}"
     searched = best.workload
     workload, concurrency = bench_workload(searched, operating_point(cand, judge, hw, searched))

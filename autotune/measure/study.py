@@ -6,15 +6,15 @@ import dataclasses
 from pathlib import Path
 
 from autotune.measure.records import Candidate
-from autotune.specs import BestConfig, HardwareProfile, MiTuneError, Plan, Prediction, from_dict, load_hardware
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, Plan, Prediction, from_dict, load_hardware, rundir
 
 
 def _prior_hardware(run_dir: Path, best: BestConfig) -> HardwareProfile:
     """The profile the search planned with, without any corrections (a rerun fits from the prior again)."""
     from autotune.inputs import recorded_hardware
 
-    beside = run_dir / "hardware.yaml"
-    hw = load_hardware(beside) if beside.is_file() else recorded_hardware(best, run_dir / "best.yaml")
+    beside = run_dir / rundir.HARDWARE
+    hw = load_hardware(beside) if beside.is_file() else recorded_hardware(best, run_dir / rundir.BEST)
     return dataclasses.replace(hw, corrections={}) if hw.corrections else hw
 
 

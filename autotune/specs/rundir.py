@@ -18,6 +18,7 @@ REPORT_HTML = "report.html"
 MANIFEST = "manifest.yaml"  # which search the study is (search/storage.py)
 STUDY_JOURNAL = "study.journal"  # the default study storage
 MEASURED_CSV = "measured.csv"  # measured against predicted, one row per plan `measure` ran
+RERANKED_CSV = "reranked.csv"  # the study's plans re-predicted with `measure`'s corrections
 
 PLOTS = "plots"
 MEASURE = "measure"  # one folder per measured plan

@@ -11,9 +11,6 @@ def test_a_search_writes_its_run_directory_under_the_names_rundir_states(searche
     assert (searched / rundir.PLOTS).is_dir()
 
 
-# measure18 splits measure.py into a package and switches its names to specs/rundir.py; the lead empties this at
-# the merge (with tests/test_sizes.py EXEMPT_UNTIL_MERGE).
-LITERALS_UNTIL_MERGE = ("autotune/measure.py",)
 
 
 def test_no_module_spells_a_run_directory_name_itself():
@@ -28,7 +25,7 @@ def test_no_module_spells_a_run_directory_name_itself():
     found = []
     for path in sorted([*root.joinpath("autotune").rglob("*.py"), *root.joinpath("kernels").rglob("*.py")]):
         rel = path.relative_to(root).as_posix()
-        if rel == "autotune/specs/rundir.py" or rel in LITERALS_UNTIL_MERGE:
+        if rel == "autotune/specs/rundir.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Constant) and node.value in names:
