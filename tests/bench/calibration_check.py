@@ -37,7 +37,7 @@ from pathlib import Path
 from autotune.catalog import load_preset
 from autotune.catalog.models import model_from_config
 from autotune.inputs import restrict_gpus
-from autotune.perf import comm, predict
+from autotune.perf import comm, ep_balance, predict
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -71,7 +71,7 @@ FITTED = [
     ("ipc_latency_us", "PCIE_IPC_LATENCY_US", (1.0, 2.0, 3.0, 4.3, 5.0, 6.0, 8.0), 0.0),  # sglang-pcie-ipc
     ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), 1.0),  # sglang-pcie-ipc
     ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
-    ("ep_imbalance", "EP_IMBALANCE", (1.0, 1.05, 1.1, 1.15, 1.25, 1.4, 1.6, 2.0, 2.6), 1.0),  # eplb-* entries
+    ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
     ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0), 0.0),  # kernel-min-time-rmsnorm
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
@@ -276,14 +276,10 @@ def accepted_tokens(method: str, k: int) -> Callable[[], float]:
     return run
 
 
-def imbalance(eplb: bool) -> Callable[[], float]:
-    """Most-loaded / mean expert rank load the model applies under EP (ops: 1 + excess, x residual with EPLB)."""
-
-    def run() -> float:
-        excess = read_constant("EP_IMBALANCE") - 1.0
-        return 1.0 + excess * (read_constant("EPLB_RESIDUAL_IMBALANCE") if eplb else 1.0)
-
-    return run
+def imbalance(ep: int, slots: int, top_k: int, tokens: float, eplb: bool) -> Callable[[], float]:
+    """Most-loaded / mean expert rank load the model applies under EP (perf/ep_balance.py): `slots` expert slots
+    over `ep` ranks, a step of `tokens` tokens (math.inf: a long window, the popularity skew alone)."""
+    return lambda: ep_balance.busiest_rank_load(ep, slots, top_k, tokens, eplb)
 
 
 def mtp_speedup() -> float:
@@ -428,10 +424,32 @@ def rows() -> list[Row]:
         Row("mtp-sglang-deepseek-v3-nextn", "MTP acceptance length k=1", "tok", 1.9, accepted_tokens("mtp", 1)),
         Row("dspark-vllm-v4-flash-0731", "DSpark acceptance length k=5", "tok", 2.74, accepted_tokens("dspark", 5)),
         Row("dspark-vllm-v41-flash-gsm8k", "DSpark acceptance length k=5", "tok", 2.82, accepted_tokens("dspark", 5)),
-        Row("eplb-trtllm-deepseek-r1-ep32", "EP32 max/mean rank load, no EPLB", "", 2.564, imbalance(False)),
-        Row("eplb-trtllm-deepseek-r1-ep32", "EP36 max/mean rank load, EPLB", "", 1.115, imbalance(True)),
-        Row("eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, no EPLB", "", 1.069, imbalance(False)),
-        Row("eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(True)),
+        # DeepSeek-R1: 256 routed experts top-8, 1,024 tokens per rank; EP36 with EPLB: 288 slots (32 redundant)
+        Row(
+            "eplb-trtllm-deepseek-r1-ep32",
+            "EP32 max/mean rank load, no EPLB",
+            "",
+            2.564,
+            imbalance(32, 256, 8, 32 * 1024, False),
+        ),
+        Row(
+            "eplb-trtllm-deepseek-r1-ep32",
+            "EP36 max/mean rank load, EPLB",
+            "",
+            1.115,
+            imbalance(36, 288, 8, 36 * 1024, True),
+        ),
+        # Kimi K3: expert count not stated, Kimi K2's 384 top-8 assumed; loads summed over the EPLB window
+        Row(
+            "eplb-vllm-kimi-k3-ep16",
+            "EP16 max/mean rank load, no EPLB",
+            "",
+            1.069,
+            imbalance(16, 384, 8, math.inf, False),
+        ),
+        Row(
+            "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
+        ),
     ]
     return out
 
