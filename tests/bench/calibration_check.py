@@ -6,6 +6,8 @@ Run: `.venv/bin/python tests/bench/calibration_check.py` (add `--markdown` for R
 Each row is one public figure expressed as a plan (catalog model or shipped config, checkpoint dtype as published:
 NVFP4 rows run as 4-bit, FP8 rows as FP8; box from a preset) or as one call of the collective model. Entries the
 model cannot express (other GPUs without a preset, multi-node, models without a config) are listed with why.
+Medians are printed over all rows and per row class (serving / collective / kernel / speculative / load balance).
+Rows a source contradicts itself on are shown apart with the reason (APART), neither fitted nor counted.
 
 Leave-one-source-out (LOSO): the constants in FITTED were set from these public rows. For each row, every fitted
 constant is refitted (1-D grid search, the others at their shipped values, minimising the median
@@ -217,6 +219,16 @@ class Row:
     measured: float
     predict: Callable[[], float]
 
+    @property
+    def kind(self) -> str:
+        """Row class for the per-class medians: serving / collective / kernel / speculative / load balance."""
+        if self.unit == "out tok/s/GPU" or self.label.startswith("Qwen3.5"):
+            return "serving"
+        prefix = self.entry.split("-")[0]
+        return {"kernel": "kernel", "mtp": "speculative", "dspark": "speculative", "eplb": "load balance"}.get(
+            prefix, "collective"
+        )
+
 
 def serving(m, preset, gpus, isl, osl, kv="fp8", **layout) -> Callable[[], float]:
     """Offline max-throughput (trtllm-bench): output tok/s/GPU at the engine's batch limits."""
@@ -291,6 +303,28 @@ def mtp_speedup() -> float:
         return predict(Plan("sglang", "aggregated", {"both": phase}), m, hw, w).tpot_ms["mean"]
 
     return tpot(Speculative()) / tpot(Speculative("mtp", 1))
+
+
+def p2p_level_speedup(concurrency: int) -> float:
+    """rtx6kpro-asus-nccl-p2p-level decode: output tok/s with NCCL_P2P_LEVEL=SYS over NCCL defaults, Qwen3.5-397B
+    NVFP4 TP4 with MTP on GPUs 0-3 of the rtx-pro-6000-x8 box (SGLang). The page states neither the draft count
+    nor the prompt lengths: 3 drafts, 1k/1k and max_running 64 are this row's assumptions (the ratio, the
+    quantity the source varies, moves little with them; the absolute rates are not compared)."""
+    m, hw = model("qwen3.5-397b-a17b", "nvfp4"), box("rtx-pro-6000-x8")
+    w = Workload(isl=1000, osl=1000, concurrency=concurrency)
+
+    def rate(env: dict) -> float:
+        phase = PhasePlan(
+            gpus=(0, 1, 2, 3),
+            tp=4,
+            speculative=Speculative("mtp", 3),
+            batching=Batching(max_running=64),
+            comm=nccl(**env),
+        )
+        p = predict(Plan("sglang", "aggregated", {"both": phase}), m, hw, w)
+        return p.output_tok_s_per_gpu if p.feasible else float("nan")
+
+    return rate({"NCCL_P2P_LEVEL": "SYS"}) / rate({})
 
 
 def rows() -> list[Row]:
@@ -374,15 +408,21 @@ def rows() -> list[Row]:
                                (16 * KIB, "16 KB", 69.3), (64 * KIB, "64 KB", 79.5), (256 * KIB, "256 KB", 86.2),
                                (32 * MIB, "32 MB", 2976.0)):  # fmt: skip
         out.append(Row(asus, f"AR 8 GPU {label}, NCCL defaults", "us", value, us(pro, EIGHT, size, nccl())))
+    for c, value in ((1, 69.7 / 67.3), (64, 1381.1 / 1283.1)):
+        label = f"Qwen3.5-397B NVFP4 TP4 MTP decode c={c}: P2P_LEVEL=SYS / defaults"
+        out.append(Row(asus, label, "x", value, lambda c=c: p2p_level_speedup(c)))
     seven = lambda: busbw(box("rtx-pro-6000-x8", 7), tuple(range(7)), 4 * GIB, nccl(NCCL_P2P_LEVEL="SYS"))  # noqa: E731
     out.append(Row(ch, "AR 7 GPU busbw 4 GB, NCCL_P2P_LEVEL=SYS (dual socket)", "GB/s", 41.5, seven))
-    ipc_rows = ((12 * KIB, "12 KiB", 5.3, 205.1), (96 * KIB, "96 KiB", 15.3, 584.9),
-                (384 * KIB, "384 KiB", 34.6, 1169.3), (100 * MIB, "100 MiB", 8500.0, 50400.0))  # fmt: skip
-    for size, label, t_ipc, t_nccl in ipc_rows:
+    ipc_rows = (
+        (12 * KIB, "12 KiB", 5.3),
+        (96 * KIB, "96 KiB", 15.3),
+        (384 * KIB, "384 KiB", 34.6),
+        (100 * MIB, "100 MiB", 8500.0),
+    )  # fmt: skip  (the NCCL column: apart_rows)
+    for size, label, t_ipc in ipc_rows:
         out.append(
             Row(ipc, f"AR 8 GPU {label} PCIe-IPC, no switches", "us", t_ipc, us(host, EIGHT, size, Comm("pcie_ipc")))
         )
-        out.append(Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t_nccl, us(host, EIGHT, size, nccl())))
     out += [
         Row(
             "kernel-l20-hgemm-cublas",
@@ -454,6 +494,25 @@ def rows() -> list[Row]:
     return out
 
 
+def apart_rows() -> list[Row]:
+    """Rows shown beside the table but neither fitted nor counted (APART says why)."""
+    sizes = ((12 * KIB, "12 KiB", 205.1), (96 * KIB, "96 KiB", 584.9), (384 * KIB, "384 KiB", 1169.3),
+             (100 * MIB, "100 MiB", 50400.0))  # fmt: skip
+    ipc = "sglang-pcie-ipc-allreduce-8x-sm120"
+    return [
+        Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t, us(switchless_host, EIGHT, size, nccl()))
+        for size, label, t in sizes
+    ]
+
+
+APART = (
+    "sglang-pcie-ipc-allreduce-8x-sm120 NCCL column: not the in-engine cost. The same file's end-to-end table "
+    "(pcie_ipc_ar.py:37-46) has NCCL-only TPOT 21.14 ms against 13.62 ms with the PCIe-IPC kernel at about one "
+    "request (12 KiB reductions at hidden 6144): 7.5 ms over one step's 2 reductions per layer is 30-60 us per "
+    "NCCL all-reduce for 60-120 layers, not 205 - 5.3 = 200 us; the column's timing likely includes "
+    "host-side time (its method is not stated). The entry's notes already use only the PCIe-IPC column."
+)
+
 NOT_EXPRESSIBLE = [
     (
         "pcie-rtx6kpro-nccl-allreduce-8gpu",
@@ -464,7 +523,11 @@ NOT_EXPRESSIBLE = [
     ("nvl-lmsys-96xh100-prefill-ep32 / -decode-ep72", "multi-node (4 / 9 nodes, InfiniBand), H100: no preset"),
     ("coll-a100-pcie-8gpu-allreduce", "A100 PCIe: no preset; a range with no size sweep"),
     ("kernel-flashmla-h800-decode", "sparse FP8-KV 410 TFLOPS: no sparse-FP8 attention rate in the model"),
-    ("rtx6kpro-asus-nccl-p2p-level", "Qwen3.5-397B decode: no config shipped"),
+    (
+        "rtx6kpro-asus-nccl-p2p-level",
+        "Qwen3.5-397B decode absolute tok/s: MTP draft count and prompt lengths not stated (the P2P_LEVEL "
+        "ratio is counted)",
+    ),
     (
         "rtx6kpro-nccl-allreduce-channels",
         "luke / Grimulkan single-CPU rows: no preset; Festr rows: same figures as "
@@ -558,7 +621,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown rows")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    all_rows = rows()
+    all_rows, apart = rows(), apart_rows()
     base = evaluate(all_rows)
     loo, in_sample = leave_one_out(all_rows, base)
     errors = [rel_err(p, r.measured) for p, r in zip(base, all_rows, strict=True)]
@@ -591,17 +654,26 @@ def main(argv: list[str] | None = None) -> None:
                     for k, (v, w) in enumerate(zip(c, widths, strict=True))
                 )
             )
-    serving_idx = [i for i, r in enumerate(all_rows) if r.unit == "out tok/s/GPU"]
     md = "\n" if args.markdown else ""
     print(
-        f"{md}rows: {len(all_rows)} ({len(serving_idx)} end-to-end serving)\n"
+        f"{md}rows: {len(all_rows)} "
+        f"({sum(r.kind == 'serving' for r in all_rows)} end-to-end serving)\n"
         f"leave-one-source-out median |error|: {statistics.median(loo_errors):.1%} "
-        f"(serving rows {statistics.median(loo_errors[i] for i in serving_idx):.1%}; "
-        f"{sum(p > r.measured for p, r in zip(loo, all_rows, strict=True))} of {len(all_rows)} over-predicted)\n"
-        f"in-sample median |predicted/measured - 1|: {statistics.median(errors):.1%} "
-        f"(serving rows {statistics.median(errors[i] for i in serving_idx):.1%}); "
+        f"({sum(p > r.measured for p, r in zip(loo, all_rows, strict=True))} of {len(all_rows)} over-predicted)\n"
+        f"in-sample median |predicted/measured - 1|: {statistics.median(errors):.1%}; "
         f"LOSO / in-sample {statistics.median(loo_errors) / max(statistics.median(errors), 1e-9):.2f}x"
     )
+    print(f"{md}by row class: rows, LOSO median, in-sample median")
+    for kind in ("serving", "collective", "kernel", "speculative", "load balance"):
+        idx = [i for i, r in enumerate(all_rows) if r.kind == kind]
+        if idx:
+            loo_k, in_k = (statistics.median(e[i] for i in idx) for e in (loo_errors, errors))
+            print(f"  {kind:13} {len(idx):3}  {loo_k:6.1%}  {in_k:6.1%}")
+    print(f"{md}apart (shown, not fitted or counted): {APART}")
+    for r, p in zip(apart, evaluate(apart), strict=True):
+        print(
+            f"  {r.entry}  {r.label}: measured {_fmt(r.measured)} {r.unit}, predicted {_fmt(p)} ({p / r.measured:.2f})"
+        )
     print(f"{md}fitted constants: shipped -> refitted on all rows (1-D grid, median log error)")
     for name, path, _, _, shipped in fitted_constants():
         print(f"  {name:15} {path:40} {shipped:g} -> {in_sample[path]:g}")
