@@ -72,6 +72,7 @@ FITTED = [
     ("cross_socket", "NCCL_CROSS_SOCKET_DEFAULT_FRACTION", EFF, 1.0),  # pcie-rtx6kpro / nccl-allreduce-channels
     ("ipc_latency_us", "PCIE_IPC_LATENCY_US", (1.0, 2.0, 3.0, 4.3, 5.0, 6.0, 8.0), 0.0),  # sglang-pcie-ipc
     ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), 1.0),  # sglang-pcie-ipc
+    ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
     ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
     ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
@@ -261,12 +262,14 @@ def sweep_busbw(hw, group, setting) -> float:
 
 
 def copy_gbs(pairs) -> Callable[[], float]:
-    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional."""
+    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional, at the DMA copy
+    efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
 
     def run() -> float:
         topo = comm.topology(box("rtx-pro-6000-x8"))
         traffic = {pair: float(GIB) for pair in pairs}
-        return len(pairs) * GIB / comm.transfer_s(topo, traffic) / 1e9
+        copy_eff = read_constant("PCIE_COPY_EFFICIENCY")  # cudaMemcpyPeer runs on the copy engines, not NCCL's SMs
+        return len(pairs) * GIB / comm.transfer_s(topo, traffic, p2p_eff=copy_eff) / 1e9
 
     return run
 
