@@ -76,7 +76,7 @@ FITTED = [
     ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
     ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
-    ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0), 0.0),  # kernel-min-time-rmsnorm
+    ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0, 5.5), 0.0),  # kernel-min-time-*
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
 ]
@@ -460,6 +460,20 @@ def rows() -> list[Row]:
             "decode fused add+RMSNorm kernel",
             "us",
             4.11,
+            lambda: read_constant("ELEMENTWISE_MIN_US"),
+        ),
+        Row(
+            "kernel-min-time-add-rmsnorm-vllm36899",
+            "decode add+RMSNorm, h 7168, torch.compile (vLLM)",
+            "us",
+            5.53,
+            lambda: read_constant("ELEMENTWISE_MIN_US"),
+        ),
+        Row(
+            "kernel-min-time-add-rmsnorm-vllm36899",
+            "decode add+RMSNorm, h 7168, FlashInfer (SGLang)",
+            "us",
+            5.17,
             lambda: read_constant("ELEMENTWISE_MIN_US"),
         ),
         Row("mtp-deepseek-v3-report", "MTP 2nd-token acceptance", "", 0.875, lambda: accepted_tokens("mtp", 1)() - 1),
