@@ -74,6 +74,15 @@ FITTED = [
     ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), 1.0),  # sglang-pcie-ipc
     ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
     ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
+    *(
+        (
+            f"nvlink_car_us_{n}",
+            f"CUSTOM_ALLREDUCE_NVLINK_LATENCY_US[{n}]",
+            (2.0, 3.0, 3.7, 4.8, 5.9, 7.0, 9.0, 10.0),
+            0.0,
+        )
+        for n in (2, 4, 8)
+    ),  # custom-allreduce-h100-nvlink-sglang2904
     ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
     ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0, 5.5), 0.0),  # kernel-min-time-*
@@ -97,11 +106,11 @@ def _perf_modules() -> list:
     return mods
 
 
-def _split(path: str) -> tuple[str, str, str]:
-    """'A.b' -> (A, field b, ''); 'A[k]' -> (A, '', k); 'A' -> (A, '', '')."""
+def _split(path: str) -> tuple[str, str, str | int]:
+    """'A.b' -> (A, field b, ''); 'A[k]' -> (A, '', k) (an integer key for digits: 'A[8]'); 'A' -> (A, '', '')."""
     if "[" in path:
         name, key = path[:-1].split("[")
-        return name, "", key
+        return name, "", int(key) if key.isdigit() else key
     name, _, fld = path.partition(".")
     return name, fld, ""
 
@@ -112,7 +121,7 @@ def resolve(paths: str) -> str | None:
         name, fld, key = _split(path)
         for mod in _perf_modules():
             obj = getattr(mod, name, None)
-            if obj is not None and (not fld or hasattr(obj, fld)) and (not key or key in obj):
+            if obj is not None and (not fld or hasattr(obj, fld)) and (key == "" or key in obj):
                 return path
     return None
 
@@ -123,7 +132,7 @@ def read_constant(paths: str):
         return None
     name, fld, key = _split(path)
     obj = next(getattr(m, name) for m in _perf_modules() if hasattr(m, name))
-    return getattr(obj, fld) if fld else obj[key] if key else obj
+    return getattr(obj, fld) if fld else obj[key] if key != "" else obj
 
 
 def _clear_caches() -> None:
@@ -150,7 +159,7 @@ def overrides(values: dict[str, float]):
             if not holders:
                 continue
             old = getattr(holders[0], name)
-            new = dataclasses.replace(old, **{fld: value}) if fld else {**old, key: value} if key else value
+            new = dataclasses.replace(old, **{fld: value}) if fld else {**old, key: value} if key != "" else value
             for mod in holders:
                 if getattr(mod, name) is old:
                     setattr(mod, name, new)
@@ -426,6 +435,14 @@ def rows() -> list[Row]:
         out.append(
             Row(ipc, f"AR 8 GPU {label} PCIe-IPC, no switches", "us", t_ipc, us(host, EIGHT, size, Comm("pcie_ipc")))
         )
+    car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")  # NVLink 900 GB/s, as H100 SXM
+    for n, t512, t32k, t256k in ((2, 3.7, 4.5, 7.9), (4, 4.8, 4.8, 13.9), (8, 5.9, 7.8, 16.7)):
+        group = tuple(range(n))
+        out += [
+            Row(car, f"custom AR {n} GPU NVLink 512 B", "us", t512, us(h200, group, 512, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 32 KiB", "us", t32k, us(h200, group, 32 * KIB, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 256 KiB", "us", t256k, us(h200, group, 256 * KIB, Comm("custom"))),
+        ]
     out += [
         Row(
             "kernel-l20-hgemm-cublas",
