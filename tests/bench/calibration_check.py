@@ -569,6 +569,11 @@ NOT_EXPRESSIBLE = [
     ),
     ("sglang-pcie-ipc-allreduce-8x-sm120", "tp8 8k-context end-to-end: model not named"),
     ("mtp-sglang-large-scale-ep-assumed", "an assumption, not a measurement"),
+    (
+        "custom-allreduce-h100-nvlink-sglang2904",
+        "vLLM's kernel column (9.1-10.1 us at 512 B): the model has one custom all-reduce latency for both engines",
+    ),
+    ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
 ]
 
