@@ -136,9 +136,13 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
     return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
 
 
-# MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB) at large batches, from
-# the experts' popularity skew; small batches add their sampling spread (oplist.ep_imbalance).
-EP_IMBALANCE = 1.15
+# MoE expert parallel: coefficient of variation of the routed experts' popularity (std / mean of the experts'
+# long-run shares), which perf/ep_balance.py turns into the busiest rank's load by EP size and batch. The two
+# public sources imply very different values (autotune/catalog/calibration.yaml): eplb-trtllm-deepseek-r1-ep32,
+# DeepSeek-R1 EP32 (8 of 256 experts per rank, 1,024 tokens per rank), max/mean 2.564 -> 2.17; eplb-vllm-kimi-k3-
+# ep16, EP16 max/mean 1.069 (384 experts assumed, Kimi K2's count) -> 0.20. Their geometric mean, 0.65, is used
+# (at DeepSeek-V3 EP8 it gives the busiest rank 1.16x the mean, the old fixed 1.15).
+EXPERT_LOAD_CV = 0.65
 # Routing popularity of the experts, rank^-ROUTING_SKEW (oplist.distinct_experts), in ROUTING_GROUPS groups. A
 # prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean
 # without EPLB), and a skew of 0.5 puts the busiest eighth of 256 experts at 2.8x the mean rate, the least

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from autotune.perf import comm, linear_attention, precision, rates
+from autotune.perf import comm, ep_balance, linear_attention, precision, rates
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -111,10 +111,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
-    imbalance = 1.0
-    if phase.ep > 1:
-        excess = eff.EP_IMBALANCE - 1.0
-        imbalance += excess * eff.EPLB_RESIDUAL_IMBALANCE if phase.eplb else excess
+    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
     return Context(
         model,
         phase,
@@ -211,16 +208,16 @@ def _popularity(num_experts: int, skew: float) -> tuple[float, ...]:
 
 def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
     """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens: the popularity skew the
-    placement leaves (Context.imbalance: EP_IMBALANCE, mostly removed by EPLB) plus the sampling spread of a
-    small batch, max over ep ranks of a Poisson count ~ mean + sqrt(2 ln(ep) x mean); never above all the
-    routed rows on one rank."""
+    placement leaves (Context.imbalance, mostly removed by EPLB) and the sampling spread of a small batch, added
+    in quadrature at the expected maximum over ep ranks (perf/ep_balance.py); never above all the routed rows
+    on one rank."""
     ep = c.phase.ep
-    if ep <= 1:
-        return 1.0
     mean_rows = tokens * top_k / ep
-    if mean_rows <= 0:
+    if ep <= 1 or mean_rows <= 0:
         return c.imbalance
-    return min(float(ep), c.imbalance + math.sqrt(2.0 * math.log(ep) / mean_rows))
+    z = ep_balance.expected_max_normal(ep)
+    skew = (c.imbalance - 1.0) / z
+    return min(float(ep), 1.0 + z * math.sqrt(skew * skew + (1.0 - 1.0 / ep) / mean_rows))
 
 
 def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> tuple[int, float]:

@@ -6,6 +6,8 @@ Run: `.venv/bin/python tests/bench/calibration_check.py` (add `--markdown` for R
 Each row is one public figure expressed as a plan (catalog model or shipped config, checkpoint dtype as published:
 NVFP4 rows run as 4-bit, FP8 rows as FP8; box from a preset) or as one call of the collective model. Entries the
 model cannot express (other GPUs without a preset, multi-node, models without a config) are listed with why.
+Medians are printed over all rows and per row class (serving / collective / kernel / speculative / load balance).
+Rows a source contradicts itself on are shown apart with the reason (APART), neither fitted nor counted.
 
 Leave-one-source-out (LOSO): the constants in FITTED were set from these public rows. For each row, every fitted
 constant is refitted (1-D grid search, the others at their shipped values, minimising the median
@@ -37,7 +39,7 @@ from pathlib import Path
 from autotune.catalog import load_preset
 from autotune.catalog.models import model_from_config
 from autotune.inputs import restrict_gpus
-from autotune.perf import comm, predict
+from autotune.perf import comm, ep_balance, predict
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -70,10 +72,20 @@ FITTED = [
     ("cross_socket", "NCCL_CROSS_SOCKET_DEFAULT_FRACTION", EFF, 1.0),  # pcie-rtx6kpro / nccl-allreduce-channels
     ("ipc_latency_us", "PCIE_IPC_LATENCY_US", (1.0, 2.0, 3.0, 4.3, 5.0, 6.0, 8.0), 0.0),  # sglang-pcie-ipc
     ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), 1.0),  # sglang-pcie-ipc
+    ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
     ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
-    ("ep_imbalance", "EP_IMBALANCE", (1.0, 1.05, 1.1, 1.15, 1.25, 1.4, 1.6, 2.0, 2.6), 1.0),  # eplb-* entries
+    *(
+        (
+            f"nvlink_car_us_{n}",
+            f"CUSTOM_ALLREDUCE_NVLINK_LATENCY_US[{n}]",
+            (2.0, 3.0, 3.7, 4.8, 5.9, 7.0, 9.0, 10.0),
+            0.0,
+        )
+        for n in (2, 4, 8)
+    ),  # custom-allreduce-h100-nvlink-sglang2904
+    ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
-    ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0), 0.0),  # kernel-min-time-rmsnorm
+    ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0, 5.5), 0.0),  # kernel-min-time-*
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
 ]
@@ -94,11 +106,11 @@ def _perf_modules() -> list:
     return mods
 
 
-def _split(path: str) -> tuple[str, str, str]:
-    """'A.b' -> (A, field b, ''); 'A[k]' -> (A, '', k); 'A' -> (A, '', '')."""
+def _split(path: str) -> tuple[str, str, str | int]:
+    """'A.b' -> (A, field b, ''); 'A[k]' -> (A, '', k) (an integer key for digits: 'A[8]'); 'A' -> (A, '', '')."""
     if "[" in path:
         name, key = path[:-1].split("[")
-        return name, "", key
+        return name, "", int(key) if key.isdigit() else key
     name, _, fld = path.partition(".")
     return name, fld, ""
 
@@ -109,7 +121,7 @@ def resolve(paths: str) -> str | None:
         name, fld, key = _split(path)
         for mod in _perf_modules():
             obj = getattr(mod, name, None)
-            if obj is not None and (not fld or hasattr(obj, fld)) and (not key or key in obj):
+            if obj is not None and (not fld or hasattr(obj, fld)) and (key == "" or key in obj):
                 return path
     return None
 
@@ -120,7 +132,7 @@ def read_constant(paths: str):
         return None
     name, fld, key = _split(path)
     obj = next(getattr(m, name) for m in _perf_modules() if hasattr(m, name))
-    return getattr(obj, fld) if fld else obj[key] if key else obj
+    return getattr(obj, fld) if fld else obj[key] if key != "" else obj
 
 
 def _clear_caches() -> None:
@@ -147,7 +159,7 @@ def overrides(values: dict[str, float]):
             if not holders:
                 continue
             old = getattr(holders[0], name)
-            new = dataclasses.replace(old, **{fld: value}) if fld else {**old, key: value} if key else value
+            new = dataclasses.replace(old, **{fld: value}) if fld else {**old, key: value} if key != "" else value
             for mod in holders:
                 if getattr(mod, name) is old:
                     setattr(mod, name, new)
@@ -217,6 +229,16 @@ class Row:
     measured: float
     predict: Callable[[], float]
 
+    @property
+    def kind(self) -> str:
+        """Row class for the per-class medians: serving / collective / kernel / speculative / load balance."""
+        if self.unit == "out tok/s/GPU" or self.label.startswith("Qwen3.5"):
+            return "serving"
+        prefix = self.entry.split("-")[0]
+        return {"kernel": "kernel", "mtp": "speculative", "dspark": "speculative", "eplb": "load balance"}.get(
+            prefix, "collective"
+        )
+
 
 def serving(m, preset, gpus, isl, osl, kv="fp8", **layout) -> Callable[[], float]:
     """Offline max-throughput (trtllm-bench): output tok/s/GPU at the engine's batch limits."""
@@ -249,12 +271,14 @@ def sweep_busbw(hw, group, setting) -> float:
 
 
 def copy_gbs(pairs) -> Callable[[], float]:
-    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional."""
+    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional, at the DMA copy
+    efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
 
     def run() -> float:
         topo = comm.topology(box("rtx-pro-6000-x8"))
         traffic = {pair: float(GIB) for pair in pairs}
-        return len(pairs) * GIB / comm.transfer_s(topo, traffic) / 1e9
+        copy_eff = read_constant("PCIE_COPY_EFFICIENCY")  # cudaMemcpyPeer runs on the copy engines, not NCCL's SMs
+        return len(pairs) * GIB / comm.transfer_s(topo, traffic, p2p_eff=copy_eff) / 1e9
 
     return run
 
@@ -276,14 +300,10 @@ def accepted_tokens(method: str, k: int) -> Callable[[], float]:
     return run
 
 
-def imbalance(eplb: bool) -> Callable[[], float]:
-    """Most-loaded / mean expert rank load the model applies under EP (ops: 1 + excess, x residual with EPLB)."""
-
-    def run() -> float:
-        excess = read_constant("EP_IMBALANCE") - 1.0
-        return 1.0 + excess * (read_constant("EPLB_RESIDUAL_IMBALANCE") if eplb else 1.0)
-
-    return run
+def imbalance(ep: int, slots: int, top_k: int, tokens: float, eplb: bool) -> Callable[[], float]:
+    """Most-loaded / mean expert rank load the model applies under EP (perf/ep_balance.py): `slots` expert slots
+    over `ep` ranks, a step of `tokens` tokens (math.inf: a long window, the popularity skew alone)."""
+    return lambda: ep_balance.busiest_rank_load(ep, slots, top_k, tokens, eplb)
 
 
 def mtp_speedup() -> float:
@@ -295,6 +315,28 @@ def mtp_speedup() -> float:
         return predict(Plan("sglang", "aggregated", {"both": phase}), m, hw, w).tpot_ms["mean"]
 
     return tpot(Speculative()) / tpot(Speculative("mtp", 1))
+
+
+def p2p_level_speedup(concurrency: int) -> float:
+    """rtx6kpro-asus-nccl-p2p-level decode: output tok/s with NCCL_P2P_LEVEL=SYS over NCCL defaults, Qwen3.5-397B
+    NVFP4 TP4 with MTP on GPUs 0-3 of the rtx-pro-6000-x8 box (SGLang). The page states neither the draft count
+    nor the prompt lengths: 3 drafts, 1k/1k and max_running 64 are this row's assumptions (the ratio, the
+    quantity the source varies, moves little with them; the absolute rates are not compared)."""
+    m, hw = model("qwen3.5-397b-a17b", "nvfp4"), box("rtx-pro-6000-x8")
+    w = Workload(isl=1000, osl=1000, concurrency=concurrency)
+
+    def rate(env: dict) -> float:
+        phase = PhasePlan(
+            gpus=(0, 1, 2, 3),
+            tp=4,
+            speculative=Speculative("mtp", 3),
+            batching=Batching(max_running=64),
+            comm=nccl(**env),
+        )
+        p = predict(Plan("sglang", "aggregated", {"both": phase}), m, hw, w)
+        return p.output_tok_s_per_gpu if p.feasible else float("nan")
+
+    return rate({"NCCL_P2P_LEVEL": "SYS"}) / rate({})
 
 
 def rows() -> list[Row]:
@@ -378,15 +420,29 @@ def rows() -> list[Row]:
                                (16 * KIB, "16 KB", 69.3), (64 * KIB, "64 KB", 79.5), (256 * KIB, "256 KB", 86.2),
                                (32 * MIB, "32 MB", 2976.0)):  # fmt: skip
         out.append(Row(asus, f"AR 8 GPU {label}, NCCL defaults", "us", value, us(pro, EIGHT, size, nccl())))
+    for c, value in ((1, 69.7 / 67.3), (64, 1381.1 / 1283.1)):
+        label = f"Qwen3.5-397B NVFP4 TP4 MTP decode c={c}: P2P_LEVEL=SYS / defaults"
+        out.append(Row(asus, label, "x", value, lambda c=c: p2p_level_speedup(c)))
     seven = lambda: busbw(box("rtx-pro-6000-x8", 7), tuple(range(7)), 4 * GIB, nccl(NCCL_P2P_LEVEL="SYS"))  # noqa: E731
     out.append(Row(ch, "AR 7 GPU busbw 4 GB, NCCL_P2P_LEVEL=SYS (dual socket)", "GB/s", 41.5, seven))
-    ipc_rows = ((12 * KIB, "12 KiB", 5.3, 205.1), (96 * KIB, "96 KiB", 15.3, 584.9),
-                (384 * KIB, "384 KiB", 34.6, 1169.3), (100 * MIB, "100 MiB", 8500.0, 50400.0))  # fmt: skip
-    for size, label, t_ipc, t_nccl in ipc_rows:
+    ipc_rows = (
+        (12 * KIB, "12 KiB", 5.3),
+        (96 * KIB, "96 KiB", 15.3),
+        (384 * KIB, "384 KiB", 34.6),
+        (100 * MIB, "100 MiB", 8500.0),
+    )  # fmt: skip  (the NCCL column: apart_rows)
+    for size, label, t_ipc in ipc_rows:
         out.append(
             Row(ipc, f"AR 8 GPU {label} PCIe-IPC, no switches", "us", t_ipc, us(host, EIGHT, size, Comm("pcie_ipc")))
         )
-        out.append(Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t_nccl, us(host, EIGHT, size, nccl())))
+    car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")  # NVLink 900 GB/s, as H100 SXM
+    for n, t512, t32k, t256k in ((2, 3.7, 4.5, 7.9), (4, 4.8, 4.8, 13.9), (8, 5.9, 7.8, 16.7)):
+        group = tuple(range(n))
+        out += [
+            Row(car, f"custom AR {n} GPU NVLink 512 B", "us", t512, us(h200, group, 512, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 32 KiB", "us", t32k, us(h200, group, 32 * KIB, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 256 KiB", "us", t256k, us(h200, group, 256 * KIB, Comm("custom"))),
+        ]
     out += [
         Row(
             "kernel-l20-hgemm-cublas",
@@ -423,18 +479,73 @@ def rows() -> list[Row]:
             4.11,
             lambda: read_constant("ELEMENTWISE_MIN_US"),
         ),
+        Row(
+            "kernel-min-time-add-rmsnorm-vllm36899",
+            "decode add+RMSNorm, h 7168, torch.compile (vLLM)",
+            "us",
+            5.53,
+            lambda: read_constant("ELEMENTWISE_MIN_US"),
+        ),
+        Row(
+            "kernel-min-time-add-rmsnorm-vllm36899",
+            "decode add+RMSNorm, h 7168, FlashInfer (SGLang)",
+            "us",
+            5.17,
+            lambda: read_constant("ELEMENTWISE_MIN_US"),
+        ),
         Row("mtp-deepseek-v3-report", "MTP 2nd-token acceptance", "", 0.875, lambda: accepted_tokens("mtp", 1)() - 1),
         Row("mtp-deepseek-v3-report", "MTP decode speed-up, V3 TP8 8xH200 c=1", "x", 1.8, mtp_speedup),
         Row("mtp-sglang-deepseek-v3-nextn", "MTP acceptance length k=1", "tok", 1.9, accepted_tokens("mtp", 1)),
         Row("dspark-vllm-v4-flash-0731", "DSpark acceptance length k=5", "tok", 2.74, accepted_tokens("dspark", 5)),
         Row("dspark-vllm-v41-flash-gsm8k", "DSpark acceptance length k=5", "tok", 2.82, accepted_tokens("dspark", 5)),
-        Row("eplb-trtllm-deepseek-r1-ep32", "EP32 max/mean rank load, no EPLB", "", 2.564, imbalance(False)),
-        Row("eplb-trtllm-deepseek-r1-ep32", "EP36 max/mean rank load, EPLB", "", 1.115, imbalance(True)),
-        Row("eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, no EPLB", "", 1.069, imbalance(False)),
-        Row("eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(True)),
+        # DeepSeek-R1: 256 routed experts top-8, 1,024 tokens per rank; EP36 with EPLB: 288 slots (32 redundant)
+        Row(
+            "eplb-trtllm-deepseek-r1-ep32",
+            "EP32 max/mean rank load, no EPLB",
+            "",
+            2.564,
+            imbalance(32, 256, 8, 32 * 1024, False),
+        ),
+        Row(
+            "eplb-trtllm-deepseek-r1-ep32",
+            "EP36 max/mean rank load, EPLB",
+            "",
+            1.115,
+            imbalance(36, 288, 8, 36 * 1024, True),
+        ),
+        # Kimi K3: expert count not stated, Kimi K2's 384 top-8 assumed; loads summed over the EPLB window
+        Row(
+            "eplb-vllm-kimi-k3-ep16",
+            "EP16 max/mean rank load, no EPLB",
+            "",
+            1.069,
+            imbalance(16, 384, 8, math.inf, False),
+        ),
+        Row(
+            "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
+        ),
     ]
     return out
 
+
+def apart_rows() -> list[Row]:
+    """Rows shown beside the table but neither fitted nor counted (APART says why)."""
+    sizes = ((12 * KIB, "12 KiB", 205.1), (96 * KIB, "96 KiB", 584.9), (384 * KIB, "384 KiB", 1169.3),
+             (100 * MIB, "100 MiB", 50400.0))  # fmt: skip
+    ipc = "sglang-pcie-ipc-allreduce-8x-sm120"
+    return [
+        Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t, us(switchless_host, EIGHT, size, nccl()))
+        for size, label, t in sizes
+    ]
+
+
+APART = (
+    "sglang-pcie-ipc-allreduce-8x-sm120 NCCL column: not the in-engine cost. The same file's end-to-end table "
+    "(pcie_ipc_ar.py:37-46) has NCCL-only TPOT 21.14 ms against 13.62 ms with the PCIe-IPC kernel at about one "
+    "request (12 KiB reductions at hidden 6144): 7.5 ms over one step's 2 reductions per layer is 30-60 us per "
+    "NCCL all-reduce for 60-120 layers, not 205 - 5.3 = 200 us; the column's timing likely includes "
+    "host-side time (its method is not stated). The entry's notes already use only the PCIe-IPC column."
+)
 
 NOT_EXPRESSIBLE = [
     (
@@ -446,7 +557,11 @@ NOT_EXPRESSIBLE = [
     ("nvl-lmsys-96xh100-prefill-ep32 / -decode-ep72", "multi-node (4 / 9 nodes, InfiniBand), H100: no preset"),
     ("coll-a100-pcie-8gpu-allreduce", "A100 PCIe: no preset; a range with no size sweep"),
     ("kernel-flashmla-h800-decode", "sparse FP8-KV 410 TFLOPS: no sparse-FP8 attention rate in the model"),
-    ("rtx6kpro-asus-nccl-p2p-level", "Qwen3.5-397B decode: no config shipped"),
+    (
+        "rtx6kpro-asus-nccl-p2p-level",
+        "Qwen3.5-397B decode absolute tok/s: MTP draft count and prompt lengths not stated (the P2P_LEVEL "
+        "ratio is counted)",
+    ),
     (
         "rtx6kpro-nccl-allreduce-channels",
         "luke / Grimulkan single-CPU rows: no preset; Festr rows: same figures as "
@@ -454,6 +569,11 @@ NOT_EXPRESSIBLE = [
     ),
     ("sglang-pcie-ipc-allreduce-8x-sm120", "tp8 8k-context end-to-end: model not named"),
     ("mtp-sglang-large-scale-ep-assumed", "an assumption, not a measurement"),
+    (
+        "custom-allreduce-h100-nvlink-sglang2904",
+        "vLLM's kernel column (9.1-10.1 us at 512 B): the model has one custom all-reduce latency for both engines",
+    ),
+    ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
 ]
 
@@ -540,7 +660,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown rows")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    all_rows = rows()
+    all_rows, apart = rows(), apart_rows()
     base = evaluate(all_rows)
     loo, in_sample = leave_one_out(all_rows, base)
     errors = [rel_err(p, r.measured) for p, r in zip(base, all_rows, strict=True)]
@@ -573,17 +693,26 @@ def main(argv: list[str] | None = None) -> None:
                     for k, (v, w) in enumerate(zip(c, widths, strict=True))
                 )
             )
-    serving_idx = [i for i, r in enumerate(all_rows) if r.unit == "out tok/s/GPU"]
     md = "\n" if args.markdown else ""
     print(
-        f"{md}rows: {len(all_rows)} ({len(serving_idx)} end-to-end serving)\n"
+        f"{md}rows: {len(all_rows)} "
+        f"({sum(r.kind == 'serving' for r in all_rows)} end-to-end serving)\n"
         f"leave-one-source-out median |error|: {statistics.median(loo_errors):.1%} "
-        f"(serving rows {statistics.median(loo_errors[i] for i in serving_idx):.1%}; "
-        f"{sum(p > r.measured for p, r in zip(loo, all_rows, strict=True))} of {len(all_rows)} over-predicted)\n"
-        f"in-sample median |predicted/measured - 1|: {statistics.median(errors):.1%} "
-        f"(serving rows {statistics.median(errors[i] for i in serving_idx):.1%}); "
+        f"({sum(p > r.measured for p, r in zip(loo, all_rows, strict=True))} of {len(all_rows)} over-predicted)\n"
+        f"in-sample median |predicted/measured - 1|: {statistics.median(errors):.1%}; "
         f"LOSO / in-sample {statistics.median(loo_errors) / max(statistics.median(errors), 1e-9):.2f}x"
     )
+    print(f"{md}by row class: rows, LOSO median, in-sample median")
+    for kind in ("serving", "collective", "kernel", "speculative", "load balance"):
+        idx = [i for i, r in enumerate(all_rows) if r.kind == kind]
+        if idx:
+            loo_k, in_k = (statistics.median(e[i] for i in idx) for e in (loo_errors, errors))
+            print(f"  {kind:13} {len(idx):3}  {loo_k:6.1%}  {in_k:6.1%}")
+    print(f"{md}apart (shown, not fitted or counted): {APART}")
+    for r, p in zip(apart, evaluate(apart), strict=True):
+        print(
+            f"  {r.entry}  {r.label}: measured {_fmt(r.measured)} {r.unit}, predicted {_fmt(p)} ({p / r.measured:.2f})"
+        )
     print(f"{md}fitted constants: shipped -> refitted on all rows (1-D grid, median log error)")
     for name, path, _, _, shipped in fitted_constants():
         print(f"  {name:15} {path:40} {shipped:g} -> {in_sample[path]:g}")

@@ -29,7 +29,7 @@ MUTATIONS = [
      "if topo.switch_of[i] != topo.switch_of[j]:", "if False:"),
     ("free pipeline hand-off", f"{PERF}/ops.py",
      '_collective("pp_send", hand_off_group, hand_off, "pp")', '_collective("pp_send", hand_off_group, 0.0, "pp")'),
-    ("EP imbalance 1.0", f"{PERF}/efficiency.py", "EP_IMBALANCE = 1.15", "EP_IMBALANCE = 1.0"),
+    ("EP imbalance 1.0", f"{PERF}/efficiency.py", "EXPERT_LOAD_CV = 0.65", "EXPERT_LOAD_CV = 0.0"),
     ("all-reduce traffic 2(p-1)/p -> (p-1)/p", f"{PERF}/comm.py",
      "steps, per_edge = 2 * (p - 1), 2 * (p - 1) / p * nbytes",
      "steps, per_edge = 2 * (p - 1), (p - 1) / p * nbytes"),
