@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
 from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
@@ -47,7 +48,7 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 
 def shared_expert_shards(phase: PhasePlan, engine: str) -> int:
     """Ranks a MoE layer's shared experts are split over (1 = whole on every rank)."""
-    if engine == "sglang":
+    if profile(engine).tp_spans_dp:
         return 1 if phase.comm.all2all == "deepep" else phase.tp * phase.dp
     sequence_parallel = phase.ep > 1 and phase.tp > 1 and phase.dp > 1
     return 1 if sequence_parallel else phase.tp
@@ -140,7 +141,8 @@ def memory_fit(
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
     weights = weights_per_gpu_bytes(model, phase, engine)
     capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine)
-    free = capacity - weights - (activations + reserve if engine != "sglang" else 0.0)
+    inside = profile(engine).memory_budget == "gpu_memory_utilization"  # activations + reserve in the budget
+    free = capacity - weights - (activations + reserve if inside else 0.0)
     # hybrid models: SGLang's separate linear-attention state pool comes off the top; vLLM's per-request states
     # come out of the shared pool with each request's KV (perf/linear_attention.py)
     pool = linear_attention.state_pool_bytes_per_gpu(model, phase, engine)
@@ -165,8 +167,8 @@ def memory_fit(
 def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str):
     """(capacity, activations, reserve) per GPU by the engine's own arithmetic. SGLang: its static fraction, with
     activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
-    gpu_memory_utilization of the card, activations and a reserve inside it."""
-    if engine == "sglang":
+    gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`)."""
+    if profile(engine).memory_budget == "mem_fraction_static":
         activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
         return hw.gpu.memory_gb * GIB - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running

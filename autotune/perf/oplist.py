@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
+from autotune.capability.profiles import profile
 from autotune.perf import comm, linear_attention, precision, rates
 from autotune.perf import efficiency as eff
 from autotune.specs import (
@@ -245,7 +246,7 @@ def dense_layout(ffn: FfnSpec, phase: PhasePlan, engine: str) -> str:
         return "tp"
     if phase.dense_dp:
         return "dp"
-    return "all" if engine == "sglang" else "tp"
+    return "all" if profile(engine).tp_spans_dp else "tp"
 
 
 def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
@@ -257,7 +258,7 @@ def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
 def head_over_dp(engine: str, phase: PhasePlan) -> bool:
     """SGLang under DP attention without --enable-dp-lm-head: the LM head is vocab-parallel over all tp*dp
     ranks (vLLM's DP ranks are separate engines, each with its own head over its TP group)."""
-    return engine == "sglang" and phase.dp > 1 and not phase.dp_lm_head
+    return profile(engine).tp_spans_dp and phase.dp > 1 and not phase.dp_lm_head
 
 
 class _AttentionShape(NamedTuple):
