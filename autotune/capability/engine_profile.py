@@ -66,6 +66,9 @@ class EngineProfile:
     triton_mla_archs: tuple[str, ...]  # archs where `auto` attention on an MLA model is the Triton MLA kernel
     auto_moe_kernel: Callable[[str, str, bool, int], str]  # (expert dtype, arch, deepep, ep) -> kernels.moe value
     moe_configs: MoeConfigFiles | None  # None: the engine reads no tuned fused-MoE Triton files
+    # vllm-ascend's NPU platform: HCCL collectives, ACL-graph decode launches and the platform options perf/ascend.py
+    # models (PhasePlan.platform)
+    ascend_platform: bool = False
 
     @property
     def label(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.oplist import (
@@ -151,7 +152,7 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     returns it: a step accumulates its layer kinds without intermediate Costs."""
     cost = Cost() if into is None else into
     terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
-    platform = c.phase.platform if c.engine == ascend.ENGINE else None  # vllm-ascend options (perf/ascend.py)
+    platform = c.phase.platform if profile(c.engine).ascend_platform else None  # vllm-ascend (perf/ascend.py)
     compute_s = memory_s = 0.0
     for op in ops:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
@@ -195,7 +196,7 @@ def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
     """cost_ops, less what vllm-ascend's multistream shared experts hide: the shared-expert GEMM (the first op of a
     MoE layer with shared experts, oplist._ffn_ops) runs beside the routed experts (perf/ascend.py)."""
     if not (
-        c.engine == ascend.ENGINE
+        profile(c.engine).ascend_platform
         and ffn.kind == "moe"
         and ffn.params
         and ascend.overlaps_shared_experts(c.phase.platform)
@@ -322,7 +323,7 @@ def _step(
     head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
-    if engine == ascend.ENGINE and not x.prefill_tokens:
+    if profile(engine).ascend_platform and not x.prefill_tokens:
         launch_us = ascend.decode_launch_us(phase.platform)
     launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
     if width > 1:  # drafting runs once per step, on the last stage

@@ -34,4 +34,5 @@ PROFILE = EngineProfile(
     triton_mla_archs=(),  # no CUDA arch on an NPU
     auto_moe_kernel=vllm_0_34_0.auto_moe_kernel,  # vLLM 0.34's picks, as before the profiles (no CUDA arch matches)
     moe_configs=None,  # no fused-MoE Triton config files on Ascend
+    ascend_platform=True,  # vllm_ascend/platform.py:130-134 NPUPlatform (perf/ascend.py)
 )
