@@ -10,7 +10,7 @@ from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
-GIB = 2**30  # HardwareProfile.memory_gb is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
+GIB = 2**30  # HardwareProfile.memory_gib is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
 GPU_MEMORY_UTILIZATION = 0.90  # vLLM --gpu-memory-utilization default: the share of TOTAL memory it may take
 # vLLM 0.34 KV budget (v1/worker/utils.py:742-743 requested = total x utilization; v1/worker/gpu_worker.py:776-779
 # KV = requested - non_kv_cache_memory - cudagraph_memory_estimate; utils/mem_utils.py:326-336 non_kv_cache_memory
@@ -164,17 +164,27 @@ def memory_fit(
     )
 
 
+def gpu_total_bytes(hw: HardwareProfile) -> float:
+    """One GPU's memory, bytes (HardwareProfile holds GiB)."""
+    return hw.gpu.memory_gib * GIB
+
+
+def utilization_share_bytes(hw: HardwareProfile) -> float:
+    """What vLLM may take of one GPU: gpu_memory_utilization of the total (weights, KV, activations, reserve)."""
+    return gpu_total_bytes(hw) * GPU_MEMORY_UTILIZATION
+
+
 def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str):
     """(capacity, activations, reserve) per GPU by the engine's own arithmetic. SGLang: its static fraction, with
     activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
     gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`)."""
     if profile(engine).memory_budget == "mem_fraction_static":
-        activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
-        return hw.gpu.memory_gb * GIB - activations - reserve, activations, reserve
+        activations, reserve = _sglang_reserved_bytes(phase, gpu_total_bytes(hw))
+        return gpu_total_bytes(hw) - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
     activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
-    return hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION, activations, RESERVE_GB * GB
+    return utilization_share_bytes(hw), activations, RESERVE_GB * GB
 
 
 def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float) -> tuple[float, float]:

@@ -14,7 +14,7 @@ GIB_PER_GB = 1e9 / 2**30
 
 def engine_default_batching(engine: str, hw: HardwareProfile) -> Batching:
     """Batch limits the engine picks when the user sets none: its profile's `default_batching` (engines.md 1d, 2c)."""
-    mem_gib = hw.gpu.memory_gb * GIB_PER_GB
+    mem_gib = hw.gpu.memory_gib * GIB_PER_GB
     return profile(engine).default_batching(mem_gib, hw.gpu.name)
 
 
