@@ -118,7 +118,7 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
 # MoE expert parallel: the most loaded rank gets this much more than the mean (no EPLB) at large batches, from
 # the experts' popularity skew; small batches add their sampling spread (oplist.ep_imbalance).
 EP_IMBALANCE = 1.15
-# Routing popularity of the experts, rank^-ROUTING_SKEW (oplist.distinct_experts), in ROUTING_GROUPS groups. A
+# Routing popularity of the experts, rank^-ROUTING_SKEW (routing.distinct_experts), in ROUTING_GROUPS groups. A
 # prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean
 # without EPLB), and a skew of 0.5 puts the busiest eighth of 256 experts at 2.8x the mean rate, the least
 # popular eighth at 0.5x. No public per-expert histogram is in calibration.yaml to fit it to.

@@ -6,7 +6,8 @@ import math
 
 from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
-from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
+from autotune.perf.layers import layer_groups
+from autotune.perf.sharding import dense_shards, head_over_dp
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
@@ -67,7 +68,7 @@ _KINDS: dict[int, tuple[ModelSpec, tuple[LayerSpec, ...]]] = {}  # id(model) -> 
 
 
 def _layer_kinds(model: ModelSpec) -> tuple[LayerSpec, ...]:
-    """For each layer, the representative of its kind in oplist.layer_groups (memoised per model object), so
+    """For each layer, the representative of its kind in layers.layer_groups (memoised per model object), so
     weights are costed once per distinct layer kind."""
     hit = _KINDS.get(id(model))
     if hit is not None and hit[0] is model:

@@ -14,28 +14,24 @@ from dataclasses import dataclass, field
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
+from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
 from autotune.perf.oplist import (
     Context,
     Op,
     StepInput,
     _collective,
-    attended_entries,
     attention_ops,
     context,
     dcp_ops,
-    dense_layout,
-    dense_shards,
-    distinct_experts,
     ffn_ops,
     head_ops,
-    head_over_dp,
-    indexer_scored,
-    layer_groups,
     layer_input,
     layer_ops,
     speculation,
     step_tokens,
 )
+from autotune.perf.routing import distinct_experts
+from autotune.perf.sharding import dense_layout, dense_shards, head_over_dp
 from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
 from autotune.specs.hardware import on_fabric
 

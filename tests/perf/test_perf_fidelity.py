@@ -82,7 +82,7 @@ def test_ep_imbalance_depends_on_the_batch():
 
 def test_skewed_routing_hits_fewer_experts_than_uniform():
     """Expert hits follow a non-uniform popularity: a batch reads fewer distinct experts than uniform routing."""
-    from autotune.perf.oplist import distinct_experts
+    from autotune.perf.routing import distinct_experts
 
     assert distinct_experts(256, 8, 1) == pytest.approx(8)
     assert distinct_experts(256, 8, 64) < distinct_experts(256, 8, 64, skew=0.0) - 5
