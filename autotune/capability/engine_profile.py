@@ -50,8 +50,8 @@ class EngineProfile:
     vendor_source: str  # where the engine says so
     visible_devices_env: tuple[tuple[str, str], ...]  # the device selection its runtime reads ("{gpus}": indices)
     rules: RuleTable  # its capability rule table
-    # ---- default batching: Batching(max_running, chunked_prefill_tokens) from (GPU memory GiB, GPU name)
-    default_batching: Callable[[float, str], Batching]
+    # ---- default batching: Batching(max_running, chunked_prefill_tokens) from (GPU memory GiB, GPU name, arch)
+    default_batching: Callable[[float, str, str], Batching]
     # ---- scheduler
     mixed_prefill_chunks: bool  # prefill chunks ride in decode steps (else prefill-only steps)
     overlap_under_pp: bool  # CPU scheduling overlaps the GPU step with pipeline parallel too (else only at pp 1)

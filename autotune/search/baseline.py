@@ -9,13 +9,10 @@ from autotune.capability.profiles import profile
 from autotune.perf.memory import sglang_default_max_running
 from autotune.specs import Batching, Comm, HardwareProfile, ModelSpec, PhasePlan, Plan
 
-GIB_PER_GB = 1e9 / 2**30
-
 
 def engine_default_batching(engine: str, hw: HardwareProfile) -> Batching:
     """Batch limits the engine picks when the user sets none: its profile's `default_batching` (engines.md 1d, 2c)."""
-    mem_gib = hw.gpu.memory_gib * GIB_PER_GB
-    return profile(engine).default_batching(mem_gib, hw.gpu.name)
+    return profile(engine).default_batching(hw.gpu.memory_gib, hw.gpu.name, hw.gpu.arch)
 
 
 def baseline_plan(engine: str, hw: HardwareProfile, num_gpus: int, model: ModelSpec | None = None) -> Plan:

@@ -108,3 +108,36 @@ def test_the_profiles_differ_where_the_engines_do():
     assert profile("vllm-ascend").moe_configs is None and "vllm-ascend" not in profiles.moe_config_engines()
     with pytest.raises(MiTuneError, match="--engine: expected vllm, sglang or both"):
         mc.files_rule("vllm-ascend")
+
+
+@pytest.mark.parametrize(
+    "engine, memory_gib, name, arch, expected",
+    [
+        # vllm/engine/arg_utils.py:2995-3045 (0.34): >= 160 GiB, >= 70 GiB but not A100 / GB10, else
+        ("vllm", 96.0, "NVIDIA RTX PRO 6000 Blackwell Server Edition", "sm_120", (1024, 8192)),
+        ("vllm", 141.0, "NVIDIA H200", "sm_90", (1024, 8192)),
+        ("vllm", 80.0, "NVIDIA A100 80GB PCIe", "sm_80", (256, 2048)),
+        ("vllm", 119.7, "NVIDIA GB10", "sm_121", (256, 2048)),
+        ("vllm", 180.0, "NVIDIA B200", "sm_100", (1024, 16384)),
+        ("vllm", 48.0, "NVIDIA L40S", "sm_89", (256, 2048)),
+        # srt/arg_groups/memory_hook.py:89-178: the chunk by GiB, 4096 when unknown
+        ("sglang", 16.0, "Tesla T4", "sm_75", (1024, 2048)),
+        ("sglang", 48.0, "NVIDIA L40S", "sm_89", (1024, 4096)),
+        ("sglang", 64.0, "x", "sm_90", (1024, 8192)),
+        ("sglang", 180.0, "NVIDIA B200", "sm_100", (1024, 16384)),
+        ("sglang", 0.0, "unknown", "sm_90", (1024, 4096)),
+        # the NPU platform reports no total memory: vLLM 0.23's small tier on every NPU
+        ("vllm-ascend", 64.0, "Huawei Ascend 910B", "ascend910b", (256, 2048)),
+    ],
+)
+def test_default_batching_follows_each_engines_own_rule(engine, memory_gib, name, arch, expected):
+    got = profile(engine).default_batching(memory_gib, name, arch)
+    assert (got.max_running, got.chunked_prefill_tokens) == expected
+
+
+def test_the_baseline_reads_the_gpu_memory_as_gib():
+    """96 GiB RTX PRO 6000 is in vLLM's >= 70 GiB tier (8192 tokens), not only Hopper names; 64 GiB is not 59.6 GB."""
+    hw = load_preset("rtx-pro-6000-x8")
+    assert hw.gpu.memory_gib == 96.0
+    assert baseline_plan("vllm", hw, 8).phases["both"].batching == Batching(1024, 8192)
+    assert baseline_plan("vllm-ascend", load_preset("atlas-800i-a2"), 8).phases["both"].batching == Batching(256, 2048)

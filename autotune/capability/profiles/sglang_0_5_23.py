@@ -10,10 +10,14 @@ from autotune.specs import Batching
 VERSION = "0.5.23"
 
 
-def default_batching(memory_gib: float, gpu_name: str) -> Batching:
-    """SGLang sizes the chunk from GPU memory when --chunked-prefill-size is unset (server_args.py): 8192 on
-    >= 60 GiB cards, 4096 below; max running requests follow the KV pool (capped here at 1024)."""
-    return Batching(max_running=1024, chunked_prefill_tokens=8192 if memory_gib >= 60 else 4096)
+def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
+    """SGLang sizes the chunk from GPU memory (MiB, srt/utils/common.py:995) when --chunked-prefill-size is unset,
+    srt/arg_groups/memory_hook.py:89-178: below 20 GiB 2048, below 60 GiB 4096, below 160 GiB 8192, else 16384;
+    4096 when the memory is unknown. Max running requests follow the KV pool (capped here at 1024, a prior)."""
+    if memory_gib <= 0:
+        return Batching(max_running=1024, chunked_prefill_tokens=4096)
+    tokens = 2048 if memory_gib < 20 else 4096 if memory_gib < 60 else 8192 if memory_gib < 160 else 16384
+    return Batching(max_running=1024, chunked_prefill_tokens=tokens)
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:

@@ -10,15 +10,15 @@ from autotune.specs import Batching
 VERSION = "0.34.0"
 
 
-def default_batching(memory_gib: float, gpu_name: str) -> Batching:
-    """Batch limits `vllm serve` picks when the user sets none (engines.md 1d).
-    vllm/engine/arg_utils.py (0.34): max_num_seqs 1024 for >= 70 GiB (not A100), else 256;
-    max_num_batched_tokens 16384 for >= 160 GiB, 8192 for H100/H200 class, else 2048."""
-    name = gpu_name.upper()
-    big = memory_gib >= 160 or (memory_gib >= 70 and "A100" not in name)
-    hopper = any(tag in name for tag in ("H100", "H200", "H20", "H800"))
-    tokens = 16384 if memory_gib >= 160 else 8192 if hopper else 2048
-    return Batching(max_running=1024 if big else 256, chunked_prefill_tokens=tokens)
+def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
+    """Batch limits `vllm serve` (UsageContext.OPENAI_API_SERVER) picks when the user sets none,
+    vllm/engine/arg_utils.py:2995-3045: device memory >= 160 GiB: 16384 batched tokens, 1024 seqs; >= 70 GiB and
+    neither an A100 nor a GB10 (cc 12.1): 8192 / 1024; else (and when the memory is unknown) 2048 / 256."""
+    if memory_gib >= 160:
+        return Batching(max_running=1024, chunked_prefill_tokens=16384)
+    if memory_gib >= 70 and "a100" not in gpu_name.lower() and arch != "sm_121":
+        return Batching(max_running=1024, chunked_prefill_tokens=8192)
+    return Batching(max_running=256, chunked_prefill_tokens=2048)
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:

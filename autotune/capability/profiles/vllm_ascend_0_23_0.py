@@ -5,9 +5,18 @@ from __future__ import annotations
 
 from autotune.capability import vllm_ascend_0_23_0 as rules
 from autotune.capability.engine_profile import EngineProfile
-from autotune.capability.profiles import sglang_0_5_23, vllm_0_34_0
+from autotune.capability.profiles import vllm_0_34_0
+from autotune.specs import Batching
 
 VERSION = "0.23.0.post1"
+
+
+def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
+    """What vLLM 0.23's `vllm serve` picks on the NPU platform: vllm_ascend/platform.py:275-281 does not implement
+    get_device_total_memory (NotImplementedError), so vllm/engine/arg_utils.py:2305-2311 of 0.23.0 reads the device
+    memory as 0 and :2316-2336 give the small tier: 2048 batched tokens, 256 seqs, whatever the NPU."""
+    return Batching(max_running=256, chunked_prefill_tokens=2048)
+
 
 PROFILE = EngineProfile(
     engine="vllm-ascend",
@@ -21,8 +30,7 @@ PROFILE = EngineProfile(
     # vllm_ascend/platform.py:134 device_control_env_var; indices are npu-smi's logical NPU ids (the probe's)
     visible_devices_env=(("ASCEND_RT_VISIBLE_DEVICES", "{gpus}"),),
     rules=rules.RULES,
-    # what search/baseline.py gave every non-vLLM engine before the profiles existed
-    default_batching=sglang_0_5_23.default_batching,
+    default_batching=default_batching,
     mixed_prefill_chunks=True,  # vLLM's chunked prefill (as vLLM 0.34)
     # vLLM 0.23 also turns async scheduling on by default (vllm/config/vllm.py:957-996 of 0.23.0)
     overlap_under_pp=True,
