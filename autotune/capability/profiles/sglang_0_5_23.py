@@ -1,5 +1,5 @@
-"""SGLang 0.5.23: the engine profile (capability/engine_profile.py). Sources: the wheel's source, `srt/` =
-sglang/srt/, `arg_groups/` = sglang/srt/arg_groups/."""
+"""SGLang 0.5.23: the engine profile (autotune/capability/engine_profile.py). Sources: the wheel's source, `srt/`
+= sglang/srt/, `arg_groups/` = sglang/srt/arg_groups/ (the citation test opens each cited line)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
-    """kernels.moe = auto: FP8 = DeepGEMM only with an a2a backend (DeepEP), else Triton (srt/layers/quantization/
-    fp8.py:1520-1542); FP4 (V4.x MXFP4) experts = flashinfer_mxfp4 (arg_groups/model_overrides/deepseek_v4.py:
-    66-91); bf16: the Triton fused MoE."""
+    """kernels.moe = auto: FP8 = DeepGEMM only with an a2a backend (DeepEP), else Triton
+    (srt/layers/quantization/fp8.py:1520-1542); FP4 (V4.x MXFP4) experts = flashinfer_mxfp4
+    (arg_groups/model_overrides/deepseek_v4.py:66-88); bf16: the Triton fused MoE."""
     if expert_dtype == "fp8":
         return "deep_gemm" if deepep else "triton"
     return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
@@ -39,13 +39,13 @@ PROFILE = EngineProfile(
     visible_devices_env=CUDA_VISIBLE_DEVICES,
     rules=rules.RULES,
     default_batching=default_batching,
-    mixed_prefill_chunks=False,  # --enable-mixed-chunk is off by default (engines/flags/sglang-0.5.23.yaml)
+    mixed_prefill_chunks=False,  # --enable-mixed-chunk off by default (autotune/engines/flags/sglang-0.5.23.yaml)
     # the overlap scheduler is on unless pipeline parallel turns it off
     # (srt/arg_groups/overrides.py:1623-1628 `_pipeline_parallel_overlap_disable`)
     overlap_under_pp=False,
     scheduler_cpu_ms=0.4,  # prior (the v1 figure)
     # total x mem_fraction_static - weights, mem_fraction_static = (total - reserved) / total
-    # (srt/arg_groups/memory_hook.py:298-326; perf/memory.py)
+    # (srt/arg_groups/memory_hook.py:298-326; autotune/perf/memory.py)
     memory_budget="mem_fraction_static",
     # --tp-size = tp * dp with DP attention (attn_tp = tp_size // attn_dp_size: srt/runtime_context.py:73-76)
     tp_spans_dp=True,
@@ -57,7 +57,7 @@ PROFILE = EngineProfile(
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
     # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs
     # ($SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/<name>; every key must parse as int); shared-expert fusion:
-    # srt/models/deepseek_v2.py:3322-3393 (kernels/moe_configs.py SGLANG_SHARED_FUSION_FAMILIES)
+    # srt/models/deepseek_v2.py:3322-3393 (the kernels package's moe_configs: SGLANG_SHARED_FUSION_FAMILIES)
     moe_configs=MoeConfigFiles(
         module="sglang",
         dir_env="SGLANG_MOE_CONFIG_DIR",

@@ -1,5 +1,5 @@
-"""vLLM 0.34.0 (CUDA wheel): the engine profile (capability/engine_profile.py). Sources: the wheel's source,
-paths relative to site-packages."""
+"""vLLM 0.34.0 (CUDA wheel): the engine profile (autotune/capability/engine_profile.py). Sources: the wheel's
+source, paths relative to site-packages (the citation test opens each cited line)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
-    """kernels.moe = auto (fused_moe/oracle/*.py, /tmp/rules-evidence.md item 2): block FP8 on SM90 Triton first for
-    ep == 1 and FlashInfer CUTLASS for ep > 1 (fp8.py:127-139), on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120
-    DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else Marlin; bf16: FlashInfer CUTLASS on SM100/SM120
-    (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89."""
+    """kernels.moe = auto (the oracles in vllm/model_executor/layers/fused_moe/oracle/): block FP8 on SM90 Triton
+    first for ep == 1 and FlashInfer CUTLASS for ep > 1 (vllm/model_executor/layers/fused_moe/oracle/fp8.py:127-139),
+    on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else
+    Marlin; bf16: FlashInfer CUTLASS on SM100/SM120
+    (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:68-80), Triton on SM90 (FlashInfer moved back), SM89."""
     if expert_dtype == "fp8":
         if arch == "sm_90":
             return "triton" if ep == 1 else "flashinfer_cutlass"
@@ -48,18 +49,18 @@ PROFILE = EngineProfile(
     # chunked prefill: prefill chunks share the step token budget with the running decodes (vllm/v1/core/sched)
     mixed_prefill_chunks=True,
     # async scheduling is on by default with the uniproc and multiproc executors, PP included
-    # (vllm/config/vllm.py:1610-1637; executor/multiproc_executor.py:700)
+    # (vllm/config/vllm.py:1610-1637; vllm/v1/executor/multiproc_executor.py:700)
     overlap_under_pp=True,
     scheduler_cpu_ms=0.5,  # prior (the v1 figure)
-    # v1/worker/utils.py:742-743 requested = total x utilization (perf/memory.py)
+    # vllm/v1/worker/utils.py:742-743 requested = total x utilization (autotune/perf/memory.py)
     memory_budget="gpu_memory_utilization",
     # DP ranks are separate engines each with its own TP group; only MoE layers span tp*dp
-    # (config/parallel.py:155-157; models/deepseek_v2.py:1339-1345)
+    # (vllm/config/parallel.py:155-157; vllm/model_executor/models/deepseek_v2.py:1339-1345)
     tp_spans_dp=False,
     separate_state_pool=False,  # hybrid states come from the shared KV pool per request
     states_per_request=rules.MAMBA_STATES_PER_REQUEST,
     # MLA on sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need
-    # sm_90, FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at cuda.py:146-151
+    # sm_90, FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at vllm/platforms/cuda.py:146-151
     triton_mla_archs=("sm_120", "sm_89", "sm_80"),
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,

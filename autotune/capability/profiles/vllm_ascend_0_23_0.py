@@ -1,4 +1,4 @@
-"""vLLM-Ascend 0.23.0.post1 on vLLM 0.23.0: the engine profile (capability/engine_profile.py). Sources: the
+"""vLLM-Ascend 0.23.0.post1 on vLLM 0.23.0: the engine profile (autotune/capability/engine_profile.py). Sources: the
 vllm-ascend 0.23.0.post1 source tree (`vllm_ascend/...`) and the vLLM 0.23.0 wheel (`vllm/...`)."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 
 PROFILE = EngineProfile(
     engine="vllm-ascend",
-    # `vllm serve` of vLLM 0.23.0 with the plugin: flags/vllm-ascend-0.23.0.post1.yaml is vllm-0.23.0.yaml (the
-    # real 0.23 parser) plus what the plugin adds (its `derived` block cites each addition)
+    # `vllm serve` of vLLM 0.23.0 with the plugin: autotune/engines/flags/vllm-ascend-0.23.0.post1.yaml is
+    # autotune/engines/flags/vllm-0.23.0.yaml (the real 0.23 parser) plus what the plugin adds (its `derived` block)
     version=VERSION,
     install=f"pip install vllm==0.23.0 vllm-ascend=={VERSION}",
     server_command=("vllm", "serve"),
@@ -42,5 +42,5 @@ PROFILE = EngineProfile(
     triton_mla_archs=(),  # no CUDA arch on an NPU
     auto_moe_kernel=vllm_0_34_0.auto_moe_kernel,  # vLLM 0.34's picks, as before the profiles (no CUDA arch matches)
     moe_configs=None,  # no fused-MoE Triton config files on Ascend
-    ascend_platform=True,  # vllm_ascend/platform.py:130-134 NPUPlatform (perf/ascend.py)
+    ascend_platform=True,  # vllm_ascend/platform.py:130-134 NPUPlatform (autotune/perf/ascend.py)
 )
