@@ -34,8 +34,12 @@ PER_ENGINE = (
     "autotune/video/",  # SGLang Diffusion, its own vertical slice with its own engine
 )
 ENGINE_LITERAL = "|".join(re.escape(e) for e in ENGINES)
-# `engine == "vllm"`, `plan.engine != "sglang"`, `engine in ("vllm", ...)`, and dict keys `{"vllm": ...}`
-BRANCH = re.compile(rf"""engine\s*(?:==|!=|in|not in)\s*\(?["'](?:{ENGINE_LITERAL})["']""")
+# `engine == "vllm"`, `plan.engine != "sglang"`, `engine in ("vllm", ...)`, `c.engine == ascend.ENGINE`, and dict keys
+# `{"vllm": ...}`
+BRANCH = re.compile(
+    rf"""engine\s*(?:==|!=|in|not in)\s*\(?["'](?:{ENGINE_LITERAL})["']"""  # a literal engine name
+    r"""|engine\s*(?:==|!=)\s*[\w.]*ENGINE\b"""  # or a module's ENGINE constant (perf/ascend.ENGINE was one)
+)
 KEYED = re.compile(rf"""(?:^|[{{,])\s*["'](?:{ENGINE_LITERAL})["']\s*:""")
 
 
