@@ -123,14 +123,14 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
 
 
-def sglang_default_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile) -> int:
-    """Running requests SGLang admits on a hybrid model when no state-pool size is given: its default pool
-    (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes (linear_attention)."""
-    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, "sglang")
+def state_pool_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> int:
+    """Running requests an engine with a separate state pool (SGLang) admits on a hybrid model when no pool size is
+    given: its default pool (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes."""
+    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, engine)
     if not per_request:
         return phase.batching.max_running
-    capacity, _, _ = _engine_budget_bytes(model, phase, hw, "sglang")
-    free = capacity - weights_per_gpu_bytes(model, phase, "sglang")
+    capacity, _, _ = _engine_budget_bytes(model, phase, hw, engine)
+    free = capacity - weights_per_gpu_bytes(model, phase, engine)
     ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
     pool = max(0.0, free) * ratio / (1 + ratio)
     return max(1, min(phase.batching.max_running, int(pool / per_request) * phase.dp))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from autotune.capability.profiles import profile
-from autotune.perf.memory import sglang_default_max_running
+from autotune.perf.memory import state_pool_max_running
 from autotune.specs import Batching, Comm, HardwareProfile, ModelSpec, PhasePlan, Plan
 
 
@@ -24,6 +24,6 @@ def baseline_plan(engine: str, hw: HardwareProfile, num_gpus: int, model: ModelS
     )
     # a separate state pool: running requests follow it on a hybrid model (SGLang)
     if profile(engine).separate_state_pool and model is not None and model.is_hybrid:
-        running = sglang_default_max_running(model, phase, hw)
+        running = state_pool_max_running(model, phase, hw, engine)
         phase = dataclasses.replace(phase, batching=dataclasses.replace(phase.batching, max_running=running))
     return Plan(engine=engine, mode="aggregated", phases={"both": phase})
