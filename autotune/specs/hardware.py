@@ -181,4 +181,8 @@ def _fingerprint(hw: HardwareProfile) -> str:
     body = {k: v for k, v in to_dict(hw).items() if k not in ("name", "source", "sources", "fingerprint")}
     if not body.get("corrections"):
         body.pop("corrections", None)  # profiles without fitted corrections keep the fingerprint they had
+    # hashed under the key memory_gib had before its rename, so a box keeps its fingerprint (best.yaml, storages)
+    renamed = {new: old for old, new in MEMORY_ALIASES.items()}
+    body["host"] = {renamed.get(k, k): v for k, v in body["host"].items()}
+    body["accelerators"] = [{renamed.get(k, k): v for k, v in a.items()} for a in body["accelerators"]]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]

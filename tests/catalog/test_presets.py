@@ -1,3 +1,5 @@
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -120,6 +122,9 @@ def test_a_profile_written_with_the_old_memory_gb_key_loads_the_same():
     for accelerator in doc["accelerators"]:
         accelerator["memory_gb"] = accelerator.pop("memory_gib")
     assert "memory_gib" not in dump_yaml(doc) and from_dict(HardwareProfile, doc, "old.yaml") == hw
+    # the fingerprint (best.yaml's record, storage keys) is still the hash of the document as written before
+    old = {k: v for k, v in doc.items() if k not in ("name", "source", "sources", "fingerprint", "corrections")}
+    assert hw.fingerprint == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
     doc["accelerators"][0]["memory_gib"] = 96.0
     with pytest.raises(MiTuneError, match=r"old\.yaml: accelerators\[0\]: both 'memory_gb' and 'memory_gib' given"):
         from_dict(HardwareProfile, doc, "old.yaml")
