@@ -64,7 +64,7 @@ def hardware_summary(hw: HardwareProfile) -> str:
     fabric = "HCCS" if any(label == "HCCS" for row in hw.links for label in row) else "NVLink"  # Ascend's fabric
     link = fabric if hw.interconnect == "nvlink" else f"PCIe Gen{gpu.pcie_gen} x{gpu.pcie_width}"
     return (
-        f"{hw.num_gpus}x {gpu.name} ({gpu.memory_gb:g} GB, {gpu.mem_bw_gbs:g} GB/s), {link}, "
+        f"{hw.num_gpus}x {gpu.name} ({gpu.memory_gib:g} GiB, {gpu.mem_bw_gbs:g} GB/s), {link}, "
         f"{hw.interconnect}, P2P {'on' if p2p else 'off'}, {hw.host.sockets} socket(s)"
     )
 

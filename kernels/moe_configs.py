@@ -24,9 +24,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.capability.engine_profile import MoeConfigFiles
+from autotune.capability.profiles import PROFILES, moe_config_engines
 from autotune.specs.errors import MiTuneError
 
-ENGINES = ("vllm", "sglang")
+ENGINES = moe_config_engines()  # the engines whose profile says how they name and find tuned files
 # mi-tune dtype name -> the `dtype=` selector both engines put in the name (None: bf16/fp16 weights, no selector).
 # vllm fused_moe/config.py:50-80 `_get_config_dtype_str`; sglang fused_moe_triton_config.py:333-350.
 DTYPE_SELECTORS = {
@@ -99,26 +101,32 @@ class MoeShape:
         return DTYPE_SELECTORS[self.dtype]
 
 
+def files_rule(engine: str) -> MoeConfigFiles:
+    """How `engine` names and finds its tuned files (its profile's `moe_configs`)."""
+    rule = PROFILES[engine].moe_configs if engine in PROFILES else None
+    if rule is None:
+        raise MiTuneError(f"--engine: expected {', '.join(moe_config_engines())} or both, got {engine!r}")
+    return rule
+
+
 def device_file_name(device_name: str, engine: str) -> str:
     """The device part of a config name from torch.cuda.get_device_name()."""
-    if engine == "vllm":
-        name = re.sub(r"[\s/]+", "_", device_name)
-        return "NVIDIA_H200" if "H200" in name.split("_") else name
-    if engine == "sglang":
-        return device_name.replace(" ", "_")
-    raise MiTuneError(f"--engine: expected vllm, sglang or both, got {engine!r}")
+    rule = files_rule(engine)
+    name = re.sub(rule.device_name_separators, "_", device_name)
+    return next((renamed for token, renamed in rule.device_renames if token in name.split("_")), name)
 
 
 def config_file_name(shape: MoeShape, device_name: str, *, down: bool = False) -> str:
     """The file name `shape.engine` looks up on a GPU that torch calls `device_name`."""
+    rule = files_rule(shape.engine)
     device = device_file_name(device_name, shape.engine)
     name = f"E={shape.num_experts},N={shape.shard_n},device_name={device}"
     if shape.dtype_selector:
         name += f",dtype={shape.dtype_selector}"
     if shape.block_shape and all(shape.block_shape):
         block = list(shape.block_shape)
-        name += f",block_shape={block}".replace(" ", "") if shape.engine == "vllm" else f",block_shape={block}"
-    if shape.engine == "sglang" and shape.per_channel_quant:
+        name += f",block_shape={block}" if rule.block_shape_spaces else f",block_shape={block}".replace(" ", "")
+    if rule.per_channel_quant_suffix and shape.per_channel_quant:
         name += ",per_channel_quant=True"
     return name + ("_down" if down else "") + ".json"
 
@@ -132,9 +140,10 @@ def config_path(out_dir: str | Path, shape: MoeShape, device_name: str, triton_v
     """Where a tuned file goes under `out_dir`: vllm/<name> (VLLM_TUNED_CONFIG_FOLDER = out_dir/vllm) and
     sglang/configs/triton_X_Y_Z/<name> (SGLANG_MOE_CONFIG_DIR = out_dir/sglang)."""
     name = config_file_name(shape, device_name, down=down)
-    if shape.engine == "vllm":
-        return Path(out_dir) / "vllm" / name
-    return Path(out_dir) / "sglang" / "configs" / triton_folder(triton_version) / name
+    folder = engine_config_dir(out_dir, shape.engine)
+    if not files_rule(shape.engine).triton_version_folder:
+        return folder / name
+    return folder / "configs" / triton_folder(triton_version) / name
 
 
 def engine_config_dir(out_dir: str | Path, engine: str) -> Path:
@@ -142,7 +151,7 @@ def engine_config_dir(out_dir: str | Path, engine: str) -> Path:
     return Path(out_dir) / engine
 
 
-CONFIG_DIR_ENV = {"vllm": "VLLM_TUNED_CONFIG_FOLDER", "sglang": "SGLANG_MOE_CONFIG_DIR"}
+CONFIG_DIR_ENV = {engine: files_rule(engine).dir_env for engine in ENGINES}
 
 
 # ---- shapes from the catalog model and the layout -------------------------------------------------------------
@@ -163,8 +172,7 @@ def moe_shape(
     The MoE group is the tp ranks: ep == tp spreads whole experts (N unsplit), ep == 1 splits every expert's
     intermediate size over tp, and in between each group of ep ranks shards its experts over tp / ep.
     """
-    if engine not in ENGINES:
-        raise MiTuneError(f"--engine: expected vllm, sglang or both, got {engine!r}")
+    rule = files_rule(engine)
     if dtype not in DTYPE_SELECTORS:
         raise MiTuneError(f"--dtype: expected one of {', '.join(DTYPE_SELECTORS)}, got {dtype!r}")
     if tp < 1 or ep < 1 or tp % ep:
@@ -184,7 +192,7 @@ def moe_shape(
         )
     shared = ffn.params // ffn.expert_params if ffn.expert_params else 0
     fused = 0
-    if engine == "sglang" and _sglang_fuses_shared(model, ffn.num_experts, shared, ep, dtype, compute_capability):
+    if rule.fuses_shared_experts and _fuses_shared(model, ffn.num_experts, shared, ep, dtype, compute_capability):
         fused = shared
     return MoeShape(
         engine=engine,
@@ -198,7 +206,7 @@ def moe_shape(
     )
 
 
-def _sglang_fuses_shared(model, routed: int, shared: int, ep: int, dtype: str, cc: float) -> bool:
+def _fuses_shared(model, routed: int, shared: int, ep: int, dtype: str, cc: float) -> bool:
     return (
         model.family in SGLANG_SHARED_FUSION_FAMILIES
         and routed == 256
@@ -282,7 +290,7 @@ def config_document(best: Mapping[int, Mapping[str, int]], engine: str, triton_v
     """The JSON an engine reads: {"<batch>": {BLOCK_SIZE_M, ..., num_stages}}; vLLM also gets "triton_version"
     (it drops that key, fused_moe.py:1245); SGLang parses every key as an int, so it gets only batches."""
     doc: dict = {str(m): {k: int(cfg[k]) for k in CONFIG_KEYS} for m, cfg in sorted(best.items())}
-    if engine == "vllm":
+    if files_rule(engine).triton_version_key:
         doc["triton_version"] = triton_version
     return doc
 

@@ -16,9 +16,9 @@ def write_files(req: TuneRequest, shape: mc.MoeShape, results: list[BatchResult]
     up = mc.config_path(req.out_dir, shape, req.device_name, req.triton_version)
     mc.write_json(up, mc.config_document(best, shape.engine, req.triton_version))
     paths = [up]
-    if shape.engine == "sglang" and all(r.down_config for r in results):
+    if mc.files_rule(shape.engine).down_file and all(r.down_config for r in results):
         down = mc.config_path(req.out_dir, shape, req.device_name, req.triton_version, down=True)
-        mc.write_json(down, mc.config_document({r.batch: r.down_config for r in results}, "sglang", ""))
+        mc.write_json(down, mc.config_document({r.batch: r.down_config for r in results}, shape.engine, ""))
         paths.append(down)
     sidecar = {
         "schema": mc.SIDECAR_SCHEMA,

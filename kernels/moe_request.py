@@ -48,7 +48,7 @@ def plan_files(req: TuneRequest) -> list[dict]:
             "env": f"{mc.CONFIG_DIR_ENV[engine]}={mc.engine_config_dir(req.out_dir, engine)}",
             "kernel": kernel_source(engine, req.use_engine),
         }
-        if engine == "sglang":
+        if mc.files_rule(engine).down_file:
             row["down_file"] = mc.config_path(req.out_dir, shape, req.device_name, req.triton_version, down=True)
         rows.append(row)
     return rows
@@ -95,7 +95,7 @@ def build_request(
     spec = load_model(model)
     engines = mc.ENGINES if engine == "both" else (engine,)
     if engine != "both" and engine not in mc.ENGINES:
-        raise MiTuneError(f"--engine: expected vllm, sglang or both, got {engine!r}")
+        raise MiTuneError(f"--engine: expected {', '.join(mc.ENGINES)} or both, got {engine!r}")
     if device not in ("cuda", "cpu"):
         raise MiTuneError(f"--device: expected cuda or cpu (Triton's interpreter, for tests), got {device!r}")
     if any(b < 1 for b in batch_sizes):

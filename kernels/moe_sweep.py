@@ -24,7 +24,6 @@ L2_FLUSH_BYTES = 256 * 1024**2
 # A candidate whose quick timing is this much slower than the best full timing so far is pruned (not re-timed).
 PRUNE_FACTOR = 1.5
 QUICK_ITERS = 5
-ENGINE_MODULES = {"vllm": "vllm", "sglang": "sglang"}
 OWN_KERNEL = "mi-tune kernels/fused_moe.py"
 
 Timing = dict[str, float]  # total_us, and up_us / down_us when the two GEMMs are timed apart
@@ -49,7 +48,7 @@ def kernel_source(engine: str, use_engine: bool = True) -> str:
     """What `tune-moe` will time for `engine`: the installed engine's kernel, or mi-tune's (said so, and why)."""
     if not use_engine:
         return f"{OWN_KERNEL} (--own-kernel)"
-    if importlib.util.find_spec(ENGINE_MODULES[engine]) is not None:
+    if importlib.util.find_spec(mc.files_rule(engine).module) is not None:
         return f"{engine} (installed) fused-MoE Triton kernel"
     return f"{OWN_KERNEL} ({engine} not installed: mi-tune's kernel of the same design)"
 
@@ -206,12 +205,12 @@ def default_config(shape: mc.MoeShape, batch: int) -> dict[str, int]:
 def _engine_call(shape: mc.MoeShape, layer: dict, torch):
     """(run(config, x, weights, ids), default_config(batch), source) calling the installed engine's fused MoE under
     its override_config, or None when the engine is not installed."""
-    if importlib.util.find_spec(ENGINE_MODULES[shape.engine]) is None:
+    if importlib.util.find_spec(mc.files_rule(shape.engine).module) is None:
         return None
     block = list(shape.block_shape) if shape.block_shape else None
     fp8 = shape.dtype == "fp8_w8a8"
     e, n, k = shape.num_experts, shape.shard_n, shape.hidden
-    if shape.engine == "vllm":
+    if mc.files_rule(shape.engine).module == "vllm":  # the installed package whose fused MoE is called
         # vllm 0.34.0: fused_moe/__init__.py:54 override_config; fused_moe.py:1720 fused_experts; config.py:623
         from vllm.model_executor.layers.fused_moe import fused_experts, override_config
         from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
@@ -300,4 +299,4 @@ def _first_call(measure: Measure, default_of: Callable, batch: int, source: str)
 
 
 def _installed(engine: str) -> bool:
-    return importlib.util.find_spec(ENGINE_MODULES[engine]) is not None
+    return importlib.util.find_spec(mc.files_rule(engine).module) is not None

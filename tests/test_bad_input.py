@@ -283,8 +283,8 @@ CASES = [
     ("hardware-and-preset", lambda t: [*SEARCH, "--hardware", "x.yaml"], r"--hardware and --preset"),
     (
         "hardware-negative-memory",
-        lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gb=-48))],
-        r"box\.yaml: accelerators\[0\]\.memory_gb: expected 0\.\.4096 GiB \(0 = unknown\), got -48",
+        lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gib=-48))],
+        r"box\.yaml: accelerators\[0\]\.memory_gib: expected 0\.\.4096 GiB \(0 = unknown\), got -48",
     ),
     (
         "hardware-unknown-field",
@@ -293,8 +293,8 @@ CASES = [
     ),
     (
         "hardware-wrong-type",
-        lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gb="lots"))],
-        r"box\.yaml: accelerators\[0\]\.memory_gb: expected a number, got 'lots'",
+        lambda t: [*SEARCH[:3], "--hardware", _hardware(t, lambda d: d["accelerators"][0].update(memory_gib="lots"))],
+        r"box\.yaml: accelerators\[0\]\.memory_gib: expected a number, got 'lots'",
     ),
     (
         "hardware-no-accelerators",
@@ -452,9 +452,9 @@ CASES = [
         lambda t: [
             *SEARCH[:3],
             "--hardware",
-            _hardware(t, lambda d: d["accelerators"][0].update(memory_gb=float("inf"))),
+            _hardware(t, lambda d: d["accelerators"][0].update(memory_gib=float("inf"))),
         ],
-        r"box\.yaml: accelerators\[0\]\.memory_gb: expected a finite number in 0\.\.4096 GiB",
+        r"box\.yaml: accelerators\[0\]\.memory_gib: expected a finite number in 0\.\.4096 GiB",
     ),
     (
         "config-zero-heads",
@@ -557,14 +557,14 @@ def test_a_model_the_box_cannot_hold_says_so_with_the_arithmetic_before_any_tria
     err = capsys.readouterr().err.strip()
     got = re.fullmatch(
         r"mi-tune: error: llama-3\.1-70b \(bf16\) needs ([\d.,]+) GB of weights and ([\d.]+) GB of KV for one "
-        r"5,120-token request; 1 x ([\d.]+) GB GPU holds at most 1 x ([\d.]+) = [\d.]+ GB .*: no plan fits",
+        r"5,120-token request; 1 x ([\d.]+) GiB GPU holds at most 1 x ([\d.]+) = [\d.]+ GB .*: no plan fits",
         err,
     )
     assert got, err
     weights_gb, kv_gb, gpu_gb, usable_gb = (float(g.replace(",", "")) for g in got.groups())
     dense_b, expert_b = load_model("llama-3.1-70b").weight_bytes()  # the checkpoint's size, counted another way
     assert weights_gb == pytest.approx((dense_b + expert_b) / 1e9, rel=0.02)
-    assert gpu_gb == load_preset("l40s-x8").gpu.memory_gb and usable_gb < gpu_gb * 2**30 / 1e9
+    assert gpu_gb == load_preset("l40s-x8").gpu.memory_gib and usable_gb < gpu_gb * 2**30 / 1e9
     assert weights_gb + kv_gb > usable_gb
     assert not (out / "study.db").exists() and not list(out.glob("*.journal"))  # no trial ran
 
@@ -944,8 +944,8 @@ def test_the_default_run_directory_is_one_sanitised_folder_under_results(searche
 
 BEST_ROWS = [  # (where in best.yaml, bad value): the embedded profile, the plan and the workload it records
     ("hardware.profile.accelerators[0].mem_bw_gbs", float("nan")),
-    ("hardware.profile.accelerators[0].memory_gb", float("inf")),
-    ("hardware.profile.host.memory_gb", -1.0),
+    ("hardware.profile.accelerators[0].memory_gib", float("inf")),
+    ("hardware.profile.host.memory_gib", -1.0),
     ("hardware.profile.accelerators[0].name", "../../X"),
     ("phases.both.tp", 0),
     ("phases.both.batching.max_running", 10**9),

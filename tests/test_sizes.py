@@ -11,10 +11,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 80
 
-# Modules another branch of this round is splitting (issue 14: measure18 splits measure.py into a package,
-# profile14 shrinks perf/oplist.py). The lead empties this list when those branches merge.
-EXEMPT_UNTIL_MERGE = ("autotune/perf/oplist.py",)
-
 
 def source_files() -> list[Path]:
     files = [p for folder in ("autotune", "kernels", "search_spaces", "scripts") for p in (ROOT / folder).rglob("*.py")]
@@ -34,7 +30,7 @@ def oversized(text: str, rel: str) -> list[str]:
     """What the module `rel` (its source `text`) has over the limits, one line each."""
     found = []
     lines = len(text.splitlines())
-    if lines > MAX_MODULE_LINES and rel not in EXEMPT_UNTIL_MERGE:
+    if lines > MAX_MODULE_LINES:
         found.append(f"{rel}: module of {lines} lines (max {MAX_MODULE_LINES})")
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not is_triton_kernel(node):
@@ -53,16 +49,6 @@ def test_no_module_or_function_over_the_limits():
     assert not over, "split these units (tests/test_sizes.py):\n" + "\n".join(over)
 
 
-def test_every_exemption_is_still_needed():
-    """An exempt module that is gone or back under the limit leaves the list (so it empties at the merges)."""
-    stale = [
-        rel
-        for rel in EXEMPT_UNTIL_MERGE
-        if not (ROOT / rel).is_file() or len((ROOT / rel).read_text().splitlines()) <= MAX_MODULE_LINES
-    ]
-    assert not stale, f"tests/test_sizes.py EXEMPT_UNTIL_MERGE: no longer needed, delete: {stale}"
-
-
 def test_the_checker_finds_a_long_function_and_a_long_module_but_not_a_triton_kernel():
     body = "    x = 1\n" * MAX_FUNCTION_LINES  # with its `def` line: one over the limit
     assert oversized("def f():\n" + body, "a.py") == [f"a.py:1 f: function of {MAX_FUNCTION_LINES + 1} lines (max 80)"]
@@ -73,4 +59,3 @@ def test_the_checker_finds_a_long_function_and_a_long_module_but_not_a_triton_ke
     ]
     module = "x = 1\n" * (MAX_MODULE_LINES + 1)
     assert oversized(module, "b.py") == [f"b.py: module of {MAX_MODULE_LINES + 1} lines (max 500)"]
-    assert oversized(module, EXEMPT_UNTIL_MERGE[0]) == []

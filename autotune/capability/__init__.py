@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.capability import sglang_0_5_23, vllm_0_34_0, vllm_ascend_0_23_0
+from autotune.capability.engine_profile import EngineProfile
 from autotune.capability.facts import box_facts, compute_capability, derived_facts, phase_facts
+from autotune.capability.profiles import ENGINES, PROFILES, profile
 from autotune.capability.rules import Rule, RuleTable, Violation, admits, violations_of
 from autotune.capability.vendors import ENGINE_VENDORS, format_rules, platform_rules, unserved_vendor, vendor_rule
 from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan
 
-ENGINE_TABLES = (vllm_0_34_0.RULES, sglang_0_5_23.RULES, vllm_ascend_0_23_0.RULES)
+ENGINE_TABLES = tuple(p.rules for p in PROFILES.values())
 
 
 def _with_engine_rules(t: RuleTable) -> RuleTable:
@@ -75,7 +76,10 @@ def value_admitted(engine: str, field: str, value: Any, facts: dict[str, Any]) -
 
 
 __all__ = [
+    "ENGINES",
     "ENGINE_VENDORS",
+    "PROFILES",
+    "EngineProfile",
     "TABLES",
     "Rule",
     "RuleTable",
@@ -86,6 +90,7 @@ __all__ = [
     "derived_facts",
     "phase_facts",
     "plan_violations",
+    "profile",
     "refusal",
     "require_plan",
     "serving_engines",

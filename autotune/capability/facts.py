@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from autotune.capability.profiles import profile
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan
 
 # Plan fields the rules may name, read from a PhasePlan (dotted path -> getter).
@@ -75,8 +76,8 @@ def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> d
         out["dense_weights"] = served_format(box["dense_format"], values["kernels.gemm_dtype"])
         out["expert_weights"] = served_format(box["expert_format"], values["kernels.gemm_dtype"])
     if "tp" in values and "dp" in values:
-        # SGLang's TP group spans the DP-attention ranks (--tp-size = tp*dp); vLLM's is tp (dp are engines)
-        out["allreduce_world"] = values["tp"] * values["dp"] if engine == "sglang" else values["tp"]
+        # the TP group spans the DP-attention ranks (SGLang: --tp-size = tp*dp) or is tp (vLLM: dp are engines)
+        out["allreduce_world"] = values["tp"] * values["dp"] if profile(engine).tp_spans_dp else values["tp"]
     if "batching.max_running" in values and "batching.chunked_prefill_tokens" in values:
         out["chunk_covers_running"] = values["batching.chunked_prefill_tokens"] >= values["batching.max_running"]
     if "tp" in values and "dcp" in values:

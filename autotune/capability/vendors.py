@@ -1,25 +1,18 @@
 """Which accelerator vendor each engine runs on, and the engine-platform options only one engine expresses.
 
 One place for the vendor rule ("a box is served only by engines that run on its vendor"): capability/__init__.py
-appends these rules to every engine's table, so search, emitters and estimate all read them. Add an engine here
-when it gains a capability table (a small table the other engine helpers extend).
+appends these rules to every engine's table, so search, emitters and estimate all read them. The vendors come
+from the engine profiles (capability/profiles/); the options and formats only one engine expresses are listed here.
 """
 
 from __future__ import annotations
 
+from autotune.capability.profiles import PROFILES
 from autotune.capability.rules import Rule
 
-# engine -> vendors (HardwareProfile accelerator `vendor`) whose devices it drives
-ENGINE_VENDORS: dict[str, tuple[str, ...]] = {
-    "vllm": ("nvidia",),  # vLLM 0.34.0 CUDA wheel (vllm/platforms/cuda.py); ROCm/XPU builds are separate wheels
-    "sglang": ("nvidia",),  # SGLang 0.5.23 CUDA wheel (sglang/srt/utils: is_cuda); mi-tune emits CUDA plans only
-    "vllm-ascend": ("huawei",),  # vllm_ascend/platform.py:130-134: NPUPlatform, device_type "npu"
-}
-VENDOR_SOURCES = {
-    "vllm": "vllm/platforms/__init__.py:57 (cuda_platform_plugin: the CUDA wheel, NVML)",
-    "sglang": "sglang/srt/utils/common.py:158 (is_cuda: the CUDA wheel)",
-    "vllm-ascend": "vllm_ascend/platform.py:130-134 (NPUPlatform: device_type npu, ASCEND_RT_VISIBLE_DEVICES)",
-}
+# engine -> vendors (HardwareProfile accelerator `vendor`) whose devices it drives: its profile's, with the source
+ENGINE_VENDORS: dict[str, tuple[str, ...]] = {e: p.vendors for e, p in PROFILES.items()}
+VENDOR_SOURCES = {e: p.vendor_source for e, p in PROFILES.items()}
 # plan `platform.<name>` options (PhasePlan.platform) -> the engines that express them
 PLATFORM_ENGINES: dict[str, tuple[str, ...]] = {
     "graph_mode": ("vllm-ascend",),

@@ -55,7 +55,7 @@ def _row(name: str, hw: HardwareProfile) -> dict:
         "name": name,
         "gpus": hw.num_gpus,
         "gpu": hw.gpu.name,
-        "memory_gb": hw.gpu.memory_gb,
+        "memory_gib": hw.gpu.memory_gib,
         "interconnect": hw.interconnect,
         "pcie_gen": hw.gpu.pcie_gen,
         "p2p": p2p_summary(hw.p2p),

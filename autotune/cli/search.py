@@ -10,6 +10,7 @@ import sys
 import typer
 
 from autotune import validate
+from autotune.capability.profiles import ENGINES
 from autotune.cli.app import ARGV, app
 from autotune.cli.options import (
     BURST,
@@ -43,7 +44,7 @@ def search(
     hardware: str = typer.Option(None, "--hardware", help="Hardware profile YAML (from `mi-tune probe --out`)."),
     preset: str = typer.Option(None, "--preset", help="Hardware preset name (see `mi-tune presets`)."),
     gpus: int = typer.Option(0, "--gpus", help="Use only the first N GPUs (0 = all)."),
-    engine: str = typer.Option("auto", "--engine", help="vllm | sglang | auto"),
+    engine: str = typer.Option("auto", "--engine", help="auto, or an engine: " + " | ".join(ENGINES)),
     mode: str = typer.Option("auto", "--mode", help="aggregated | disaggregated | auto"),
     isl: int = ISL,
     osl: int = OSL,
@@ -143,7 +144,7 @@ def search_options(flags: dict):
 
     f = flags
     for flag, value, allowed in (
-        ("--engine", f["engine"], ("auto", "vllm", "sglang")),
+        ("--engine", f["engine"], ("auto", *ENGINES)),
         ("--mode", f["mode"], ("auto", "aggregated", "disaggregated")),
     ):
         if value not in allowed:

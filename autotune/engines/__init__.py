@@ -11,7 +11,7 @@ from autotune.specs.hardware import HardwareProfile
 from autotune.specs.model import ModelSpec
 from autotune.specs.plan import Plan
 
-EMITTERS = {"vllm": vllm.build_launch, "sglang": sglang.build_launch, "vllm-ascend": vllm_ascend.build_launch}
+EMITTERS = {emitter.ENGINE: emitter.build_launch for emitter in (vllm, sglang, vllm_ascend)}
 
 
 def build_launch(

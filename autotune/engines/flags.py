@@ -11,18 +11,13 @@ from pathlib import Path
 
 import yaml
 
+from autotune.capability.profiles import PROFILES
 from autotune.specs.errors import MiTuneError
 
 FLAGS_DIR = Path(__file__).parent / "flags"
-ENGINE_VERSIONS = {
-    "vllm": "0.34.0",
-    "sglang": "0.5.23",
-    "sglang-router": "0.3.2",
-    "vllm-router": "0.1.17",
-    # `vllm serve` of vLLM 0.23.0 with the plugin: flags/vllm-ascend-0.23.0.post1.yaml is vllm-0.23.0.yaml (the
-    # real 0.23 parser) plus what the plugin adds (its `derived` block cites each addition)
-    "vllm-ascend": "0.23.0.post1",
-}
+# the routers' pinned versions; the engines' are their profiles' (capability/profiles/)
+ROUTER_VERSIONS = {"sglang-router": "0.3.2", "vllm-router": "0.1.17"}
+ENGINE_VERSIONS = {**{e: p.version for e, p in PROFILES.items()}, **ROUTER_VERSIONS}
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 _SHOWN_CHOICES = 12
 

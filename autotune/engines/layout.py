@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES
+from autotune.capability.profiles import profile
 from autotune.specs.errors import MiTuneError
 from autotune.specs.hardware import HardwareProfile
 from autotune.specs.plan import PhasePlan, Plan, nccl_problem
@@ -80,12 +82,7 @@ def instances(plan: Plan, host: str, port: int) -> tuple[Instance, ...]:
     )
 
 
-# engine -> the device visibility its runtime reads (default CUDA's, in NVML / nvidia-smi order)
-VISIBLE_DEVICES_ENV = {
-    # vllm_ascend/platform.py:134 device_control_env_var; indices are npu-smi's logical NPU ids (the probe's)
-    "vllm-ascend": {"ASCEND_RT_VISIBLE_DEVICES": "{gpus}"},
-}
-CUDA_VISIBLE = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "{gpus}"}
+CUDA_VISIBLE = dict(CUDA_VISIBLE_DEVICES)  # an engine's own selection is its profile's `visible_devices_env`
 
 
 def gpu_env(instance: Instance, phase: PhasePlan, engine: str = "") -> dict[str, str]:
@@ -95,7 +92,8 @@ def gpu_env(instance: Instance, phase: PhasePlan, engine: str = "") -> dict[str,
         if problem := nccl_problem(name, value):
             raise MiTuneError(f"phases.{instance.phase}.comm.nccl: {problem}")
     gpus = ",".join(str(g) for g in instance.gpus)
-    visible = {k: v.format(gpus=gpus) for k, v in VISIBLE_DEVICES_ENV.get(engine, CUDA_VISIBLE).items()}
+    selection = dict(profile(engine).visible_devices_env) if engine else CUDA_VISIBLE
+    visible = {k: v.format(gpus=gpus) for k, v in selection.items()}
     return {**visible, **{str(k): str(v) for k, v in phase.comm.nccl.items()}}
 
 

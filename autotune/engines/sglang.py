@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.capability.profiles import profile
 from autotune.capability.sglang_0_5_23 import MAMBA_SLOTS_PER_RUNNING_REQUEST
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
@@ -17,7 +18,7 @@ from autotune.specs.plan import PhasePlan, Plan
 ENGINE = "sglang"
 VERSION = ENGINE_VERSIONS[ENGINE]
 LABEL = f"{ENGINE} {VERSION}"
-SERVER_COMMAND = ["python3", "-m", "sglang.launch_server"]
+SERVER_COMMAND = list(profile(ENGINE).server_command)
 
 # (plan kernels.attention, attention family) -> --attention-backend; both kernels also run MLA in SGLang
 ATTENTION_BACKEND = {

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from autotune.capability.profiles import PROFILES
+from autotune.engines.flags import ROUTER_VERSIONS
 from autotune.engines.layout import reach_host
 from autotune.specs.best import Launch, ProcessSpec
 from autotune.specs.errors import MiTuneError
@@ -27,13 +29,19 @@ START_ORDER = {"server": 0, "prefill": 0, "decode": 0, "router": 1}
 READY_TIMEOUT_S = 1800.0  # routers start once the servers listen; weights of a large MoE load for minutes
 INTERRUPTED_EXIT = 130
 TAIL_LINES = 20  # output lines kept per process to say why it exited
-# executable or `python -m` top-level package -> how to get it
-INSTALL_HINTS = {
-    "vllm": "pip install vllm==0.34.0",
-    "sglang": "pip install sglang==0.5.23",
-    "sglang_router": "pip install sglang-router==0.3.2",
-    "vllm_router": "pip install vllm-router==0.1.17",
-}
+
+
+def _install_hints() -> dict[str, str]:
+    """Executable or `python -m` top-level package -> how to get it: the routers', then each engine profile's (the
+    first profile whose server starts with an executable names its hint: vLLM 0.34.0 for `vllm`)."""
+    hints = {name.replace("-", "_"): f"pip install {name}=={version}" for name, version in ROUTER_VERSIONS.items()}
+    for profile in PROFILES.values():
+        command = profile.server_command
+        hints.setdefault(command[2].split(".")[0] if command[1:2] == ("-m",) else command[0], profile.install)
+    return hints
+
+
+INSTALL_HINTS = _install_hints()
 
 
 def format_launch(launch: Launch) -> str:

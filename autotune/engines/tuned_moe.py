@@ -34,10 +34,11 @@ def tuned_config_files(plan: Plan, model: ModelSpec, hw: HardwareProfile, run_di
     found = {}
     for phase, shape in triton_moe_shapes(plan, model, hw).items():
         name = mc.config_file_name(shape, hw.gpu.name)
-        if plan.engine == "vllm":
-            candidates = [root / "vllm" / name]
+        folder = mc.engine_config_dir(root, plan.engine)
+        if not mc.files_rule(plan.engine).triton_version_folder:
+            candidates = [folder / name]
         else:  # SGLang reads its triton version's folder, else the newest other one (fused_moe_triton_config.py)
-            candidates = sorted((root / "sglang" / "configs").glob(f"triton_*/{glob.escape(name)}"), reverse=True)
+            candidates = sorted((folder / "configs").glob(f"triton_*/{glob.escape(name)}"), reverse=True)
         hit = next((path for path in candidates if path.is_file()), None)
         if hit is not None:
             found[phase] = hit

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from autotune.capability.profiles import profile
 from autotune.engines.common import KernelFlags, assemble_launch, check_fusions, choose, kernel_args
 from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance, model_arg
@@ -17,6 +18,7 @@ from autotune.specs.plan import PhasePlan, Plan
 ENGINE = "vllm"
 VERSION = ENGINE_VERSIONS[ENGINE]
 LABEL = f"{ENGINE} {VERSION}"
+SERVER_COMMAND = list(profile(ENGINE).server_command)
 
 # (plan kernels.attention, attention family) -> --attention-backend (AttentionBackendEnum name)
 ATTENTION_BACKEND = {
@@ -148,7 +150,7 @@ def build_launch(
 ) -> Launch:
     def server(inst: Instance, phase: PhasePlan, placed: tuple[Instance, ...]):
         ctx = _Ctx(plan, model, inst, phase, placed)
-        argv = ["vllm", "serve", model_arg(model), "--host", inst.host, "--port", str(inst.port)]
+        argv = [*SERVER_COMMAND, model_arg(model), "--host", inst.host, "--port", str(inst.port)]
         return argv + [arg for build in ARG_BUILDERS for arg in build(ctx)], _env(ctx)
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from autotune.capability.profiles import profile
 from autotune.engines.common import assemble_launch, choose
 from autotune.engines.flags import ENGINE_VERSIONS
 from autotune.engines.layout import Instance, model_arg
@@ -22,6 +23,7 @@ from autotune.specs.plan import PhasePlan, Plan
 ENGINE = "vllm-ascend"
 VERSION = ENGINE_VERSIONS[ENGINE]
 LABEL = f"{ENGINE} {VERSION}"
+SERVER_COMMAND = list(profile(ENGINE).server_command)
 
 # plan platform option -> (additional_config key, {plan value: config value})
 ADDITIONAL_CONFIG = {
@@ -89,7 +91,7 @@ def build_launch(
         raise MiTuneError(f"{LABEL}: mi-tune emits aggregated plans only for Ascend (no Mooncake P/D launch yet)")
 
     def server(inst: Instance, phase: PhasePlan, placed: tuple[Instance, ...]):
-        argv = ["vllm", "serve", model_arg(model), "--host", inst.host, "--port", str(inst.port)]
+        argv = [*SERVER_COMMAND, model_arg(model), "--host", inst.host, "--port", str(inst.port)]
         return argv + _server_args(model, phase), hccl_env(phase)
 
     def front(placed: tuple[Instance, ...], front_host: str, front_port: int):

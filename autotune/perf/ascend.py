@@ -1,4 +1,5 @@
-"""What the vllm-ascend platform options (PhasePlan.platform, search dimensions ascend_* / hccl_*) change in a step.
+"""What the vllm-ascend platform options (PhasePlan.platform, search dimensions ascend_* / hccl_*) change in a step
+(for engines whose profile has `ascend_platform`).
 
 Pure functions over the plan's platform dict; perf/ops.py applies them. Every factor below is a labelled prior
 (no public per-option NPU measurement was found) except FlashComm1's, which is arithmetic: norms run on the
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-ENGINE = "vllm-ascend"
 # Decode launch cost per layer, us. vllm-ascend's default cudagraph mode is vLLM's FULL_AND_PIECEWISE, which the
 # platform runs as piecewise ACL graphs with attention launched between the pieces (vllm_ascend/platform.py:
 # 593-640); FULL_DECODE_ONLY captures the whole decode step (platform.py:630-640). Priors: 25 us per layer for the

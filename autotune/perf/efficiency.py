@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.capability.profiles import profile
 from autotune.specs import HardwareProfile
 
 
@@ -31,13 +32,12 @@ ATTENTION_VARIANT_SPEED = {"auto": 1.0, "flashinfer": 1.0, "triton": 0.85}
 
 def auto_attention_kernel(engine: str, model, arch: str, chosen: str) -> str:
     """The attention kernel a plan runs: its kernels.attention, or for `auto` the engine's default where that is
-    not the fast kernel the speed priors take as 1.0. vLLM 0.34 MLA (DeepSeek / GLM / Kimi latent attention) on
-    sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need sm_90,
-    FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at cuda.py:146-151."""
+    not the fast kernel the speed priors take as 1.0: Triton MLA (DeepSeek / GLM / Kimi latent attention) on the
+    archs the engine profile names (`triton_mla_archs`, cited there)."""
     if chosen != "auto":
         return chosen
     mla = any(layer.attention.latent_shared for layer in model.layers[:1])
-    if engine == "vllm" and mla and arch in ("sm_120", "sm_89", "sm_80"):
+    if mla and arch in profile(engine).triton_mla_archs:
         return "triton"
     return "auto"
 
@@ -80,60 +80,39 @@ CUSTOM_ALLREDUCE_LATENCY_US = 7.5
 # CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us and 4 KiB: 3.9 / 3.7 / 5.7 us at 2 / 4 / 8 GPUs -> the 512 B figures.
 CUSTOM_ALLREDUCE_NVLINK_LATENCY_US = {2: 3.7, 4: 4.8, 8: 5.9}
 
-# Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms. Priors
-# (the v1 figures). Whether it adds to the step depends on the engine's scheduler (scheduler_overhead_ms below).
-SCHEDULER_CPU_MS = {"sglang": 0.4, "vllm": 0.5}
+# Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms: the engine
+# profile's `scheduler_cpu_ms` (priors). Whether it adds to the step depends on the engine's scheduler
+# (scheduler_overhead_ms below).
 # What an overlapped scheduler still exposes per step (the sync between the CPU and the GPU stream), ms. Prior.
 OVERLAP_EXPOSED_MS = 0.05
 PREFILL_LAUNCH_US_PER_LAYER = 30.0
 DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 
 
-# vLLM 0.23 (vllm-ascend) also turns async scheduling on by default (vllm/config/vllm.py:957-996 of 0.23.0)
-ASYNC_SCHEDULING_ENGINES = ("vllm", "vllm-ascend")
-
-
 def scheduler_overlapped(engine: str, pp: int) -> bool:
-    """Whether the engine overlaps its CPU scheduling with the GPU step by default. SGLang: the overlap scheduler is
-    on unless pipeline parallel turns it off (sglang 0.5.23 srt/arg_groups/overrides.py:1623-1628
-    `_pipeline_parallel_overlap_disable`). vLLM 0.34: async scheduling is on by default with the uniproc and
-    multiproc executors, PP included (vllm/config/vllm.py:1610-1637; executor/multiproc_executor.py:700)."""
-    return engine in ASYNC_SCHEDULING_ENGINES or pp == 1
+    """Whether the engine overlaps its CPU scheduling with the GPU step by default: at pp 1 always; with pipeline
+    parallel only where the profile says so (`overlap_under_pp`: vLLM's async scheduling, not SGLang's overlap
+    scheduler; cited in the profiles)."""
+    return profile(engine).overlap_under_pp or pp == 1
 
 
 def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     """CPU scheduling time the step pays on top of its GPU time: all of it without overlap; with overlap only what
     exceeds the GPU step (the CPU prepares step n+1 while the GPU runs step n), at least OVERLAP_EXPOSED_MS."""
-    cpu = SCHEDULER_CPU_MS.get(engine, max(SCHEDULER_CPU_MS.values()))
+    cpu = profile(engine).scheduler_cpu_ms
     if not scheduler_overlapped(engine, pp):
         return cpu
     return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
 
 
 def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
-    """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED).
-    SGLang 0.5.23: FP8 auto = DeepGEMM only with an a2a backend (DeepEP), else Triton (srt/layers/quantization/
-    fp8.py:1520-1542); FP4 (V4.x MXFP4) experts auto = flashinfer_mxfp4 (arg_groups/model_overrides/deepseek_v4.py:
-    66-91); bf16: the Triton fused MoE. vLLM 0.34 (fused_moe/oracle/*.py, /tmp/rules-evidence.md item 2): block
-    FP8 on SM90 Triton first for ep == 1 and FlashInfer CUTLASS for ep > 1 (fp8.py:127-139), on SM100 FlashInfer
-    (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else Marlin; bf16:
-    FlashInfer CUTLASS on SM100/SM120 (unquantized.py:68-80), Triton on SM90 (FlashInfer moved back) and SM89.
-    The checkpoint's format decides first: INT4 (AWQ / GPTQ) experts run Marlin in both engines (vLLM
-    quantization/auto_awq.py:338-362 -> fused_moe/oracle/int_wna16.py:130-147, Marlin first on CUDA; SGLang
-    quantization/awq/awq.py:356-390, awq_marlin)."""
+    """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED): the
+    engine profile's `auto_moe_kernel` (cited there). The checkpoint's format decides first: INT4 (AWQ / GPTQ)
+    experts run Marlin in both engines (vLLM quantization/auto_awq.py:338-362 -> fused_moe/oracle/int_wna16.py:
+    130-147, Marlin first on CUDA; SGLang quantization/awq/awq.py:356-390, awq_marlin)."""
     if expert_format in ("int4_awq", "int4_gptq") or expert_dtype == "int4":
         return "marlin"
-    if engine == "sglang":
-        if expert_dtype == "fp8":
-            return "deep_gemm" if deepep else "triton"
-        return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
-    if expert_dtype == "fp8":
-        if arch == "sm_90":
-            return "triton" if ep == 1 else "flashinfer_cutlass"
-        return {"sm_100": "flashinfer_cutlass", "sm_120": "deep_gemm"}.get(arch, "triton")
-    if expert_dtype == "fp4":
-        return "deep_gemm" if arch in ("sm_100", "sm_120") else "marlin"
-    return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
+    return profile(engine).auto_moe_kernel(expert_dtype, arch, deepep, ep)
 
 
 # MoE expert parallel: coefficient of variation of the routed experts' popularity (std / mean of the experts'
@@ -143,7 +122,7 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
 # ep16, EP16 max/mean 1.069 (384 experts assumed, Kimi K2's count) -> 0.20. Their geometric mean, 0.65, is used
 # (at DeepSeek-V3 EP8 it gives the busiest rank 1.16x the mean, the old fixed 1.15).
 EXPERT_LOAD_CV = 0.65
-# Routing popularity of the experts, rank^-ROUTING_SKEW (oplist.distinct_experts), in ROUTING_GROUPS groups. A
+# Routing popularity of the experts, rank^-ROUTING_SKEW (routing.distinct_experts), in ROUTING_GROUPS groups. A
 # prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean
 # without EPLB), and a skew of 0.5 puts the busiest eighth of 256 experts at 2.8x the mean rate, the least
 # popular eighth at 0.5x. No public per-expert histogram is in calibration.yaml to fit it to.

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from autotune.capability import sglang_0_5_23 as sglang_rules
-from autotune.capability import vllm_0_34_0 as vllm_rules
+from autotune.capability.profiles import profile
 from autotune.specs import DTYPE_BYTES, AttentionSpec, ModelSpec, PhasePlan
 
 # tokens per chunk of the chunkwise scan: vLLM layers/mamba/ops/gdn_chunk_cutedsl/__init__.py:186, SGLang
@@ -75,14 +74,13 @@ def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int,
 
 # ---------------------------------------------------------------- the state each running request pins
 
-# States a running request pins (the engines' own arithmetic, read from their source: see the constants' comments)
-VLLM_STATES_PER_REQUEST = vllm_rules.MAMBA_STATES_PER_REQUEST  # drawn from the shared KV pool per request
-SGLANG_SLOTS_PER_REQUEST = sglang_rules.MAMBA_SLOTS_PER_RUNNING_REQUEST  # a separate pool: --max-mamba-cache-size
+# States a running request pins: the engine profile's `states_per_request` (the engines' own arithmetic, cited in
+# the rule tables' MAMBA_* constants), drawn from the shared KV pool per request (vLLM) or a separate pool
+# (SGLang --max-mamba-cache-size: the profile's `separate_state_pool`).
 
 
 def states_per_request(engine: str, draft_tokens: int) -> int:
-    base = SGLANG_SLOTS_PER_REQUEST if engine == "sglang" else VLLM_STATES_PER_REQUEST
-    return base + max(0, draft_tokens)
+    return profile(engine).states_per_request + max(0, draft_tokens)
 
 
 def one_state_bytes_per_gpu(model: ModelSpec, tp: int, pp: int) -> float:
@@ -106,6 +104,6 @@ def state_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str)
 def state_pool_bytes_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
     """SGLang's separate state pool on one GPU, sized for the plan's max_running requests (0 for vLLM, whose
     states share the KV pool per request)."""
-    if engine != "sglang" or not model.is_hybrid:
+    if not profile(engine).separate_state_pool or not model.is_hybrid:
         return 0.0
     return state_bytes_per_seq_per_gpu(model, phase, engine) * phase.batching.max_running / phase.dp

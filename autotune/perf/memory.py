@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
-from autotune.perf.oplist import dense_shards, head_over_dp, layer_groups
+from autotune.perf.layers import layer_groups
+from autotune.perf.sharding import dense_shards, head_over_dp
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
-GIB = 2**30  # HardwareProfile.memory_gb is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
+GIB = 2**30  # HardwareProfile.memory_gib is binary (NVML total / 2^30; datasheet sizes such as "96 GB" are GiB)
 GPU_MEMORY_UTILIZATION = 0.90  # vLLM --gpu-memory-utilization default: the share of TOTAL memory it may take
 # vLLM 0.34 KV budget (v1/worker/utils.py:742-743 requested = total x utilization; v1/worker/gpu_worker.py:776-779
 # KV = requested - non_kv_cache_memory - cudagraph_memory_estimate; utils/mem_utils.py:326-336 non_kv_cache_memory
@@ -47,7 +49,7 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 
 def shared_expert_shards(phase: PhasePlan, engine: str) -> int:
     """Ranks a MoE layer's shared experts are split over (1 = whole on every rank)."""
-    if engine == "sglang":
+    if profile(engine).tp_spans_dp:
         return 1 if phase.comm.all2all == "deepep" else phase.tp * phase.dp
     sequence_parallel = phase.ep > 1 and phase.tp > 1 and phase.dp > 1
     return 1 if sequence_parallel else phase.tp
@@ -66,7 +68,7 @@ _KINDS: dict[int, tuple[ModelSpec, tuple[LayerSpec, ...]]] = {}  # id(model) -> 
 
 
 def _layer_kinds(model: ModelSpec) -> tuple[LayerSpec, ...]:
-    """For each layer, the representative of its kind in oplist.layer_groups (memoised per model object), so
+    """For each layer, the representative of its kind in layers.layer_groups (memoised per model object), so
     weights are costed once per distinct layer kind."""
     hit = _KINDS.get(id(model))
     if hit is not None and hit[0] is model:
@@ -121,14 +123,14 @@ def window_bytes_per_seq_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
 SGLANG_MAMBA_FULL_MEMORY_RATIO = 0.9
 
 
-def sglang_default_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile) -> int:
-    """Running requests SGLang admits on a hybrid model when no state-pool size is given: its default pool
-    (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes (linear_attention)."""
-    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, "sglang")
+def state_pool_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> int:
+    """Running requests an engine with a separate state pool (SGLang) admits on a hybrid model when no pool size is
+    given: its default pool (SGLANG_MAMBA_FULL_MEMORY_RATIO) over the slots each running request takes."""
+    per_request = linear_attention.state_bytes_per_seq_per_gpu(model, phase, engine)
     if not per_request:
         return phase.batching.max_running
-    capacity, _, _ = _engine_budget_bytes(model, phase, hw, "sglang")
-    free = capacity - weights_per_gpu_bytes(model, phase, "sglang")
+    capacity, _, _ = _engine_budget_bytes(model, phase, hw, engine)
+    free = capacity - weights_per_gpu_bytes(model, phase, engine)
     ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
     pool = max(0.0, free) * ratio / (1 + ratio)
     return max(1, min(phase.batching.max_running, int(pool / per_request) * phase.dp))
@@ -140,7 +142,8 @@ def memory_fit(
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
     weights = weights_per_gpu_bytes(model, phase, engine)
     capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine)
-    free = capacity - weights - (activations + reserve if engine != "sglang" else 0.0)
+    inside = profile(engine).memory_budget == "gpu_memory_utilization"  # activations + reserve in the budget
+    free = capacity - weights - (activations + reserve if inside else 0.0)
     # hybrid models: SGLang's separate linear-attention state pool comes off the top; vLLM's per-request states
     # come out of the shared pool with each request's KV (perf/linear_attention.py)
     pool = linear_attention.state_pool_bytes_per_gpu(model, phase, engine)
@@ -162,17 +165,27 @@ def memory_fit(
     )
 
 
+def gpu_total_bytes(hw: HardwareProfile) -> float:
+    """One GPU's memory, bytes (HardwareProfile holds GiB)."""
+    return hw.gpu.memory_gib * GIB
+
+
+def utilization_share_bytes(hw: HardwareProfile) -> float:
+    """What vLLM may take of one GPU: gpu_memory_utilization of the total (weights, KV, activations, reserve)."""
+    return gpu_total_bytes(hw) * GPU_MEMORY_UTILIZATION
+
+
 def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str):
     """(capacity, activations, reserve) per GPU by the engine's own arithmetic. SGLang: its static fraction, with
     activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
-    gpu_memory_utilization of the card, activations and a reserve inside it."""
-    if engine == "sglang":
-        activations, reserve = _sglang_reserved_bytes(phase, hw.gpu.memory_gb * GIB)
-        return hw.gpu.memory_gb * GIB - activations - reserve, activations, reserve
+    gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`)."""
+    if profile(engine).memory_budget == "mem_fraction_static":
+        activations, reserve = _sglang_reserved_bytes(phase, gpu_total_bytes(hw))
+        return gpu_total_bytes(hw) - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
     activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
-    return hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION, activations, RESERVE_GB * GB
+    return utilization_share_bytes(hw), activations, RESERVE_GB * GB
 
 
 def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float) -> tuple[float, float]:

@@ -12,13 +12,14 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import NamedTuple
 
 from autotune.perf import comm, ep_balance, linear_attention, precision, rates
 from autotune.perf import efficiency as eff
+from autotune.perf.layers import attended_entries, indexer_scored
+from autotune.perf.routing import distinct_experts
+from autotune.perf.sharding import dense_layout, head_over_dp
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
@@ -141,71 +142,6 @@ def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
     return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0
 
 
-def attended_entries(att: AttentionSpec, ctx: float) -> float:
-    """KV entries one query reads at context length `ctx` (compressed, sparse and windowed attention)."""
-    window = min(ctx, att.window) if att.window else 0.0
-    if att.window_only:
-        return window
-    entries = ctx / att.compress_ratio
-    if att.attended_cap:
-        entries = min(entries, att.attended_cap)
-    return entries + window
-
-
-def indexer_scored(att: AttentionSpec, ctx: float) -> float:
-    """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer)."""
-    if not att.index_heads:
-        return 0.0
-    scored = ctx / att.compress_ratio / att.index_pool
-    return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
-
-
-_GROUPS: dict[int, tuple[ModelSpec, tuple[tuple[LayerSpec, int], ...]]] = {}  # id(model) -> (model, groups)
-
-
-def layer_groups(model: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
-    """Identical layers collapsed with their count, so a step costs O(distinct layer kinds). Memoised per
-    model object (a predict() costs every step of one model: hashing its layers each step was a quarter of it)."""
-    hit = _GROUPS.get(id(model))
-    if hit is not None and hit[0] is model:
-        return hit[1]
-    counts: Counter = Counter()
-    reps: dict = {}
-    for layer in model.layers:
-        key = (layer.attention, layer.ffn, layer.in_prefill)
-        counts[key] += 1
-        reps.setdefault(key, layer)
-    groups = tuple((reps[key], n) for key, n in counts.items())
-    if len(_GROUPS) >= 64:
-        _GROUPS.clear()
-    _GROUPS[id(model)] = (model, groups)
-    return groups
-
-
-def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float | None = None) -> float:
-    """Expected number of experts hit when `tokens` tokens each route to top-k of E experts, the experts' routing
-    popularity falling as rank^-skew (eff.ROUTING_SKEW; 0 = uniform): popular experts are hit by many of the
-    tokens, so a batch hits fewer distinct experts than uniform routing would (exactly top-k for one token)."""
-    if tokens <= 0:
-        return 0.0
-    weights = _popularity(num_experts, eff.ROUTING_SKEW if skew is None else skew)
-    per_group = num_experts / len(weights)
-    return sum(per_group * (1.0 - max(0.0, 1.0 - top_k * w / num_experts) ** tokens) for w in weights)
-
-
-@lru_cache(maxsize=256)
-def _popularity(num_experts: int, skew: float) -> tuple[float, ...]:
-    """Mean routing probability of each of ROUTING_GROUPS equal groups of experts (ranked by popularity, mean 1)."""
-    groups = min(eff.ROUTING_GROUPS, num_experts) if skew else 1
-    p = [(i + 1) ** -skew for i in range(num_experts)]
-    mean = sum(p) / num_experts
-    size = num_experts / groups
-    return tuple(
-        sum(p[int(g * size) : int((g + 1) * size)]) / (int((g + 1) * size) - int(g * size)) / mean
-        for g in range(groups)
-    )
-
-
 def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
     """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens: the popularity skew the
     placement leaves (Context.imbalance, mostly removed by EPLB) and the sampling spread of a small batch, added
@@ -231,30 +167,6 @@ def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> 
         return 1, 1.0
     a = eff.draft_acceptance(family, spec.method, acceptance)
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
-
-
-def dense_layout(ffn: FfnSpec, phase: PhasePlan, engine: str) -> str:
-    """How a dense MLP layer spreads over the instance's tp*dp ranks: 'tp' = tensor-parallel over the attention
-    TP group and all-reduced (vLLM's DP ranks are separate engines); 'all' = SGLang under DP attention by
-    default: sharded over all tp*dp ranks, its tokens all-gathered to every rank and reduce-scattered back;
-    'dp' = SGLang --moe-dense-tp-size 1: whole on every rank, on the rank's own tokens, no collective."""
-    if ffn.kind != "dense" or phase.dp == 1:
-        return "tp"
-    if phase.dense_dp:
-        return "dp"
-    return "all" if engine == "sglang" else "tp"
-
-
-def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
-    """Ranks a dense MLP layer's weights are split over (see dense_layout)."""
-    layout = dense_layout(ffn, phase, engine)
-    return phase.tp if layout == "tp" else 1 if layout == "dp" else phase.tp * phase.dp
-
-
-def head_over_dp(engine: str, phase: PhasePlan) -> bool:
-    """SGLang under DP attention without --enable-dp-lm-head: the LM head is vocab-parallel over all tp*dp
-    ranks (vLLM's DP ranks are separate engines, each with its own head over its TP group)."""
-    return engine == "sglang" and phase.dp > 1 and not phase.dp_lm_head
 
 
 class _AttentionShape(NamedTuple):

@@ -11,30 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
+from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
 from autotune.perf.oplist import (
     Context,
     Op,
     StepInput,
     _collective,
-    attended_entries,
     attention_ops,
     context,
     dcp_ops,
-    dense_layout,
-    dense_shards,
-    distinct_experts,
     ffn_ops,
     head_ops,
-    head_over_dp,
-    indexer_scored,
-    layer_groups,
     layer_input,
     layer_ops,
     speculation,
     step_tokens,
 )
+from autotune.perf.routing import distinct_experts
+from autotune.perf.sharding import dense_layout, dense_shards, head_over_dp
 from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
 from autotune.specs.hardware import on_fabric
 
@@ -151,7 +148,7 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     returns it: a step accumulates its layer kinds without intermediate Costs."""
     cost = Cost() if into is None else into
     terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
-    platform = c.phase.platform if c.engine == ascend.ENGINE else None  # vllm-ascend options (perf/ascend.py)
+    platform = c.phase.platform if profile(c.engine).ascend_platform else None  # vllm-ascend (perf/ascend.py)
     compute_s = memory_s = 0.0
     for op in ops:
         key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
@@ -195,7 +192,7 @@ def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
     """cost_ops, less what vllm-ascend's multistream shared experts hide: the shared-expert GEMM (the first op of a
     MoE layer with shared experts, oplist._ffn_ops) runs beside the routed experts (perf/ascend.py)."""
     if not (
-        c.engine == ascend.ENGINE
+        profile(c.engine).ascend_platform
         and ffn.kind == "moe"
         and ffn.params
         and ascend.overlaps_shared_experts(c.phase.platform)
@@ -322,7 +319,7 @@ def _step(
     head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
-    if engine == ascend.ENGINE and not x.prefill_tokens:
+    if profile(engine).ascend_platform and not x.prefill_tokens:
         launch_us = ascend.decode_launch_us(phase.platform)
     launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
     if width > 1:  # drafting runs once per step, on the last stage

@@ -37,8 +37,9 @@ def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
         if reason:
             return f"{name}: {reason}"
     tables = model.host_table_bytes * sum(p.replicas for p in plan.phases.values())
-    if tables > hw.host.memory_gb * 2**30 * HOST_MEMORY_USABLE:
-        return f"host tables {tables / GB:.0f} GB (one copy per instance) exceed host memory {hw.host.memory_gb:.0f} GB"
+    if tables > hw.host.memory_gib * 2**30 * HOST_MEMORY_USABLE:
+        host = f"host memory {hw.host.memory_gib:.0f} GiB"
+        return f"host tables {tables / GB:.0f} GB (one copy per instance) exceed {host}"
     return ""
 
 

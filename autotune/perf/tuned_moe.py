@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autotune.perf.oplist import distinct_experts
 from autotune.perf.rates import m_bucket
+from autotune.perf.routing import distinct_experts
 from autotune.specs.hardware import OpPoint
 
 RATES_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8_w8a8": "fp8", "int8_w8a8": "int8"}

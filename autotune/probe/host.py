@@ -77,7 +77,7 @@ def host_from_text(cpuinfo: str, meminfo: str, numa_nodes: int) -> HostInfo:
         sockets=len(sockets),
         cores=len(cores),
         numa_nodes=numa_nodes,
-        memory_gb=parse_meminfo_gb(meminfo),
+        memory_gib=parse_meminfo_gb(meminfo),
         inter_socket_gbs=inter_socket_gbs(
             vendor, _int(first.get("cpu family")), _int(first.get("model")), arm="CPU implementer" in first
         ),

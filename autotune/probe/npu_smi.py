@@ -117,10 +117,10 @@ def refine(
     for index, npu in enumerate(listed):
         a = by_bus[npu.bus_id]
         on_hccs = any(label == "HCCS" for label in topo.labels[row[npu.npu_id]])
-        memory = round(npu.hbm_total_mb / 1024, 1) if npu.hbm_total_mb else a.memory_gb
+        memory = round(npu.hbm_total_mb / 1024, 1) if npu.hbm_total_mb else a.memory_gib
         ordered.append(
             dataclasses.replace(
-                a, index=index, memory_gb=memory, nvlink_gbs=fabric_gbs.get(a.name, 0.0) if on_hccs else 0.0
+                a, index=index, memory_gib=memory, nvlink_gbs=fabric_gbs.get(a.name, 0.0) if on_hccs else 0.0
             )
         )
     names = ", ".join(sorted({n.name for n in listed}))

@@ -68,7 +68,7 @@ def _host_line(host: HostInfo) -> str:
     socket = f", inter-socket {host.inter_socket_gbs:g} GB/s (NCCL model)" if host.inter_socket_gbs else ""
     return (
         f"host: {host.cpu_model}; {host.sockets} socket(s), {host.cores} cores, {host.numa_nodes} NUMA node(s), "
-        f"{host.memory_gb:g} GB memory{socket}"
+        f"{host.memory_gib:g} GiB memory{socket}"
     )
 
 
@@ -77,7 +77,7 @@ def _accelerator_table(hw: HardwareProfile) -> list[str]:
         "GPU",
         "name",
         "bdf",
-        "mem GB",
+        "mem GiB",
         "mem GB/s",
         "bf16 TF",
         "fp8 TF",
@@ -92,7 +92,7 @@ def _accelerator_table(hw: HardwareProfile) -> list[str]:
             str(a.index),
             a.name,
             a.pci_bdf or "-",
-            f"{a.memory_gb:g}",
+            f"{a.memory_gib:g}",
             f"{a.mem_bw_gbs:g}" if a.mem_bw_gbs else "?",
             *(f"{a.peak_tflops[d]:g}" if d in a.peak_tflops else "-" for d in ("bf16", "fp8", "fp4")),
             a.arch,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from autotune.perf.memory import GB, GIB, GPU_MEMORY_UTILIZATION, RESERVE_GB, weights_per_gpu_bytes
+from autotune.perf.memory import GB, GPU_MEMORY_UTILIZATION, RESERVE_GB, utilization_share_bytes, weights_per_gpu_bytes
 from autotune.search.evaluate import evaluate
 from autotune.specs import Kernels, MiTuneError, PhasePlan, Plan, Prediction, Workload
 
@@ -26,7 +26,7 @@ def check_fits(req, choices: dict) -> None:
     search may pick, inside what the engine leaves for them (perf/memory.py: its memory share less the reserve)."""
     model, hw, n = req.model, req.hardware, req.num_gpus
     gpu = hw.gpu
-    unknown = [k for k, v in (("memory_gb", gpu.memory_gb), ("mem_bw_gbs", gpu.mem_bw_gbs)) if not v]
+    unknown = [k for k, v in (("memory_gib", gpu.memory_gib), ("mem_bw_gbs", gpu.mem_bw_gbs)) if not v]
     unknown += [] if gpu.peak_tflops.get("bf16") else ["peak_tflops.bf16"]
     if unknown:
         raise MiTuneError(
@@ -39,12 +39,12 @@ def check_fits(req, choices: dict) -> None:
         for d in _offered(req, choices, "kernels.gemm_dtype")
     )
     kv = min(model.kv_bytes_per_token(d) for d in _offered(req, choices, "kernels.kv_cache_dtype")) * tokens
-    per_gpu = hw.gpu.memory_gb * GIB * GPU_MEMORY_UTILIZATION - RESERVE_GB * GB
+    per_gpu = utilization_share_bytes(hw) - RESERVE_GB * GB
     if weights + kv <= n * per_gpu:
         return
     dtypes = "/".join(dict.fromkeys((model.dense_dtype, model.expert_dtype)))
     smaller = " (with FP8 weights where the search may quantise)" if weights < _checkpoint_weights(model) else ""
-    gpus = f"{n} x {hw.gpu.memory_gb:g} GB GPU{'s hold' if n > 1 else ' holds'}"
+    gpus = f"{n} x {hw.gpu.memory_gib:g} GiB GPU{'s hold' if n > 1 else ' holds'}"
     raise MiTuneError(
         f"{model.name} ({dtypes}) needs {weights / GB:,.1f} GB of weights{smaller} and {_gb(kv)} GB of KV for "
         f"one {tokens:,}-token request; {gpus} at most {n} x {per_gpu / GB:,.1f} = {n * per_gpu / GB:,.1f} GB "

@@ -8,11 +8,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from autotune.capability import box_facts
+from autotune.capability import ENGINES, box_facts
 from autotune.search.admit import Admission, parse_speculative
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, SpecError, Speculative, read_document
 from autotune.specs.io import check_schema, convert
-from autotune.specs.plan import ENGINES, MODES, NCCL_NAME, NCCL_VALUE
+from autotune.specs.plan import MODES, NCCL_NAME, NCCL_VALUE
 from autotune.specs.ranges import check_field
 
 SCOPES = ("deployment", "phase")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from autotune.capability.profiles import profile
 from autotune.perf.ops import speculation, step_fn
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
 from autotune.sim.trace import make_trace
@@ -39,7 +40,7 @@ def _instance(
         width=width,
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
-        mixed=plan.engine != "sglang",  # SGLang's --enable-mixed-chunk is off by default (engines/flags)
+        mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang's --enable-mixed-chunk is off by default
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 LINK_LABELS = ("X", "PIX", "PXB", "PHB", "NODE", "SYS", "HCCS")  # plus NV<k>, as `nvidia-smi topo -m` prints
 # device-to-device fabrics: NVLink (NV<k>) and Huawei HCCS (`npu-smi info -t topo` prints HCCS); a box whose every
@@ -17,6 +18,9 @@ def on_fabric(label: str) -> bool:
 
 
 SCHEMA = "mi-tune/hardware/v1"
+# keys files written before the rename still carry -> the field they fill (specs/io.py reads them): memory_gb held
+# GiB all along, so an old best.yaml or probe output loads unchanged
+MEMORY_ALIASES = {"memory_gb": "memory_gib"}
 
 # PCIe usable bytes per lane per direction after line coding (8b/10b Gen1-2, 128b/130b Gen3-5,
 # FLIT Gen6), GB/s: PCIe base specification arithmetic.
@@ -29,11 +33,12 @@ class HostInfo:
     sockets: int
     cores: int
     numa_nodes: int
-    memory_gb: float  # host DRAM, binary like the accelerators'
+    memory_gib: float  # host DRAM, GiB (binary) like the accelerators'
     inter_socket_gbs: float = 0.0  # usable socket-interconnect bandwidth for PCIe peer traffic; 0 = unknown
+    FIELD_ALIASES: ClassVar[dict[str, str]] = MEMORY_ALIASES
 
     def __post_init__(self) -> None:
-        _non_negative(self, ("sockets", "cores", "numa_nodes", "memory_gb", "inter_socket_gbs"))
+        _non_negative(self, ("sockets", "cores", "numa_nodes", "memory_gib", "inter_socket_gbs"))
 
 
 @dataclass(frozen=True)
@@ -51,7 +56,7 @@ class Accelerator:
     vendor: str
     name: str
     pci_bdf: str
-    memory_gb: float  # binary: NVML total / 2^30 (datasheet sizes such as '96 GB' are GiB)
+    memory_gib: float  # binary: NVML total / 2^30 (datasheet sizes such as '96 GB' are GiB)
     mem_bw_gbs: float
     peak_tflops: dict[str, float]  # dense, by dtype: bf16, fp8, fp4, int8
     arch: str  # "sm_120", "sm_90", "ascend910b" ...
@@ -60,9 +65,10 @@ class Accelerator:
     pcie_width: int
     features: Features
     nvlink_gbs: float = 0.0  # NVLink bandwidth per direction per GPU, 0 when there is none
+    FIELD_ALIASES: ClassVar[dict[str, str]] = MEMORY_ALIASES
 
     def __post_init__(self) -> None:  # 0 = unknown (probe leaves what it cannot read at 0); never negative
-        _non_negative(self, ("index", "memory_gb", "mem_bw_gbs", "pcie_gen", "pcie_width", "nvlink_gbs"))
+        _non_negative(self, ("index", "memory_gib", "mem_bw_gbs", "pcie_gen", "pcie_width", "nvlink_gbs"))
         for dtype, tflops in self.peak_tflops.items():
             if tflops < 0:
                 raise ValueError(f"peak_tflops.{dtype}: expected a value >= 0, got {tflops:g}")
@@ -175,4 +181,8 @@ def _fingerprint(hw: HardwareProfile) -> str:
     body = {k: v for k, v in to_dict(hw).items() if k not in ("name", "source", "sources", "fingerprint")}
     if not body.get("corrections"):
         body.pop("corrections", None)  # profiles without fitted corrections keep the fingerprint they had
+    # hashed under the key memory_gib had before its rename, so a box keeps its fingerprint (best.yaml, storages)
+    renamed = {new: old for old, new in MEMORY_ALIASES.items()}
+    body["host"] = {renamed.get(k, k): v for k, v in body["host"].items()}
+    body["accelerators"] = [{renamed.get(k, k): v for k, v in a.items()} for a in body["accelerators"]]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]

@@ -117,11 +117,26 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     raise TypeError(f"unsupported contract type {tp!r} at {where}")
 
 
+def _with_renamed_keys(cls: type, value: dict, where: str) -> dict:
+    """`value` with the old keys a contract still reads (its FIELD_ALIASES: old key -> field) under their new name."""
+    aliases = getattr(cls, "FIELD_ALIASES", {})
+    if not any(old in value for old in aliases):
+        return value
+    out = dict(value)
+    for old, new in aliases.items():
+        if old in out:
+            if new in out:
+                raise SpecError(f"{where}: both '{old}' and '{new}' given (the same field, renamed: keep '{new}')")
+            out[new] = out.pop(old)
+    return out
+
+
 def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a mapping for {cls.__name__}, got {value!r}")
     hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
+    value = _with_renamed_keys(cls, value, where)
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise SpecError(f"{where}: unknown field '{unknown[0]}' (expected: {', '.join(fields)})")

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from autotune.specs.model import DTYPE_BYTES
 
 MODES = ("aggregated", "disaggregated")
-ENGINES = ("vllm", "sglang", "vllm-ascend")  # vllm-ascend: vLLM 0.23 + the Huawei Ascend plugin
+# the engine profiles (capability/profiles/) are the list; specs, below capability, keeps this copy for Plan's
+# check (tests/capability/test_profiles.py holds them equal). vllm-ascend: vLLM 0.23 + the Huawei Ascend plugin
+ENGINES = ("vllm", "sglang", "vllm-ascend")
 ALLREDUCE = ("custom", "nccl", "pcie_ipc")  # what both engines' emitters express (engines/vllm.py, sglang.py)
 ALL2ALL = ("allgather_reducescatter", "deepep")
 SPECULATIVE_METHODS = ("none", "mtp", "dspark", "eagle")  # perf/efficiency.py DRAFT_ACCEPTANCE, engine emitters

@@ -87,12 +87,12 @@ FIELDS: dict[str, dict[str, Range]] = {
         "sockets": count(64, note=UNKNOWN),  # largest x86 servers: 32 sockets (HPE Superdome Flex)
         "cores": count(1_000_000, note=UNKNOWN),
         "numa_nodes": count(1024, note=UNKNOWN),  # Linux MAX_NUMNODES at CONFIG_NODES_SHIFT=10
-        "memory_gb": count(1_048_576, "GiB", UNKNOWN),  # 1 PiB; Superdome Flex tops at 48 TB
+        "memory_gib": count(1_048_576, "GiB", UNKNOWN),  # 1 PiB; Superdome Flex tops at 48 TB
         "inter_socket_gbs": count(LINK_GBS, "GB/s", UNKNOWN),
     },
     "Accelerator": {
         "index": count(MAX_GPUS - 1),
-        "memory_gb": count(GPU_GIB, "GiB", UNKNOWN),
+        "memory_gib": count(GPU_GIB, "GiB", UNKNOWN),
         "mem_bw_gbs": count(GBS, "GB/s", UNKNOWN),
         "peak_tflops": count(TFLOPS, "TFLOPS", UNKNOWN),
         "numa_node": count(1023, note="-1 = unknown", low=-1),

@@ -236,7 +236,7 @@ def video_cost(plan: VideoPlan, model: DiTSpec, work: VideoWorkload, hw: Hardwar
         denoise += work.steps * _comm_s(_Key(hw), "allgather", _groups(plan)["cfg"], latent_bytes)
     text, vae = text_encode_s(model, work, hw, plan), vae_decode_s(model, work, hw)
     mem = memory_gib(plan, model, work)
-    capacity = hw.gpu.memory_gb
+    capacity = hw.gpu.memory_gib
     fits = mem <= capacity * 0.95 and plan.gpus <= hw.num_gpus
     why = "" if fits else f"needs {mem:.0f} GiB per GPU, the GPU has {capacity:.0f}"
     return VideoCost(

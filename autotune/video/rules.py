@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.capability.facts import compute_capability
+from autotune.capability.profiles import profile
 from autotune.capability.rules import Rule, RuleTable, Violation, violations_of
 from autotune.specs import HardwareProfile
 
 ENGINE = "sglang-diffusion"
-VERSION = "0.5.23"
+VERSION = profile("sglang").version  # SGLang Diffusion ships in the sglang wheel: its pinned version
 RING_CAPABLE = ["fa", "sage_attn"]  # runtime/server_args/server_args.py:109 RING_CAPABLE_ATTENTION_BACKENDS
 
 

@@ -131,7 +131,7 @@ def search(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile, keep_qualit
         te = model.text_encoder
         raise MiTuneError(
             f"no plan for {model.name} fits on {hw.name}: {unfit} plans over memory, the smallest needs "
-            f"{least:.1f} GiB per GPU of {hw.gpu.memory_gb:g} (the {te.name} alone holds "
+            f"{least:.1f} GiB per GPU of {hw.gpu.memory_gib:g} (the {te.name} alone holds "
             f"{te.params * te.bytes_per_param / 2**30:.1f} GiB while it encodes)"
         )
     feasible.sort(key=lambda o: (-o.score(work.objective), o.p95_s, o.plan.gpus_per_replica))
@@ -153,7 +153,7 @@ def engine_default(model: DiTSpec, work: VideoWorkload, hw: HardwareProfile) -> 
     n = hw.num_gpus
     cfg = 2 if model.default_guidance > 1.0 and n >= 2 and n % 2 == 0 else 1
     # below 30 GB of device memory every video model's DiT is offloaded (runtime/server_args/server_args.py:1053-1062)
-    offload = model.name == "wan2.2-t2v-a14b" and hw.gpu.memory_gb < 120 or hw.gpu.memory_gb < 30
+    offload = model.name == "wan2.2-t2v-a14b" and hw.gpu.memory_gib < 120 or hw.gpu.memory_gib < 30
     return VideoPlan(1, 1, n // cfg, 1, cfg, "fa", "", 1.0, False, offload, True)
 
 

@@ -50,7 +50,7 @@ def box(system: str):
     spec = DEVICES_BY_KEY[device]
     gpus = tuple(
         dataclasses.replace(
-            a, name=spec.name, memory_gb=spec.memory_gb, mem_bw_gbs=spec.mem_bw_gbs,
+            a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
             peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features,
             nvlink_gbs=spec.nvlink_gbs or a.nvlink_gbs,
         )

@@ -17,18 +17,23 @@ import argparse
 import json
 import random
 import sys
+from pathlib import Path
 
-from autotune import capability
-from autotune.catalog import load_preset
-from autotune.catalog.models import load_model
-from autotune.perf import predict
-from autotune.search import SearchRequest, load_space
-from autotune.search.admit import Admission
-from autotune.search.sampler import sample_plan
-from autotune.search.study import study_choices
-from autotune.sim.serve import simulate_prediction
-from autotune.specs import Plan, Workload
-from autotune.specs.io import from_dict, to_dict
+# this checkout's autotune, not the one the venv installed (run as a file, the checkout is not on sys.path: a worktree
+# would otherwise compare the venv's checkout with itself)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from autotune import capability  # noqa: E402
+from autotune.catalog import load_preset  # noqa: E402
+from autotune.catalog.models import load_model  # noqa: E402
+from autotune.perf import predict  # noqa: E402
+from autotune.search import SearchRequest, load_space  # noqa: E402
+from autotune.search.admit import Admission  # noqa: E402
+from autotune.search.sampler import sample_plan  # noqa: E402
+from autotune.search.study import study_choices  # noqa: E402
+from autotune.sim.serve import simulate_prediction  # noqa: E402
+from autotune.specs import Plan, Workload  # noqa: E402
+from autotune.specs.io import from_dict, to_dict  # noqa: E402
 
 CASES = (  # (model, preset, workload fields)
     ("deepseek-v4.1-flash", "rtx-pro-6000-x8", {}),

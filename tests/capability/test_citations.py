@@ -4,6 +4,7 @@ and each cited line is inside it. The wheels are unpacked under MI_TUNE_ENGINE_S
 and the vllm-ascend 0.23.0.post1 sdist unpacked into vllm-ascend/).
 Without them the test fails: `make test` fetches them (.ci/test_deps.sh)."""
 
+import importlib
 import os
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from autotune import capability
+from autotune.capability.profiles import PROFILES
 from autotune.capability.rules import RuleTable
 
 ENGINE_SRC = Path(os.environ.get("MI_TUNE_ENGINE_SRC", "/tmp/wheels/src"))
@@ -100,4 +102,30 @@ def test_every_cited_file_and_line_exists_in_the_pinned_wheel():
                     for line in last_lines
                     if line > length
                 ]
+    assert not problems, "\n".join(problems)
+
+
+def _profile_modules() -> list:
+    folder = REPO / "autotune" / "capability" / "profiles"
+    names = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    return [importlib.import_module(f"autotune.capability.profiles.{name}") for name in names]
+
+
+def test_every_file_and_line_a_profile_cites_exists_in_its_wheel():
+    """The engine profiles (capability/profiles/*.py) cite their engine's source in comments and docstrings: each
+    cited `file:line` must be in the wheel of the profile's own engine version (a copied profile fails until its
+    citations are re-checked against the new wheel)."""
+    modules = _profile_modules()
+    assert {m.PROFILE.engine for m in modules} == set(PROFILES)  # every profile module is registered
+    _tables_with_source()  # the unpacked wheels are there
+    problems = []
+    for module in modules:
+        table, text = module.PROFILE.rules, Path(module.__file__).read_text()
+        for path, last_lines in citations(text):
+            where = resolve(table, path)
+            if isinstance(where, str) or not where.is_file():
+                problems.append(f"{module.PROFILE.label}: {where if isinstance(where, str) else path} not in the wheel")
+                continue
+            length = len(where.read_text(errors="replace").splitlines())
+            problems += [f"{module.PROFILE.label}: {path}:{n} beyond {length} lines" for n in last_lines if n > length]
     assert not problems, "\n".join(problems)

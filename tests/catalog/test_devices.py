@@ -52,7 +52,7 @@ def test_required_rows_present():
 def test_row_is_complete_and_finds_itself(spec):
     assert find_device(spec.name, spec.vendor) is spec
     assert spec.source and spec.confidence in {"H", "M", "L", "M/L", "H/M"}
-    assert spec.memory_gb > 0 and spec.mem_bw_gbs >= 0
+    assert spec.memory_gib > 0 and spec.mem_bw_gbs >= 0
     assert set(spec.peak_tflops) <= {"bf16", "fp8", "fp4", "int8"}
     assert all(v > 0 for v in spec.peak_tflops.values())
     f = spec.features

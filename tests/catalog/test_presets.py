@@ -1,3 +1,5 @@
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,7 @@ def test_preset_is_well_formed(name):
     assert all(hw.links[i][i] == "X" and hw.p2p[i][i] for i in range(n))
     assert all(hw.links[i][j] == hw.links[j][i] and hw.p2p[i][j] == hw.p2p[j][i] for i in range(n) for j in range(n))
     assert [a.index for a in hw.accelerators] == list(range(n))
-    assert hw.host.inter_socket_gbs > 0 and hw.host.sockets == 2 and hw.host.memory_gb > 0
+    assert hw.host.inter_socket_gbs > 0 and hw.host.sockets == 2 and hw.host.memory_gib > 0
     behind_switch = any(label in ("PIX", "PXB") for row in hw.links for label in row)
     if hw.interconnect == "pcie":
         assert (hw.pcie_switch_uplink_gbs > 0) == behind_switch
@@ -46,8 +48,8 @@ def test_accelerators_agree_with_the_datasheet_table(name):
     for a in hw.accelerators:
         spec = find_device(a.name, a.vendor)
         assert spec is not None, a.name
-        assert (a.memory_gb, a.mem_bw_gbs, a.peak_tflops, a.arch) == (
-            spec.memory_gb,
+        assert (a.memory_gib, a.mem_bw_gbs, a.peak_tflops, a.arch) == (
+            spec.memory_gib,
             spec.mem_bw_gbs,
             spec.peak_tflops,
             spec.arch,
@@ -99,7 +101,7 @@ def test_rows_for_the_presets_command():
         "name": "rtx-4090-x8",
         "gpus": 8,
         "gpu": "NVIDIA GeForce RTX 4090",
-        "memory_gb": 24.0,
+        "memory_gib": 24.0,
         "interconnect": "pcie",
         "pcie_gen": 4,
         "p2p": "no",
@@ -110,3 +112,19 @@ def test_rows_for_the_presets_command():
 def test_presets_are_package_data():
     pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
     assert '"presets/*.yaml"' in pyproject
+
+
+def test_a_profile_written_with_the_old_memory_gb_key_loads_the_same():
+    """memory_gb held GiB before the field was named memory_gib: old best.yaml / probe files load unchanged."""
+    hw = load_preset("rtx-pro-6000-x8")
+    doc = yaml.safe_load(dump_yaml(hw))
+    doc["host"]["memory_gb"] = doc["host"].pop("memory_gib")
+    for accelerator in doc["accelerators"]:
+        accelerator["memory_gb"] = accelerator.pop("memory_gib")
+    assert "memory_gib" not in dump_yaml(doc) and from_dict(HardwareProfile, doc, "old.yaml") == hw
+    # the fingerprint (best.yaml's record, storage keys) is still the hash of the document as written before
+    old = {k: v for k, v in doc.items() if k not in ("name", "source", "sources", "fingerprint", "corrections")}
+    assert hw.fingerprint == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+    doc["accelerators"][0]["memory_gib"] = 96.0
+    with pytest.raises(MiTuneError, match=r"old\.yaml: accelerators\[0\]: both 'memory_gb' and 'memory_gib' given"):
+        from_dict(HardwareProfile, doc, "old.yaml")

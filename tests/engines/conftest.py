@@ -36,7 +36,7 @@ def box() -> HardwareProfile:
             vendor="nvidia",
             name="NVIDIA L40S",
             pci_bdf=f"0000:{0x10 + i:02x}:00.0",
-            memory_gb=48.0,
+            memory_gib=48.0,
             mem_bw_gbs=864.0,
             peak_tflops={"bf16": 362.0, "fp8": 733.0},
             arch="sm_89",
@@ -50,7 +50,7 @@ def box() -> HardwareProfile:
     return HardwareProfile(
         name="test-8xl40s",
         source="file",
-        host=HostInfo(cpu_model="test cpu", sockets=2, cores=64, numa_nodes=2, memory_gb=512.0),
+        host=HostInfo(cpu_model="test cpu", sockets=2, cores=64, numa_nodes=2, memory_gib=512.0),
         accelerators=gpus,
         links=tuple(tuple(_link(i, j) for j in range(NUM_GPUS)) for i in range(NUM_GPUS)),
         p2p=tuple(tuple(i != j for j in range(NUM_GPUS)) for i in range(NUM_GPUS)),

@@ -82,7 +82,7 @@ def test_ep_imbalance_depends_on_the_batch():
 
 def test_skewed_routing_hits_fewer_experts_than_uniform():
     """Expert hits follow a non-uniform popularity: a batch reads fewer distinct experts than uniform routing."""
-    from autotune.perf.oplist import distinct_experts
+    from autotune.perf.routing import distinct_experts
 
     assert distinct_experts(256, 8, 1) == pytest.approx(8)
     assert distinct_experts(256, 8, 64) < distinct_experts(256, 8, 64, skew=0.0) - 5
@@ -142,9 +142,9 @@ def test_memory_follows_each_engines_arithmetic():
     small = phase(8, tp=8, batching=Batching(chunked_prefill_tokens=2048, max_running=128))
     sglang = memory_fit(DSV3, small, H200, 2048, "sglang")
     # 512 + 1.5 x 2048 + 128 x 2 + 8 / 8 x 1024 MB = 4,864 MB < the 10 GiB floor
-    assert sglang.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gb * GIB - 10 * GIB)
+    assert sglang.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gib * GIB - 10 * GIB)
     vllm = memory_fit(DSV3, small, H200, 2048, "vllm")
-    assert vllm.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gb * GIB * 0.9)
+    assert vllm.capacity_gb * 1e9 == pytest.approx(H200.gpu.memory_gib * GIB * 0.9)
     assert vllm.reserve_gb == RESERVE_GB < 3.0
     assert sglang.kv_tokens > vllm.kv_tokens
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
 from autotune.perf import efficiency as eff
 from autotune.perf import predict, rates
@@ -91,7 +92,7 @@ def test_mla_down_projections_are_not_divided_by_tp():
 def test_sglang_overlap_scheduler_is_off_with_pipeline_parallel():
     assert eff.scheduler_overlapped("sglang", 1) and not eff.scheduler_overlapped("sglang", 2)
     assert eff.scheduler_overlapped("vllm", 2)
-    assert eff.scheduler_overhead_ms("sglang", 2, 5.0) == eff.SCHEDULER_CPU_MS["sglang"]
+    assert eff.scheduler_overhead_ms("sglang", 2, 5.0) == profile("sglang").scheduler_cpu_ms
     assert eff.scheduler_overhead_ms("sglang", 1, 5.0) == eff.OVERLAP_EXPOSED_MS
 
 

@@ -19,17 +19,17 @@ def test_host_from_recorded_trees(box_tree, layout, box, model, sockets, cores, 
     host = read_host(proc_root, sys_root)
     assert (host.cpu_model, host.sockets, host.cores, host.numa_nodes) == (model, sockets, cores, numa)
     assert host.inter_socket_gbs == socket_gbs
-    assert host.memory_gb == round(layout(box)["mem_total_kb"] / 2**20, 1)
+    assert host.memory_gib == round(layout(box)["mem_total_kb"] / 2**20, 1)
 
 
 def test_this_machine_reads():
     host = read_host()
-    assert host.sockets >= 1 and host.cores >= 1 and host.numa_nodes >= 1 and host.memory_gb > 0
+    assert host.sockets >= 1 and host.cores >= 1 and host.numa_nodes >= 1 and host.memory_gib > 0
 
 
 def test_missing_files_give_a_neutral_host(tmp_path):
     host = read_host(tmp_path, tmp_path)
-    assert (host.cpu_model, host.sockets, host.numa_nodes, host.memory_gb, host.inter_socket_gbs) == (
+    assert (host.cpu_model, host.sockets, host.numa_nodes, host.memory_gib, host.inter_socket_gbs) == (
         "unknown",
         1,
         1,

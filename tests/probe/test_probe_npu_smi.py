@@ -52,7 +52,7 @@ def test_probe_reads_the_recorded_ascend_box(box_tree):
     assert hw.num_gpus == 8 and {a.vendor for a in hw.accelerators} == {"huawei"}
     assert [a.pci_bdf for a in hw.accelerators] == [f"0000:{b}:00.0" for b in BUSES]  # npu-smi's NPU order
     assert [a.numa_node for a in hw.accelerators] == [6, 6, 4, 4, 0, 0, 2, 2]
-    assert {a.memory_gb for a in hw.accelerators} == {64.0} and hw.gpu.arch == "ascend910b"
+    assert {a.memory_gib for a in hw.accelerators} == {64.0} and hw.gpu.arch == "ascend910b"
     assert hw.interconnect == "nvlink" and all(all(row) for row in hw.p2p)  # every pair on HCCS
     assert hw.gpu.nvlink_gbs > 0 and hw.gpu.features.collective_library == "hccl"
 

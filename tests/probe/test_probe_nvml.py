@@ -17,7 +17,7 @@ def test_pcie_box_through_nvml(fake_nvml, box_tree):
     assert hw.links == preset.links and hw.p2p == preset.p2p
     assert hw.pcie_switch_uplink_gbs == 63.0  # from the sysfs switch walk, which NVML does not report
     gpu = hw.accelerators[0]
-    assert (gpu.name, gpu.pci_bdf, gpu.memory_gb, gpu.arch) == (preset.gpu.name, "0000:13:00.0", 95.6, "sm_120")
+    assert (gpu.name, gpu.pci_bdf, gpu.memory_gib, gpu.arch) == (preset.gpu.name, "0000:13:00.0", 95.6, "sm_120")
     assert (gpu.pcie_gen, gpu.pcie_width) == (5, 16) and gpu.peak_tflops == preset.gpu.peak_tflops
     assert [a.numa_node for a in hw.accelerators] == [0, 0, 0, 0, 1, 1, 1, 1]  # NVML NotSupported -> sysfs
     assert "NVML nvmlDeviceGetNumaNodeId: NVMLError_NotSupported" in result.notes

@@ -28,7 +28,7 @@ def test_sysfs_only_esc8000a(box_tree):
     hw = result.profile
     preset = load_preset("rtx-pro-6000-x8")
     assert hw.links == preset.links and hw.p2p == preset.p2p and hw.pcie_switch_uplink_gbs == 63.0
-    assert hw.gpu.memory_gb == 96.0 and hw.gpu.features == preset.gpu.features
+    assert hw.gpu.memory_gib == 96.0 and hw.gpu.features == preset.gpu.features
     assert "P2P from datasheet defaults (no NVML); confirm with a copy test (probe --bench)" in result.notes
     assert [s.upstream_port for s in result.switches][0] == "0000:11:00.0"
 
@@ -37,7 +37,7 @@ def test_unknown_device_keeps_zeros_and_says_so(box_tree):
     sys_root, proc_root = box_tree("bdw_nested_switches")
     result = probe(str(sys_root), str(proc_root), use_nvml=False)
     gpu = result.profile.gpu
-    assert (gpu.name, gpu.peak_tflops, gpu.mem_bw_gbs, gpu.memory_gb) == ("nvidia device 0x1b06", {}, 0.0, 0.0)
+    assert (gpu.name, gpu.peak_tflops, gpu.mem_bw_gbs, gpu.memory_gib) == ("nvidia device 0x1b06", {}, 0.0, 0.0)
     assert any("unknown device 'nvidia device 0x1b06' (10de:1b06)" in n for n in result.notes)
     assert result.profile.p2p[0][1] is False  # no datasheet, no P2P claim
     assert result.profile.name == "unknown-x8"

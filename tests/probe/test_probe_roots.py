@@ -44,7 +44,7 @@ def test_sysfs_root_alone_reads_the_live_proc(box_tree, capsys):
     sys_root, _ = box_tree("kunpeng_ascend_910b")
     assert run(["probe", "--sysfs-root", str(sys_root), "--json"]) == 0
     hw = json.loads(capsys.readouterr().out)
-    assert hw["links"] == [["X", "PHB"], ["PHB", "X"]] and hw["host"]["memory_gb"] > 0
+    assert hw["links"] == [["X", "PHB"], ["PHB", "X"]] and hw["host"]["memory_gib"] > 0
 
 
 @pytest.mark.parametrize("flag", ["--sysfs-root", "--proc-root"])

@@ -61,7 +61,7 @@ def test_infeasible_trials_keep_their_reason(tmp_path):
 
 def test_model_that_fits_no_plan_is_a_clear_error(tmp_path):
     # DeepSeek-V3's FP8 weights alone outweigh eight 48 GB GPUs: said before any trial, with the arithmetic
-    with pytest.raises(MiTuneError, match=r"deepseek-v3 \(fp8\) needs [\d,.]+ GB of weights.* 8 x 48 GB GPUs hold"):
+    with pytest.raises(MiTuneError, match=r"deepseek-v3 \(fp8\) needs [\d,.]+ GB of weights.* 8 x 48 GiB GPUs hold"):
         run_study(request(tmp_path, "n", model=load_model("deepseek-v3"), hardware=load_preset("l20-x8"), trials=20))
 
 

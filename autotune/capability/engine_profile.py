@@ -1,0 +1,75 @@
+"""EngineProfile: how one engine version behaves where that is not a yes/no rule (capability/rules.py holds those).
+
+One profile per engine version, in `capability/profiles/<engine>_<version>.py`, registered in
+`capability/profiles/__init__.py`; every module that used to branch on the engine name reads its profile instead.
+Each field that is an engine rule cites the engine's source (`file:line`) in the profile that sets it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from autotune.capability.rules import RuleTable
+from autotune.specs import Batching
+
+# How the engine sizes its KV pool (perf/memory.py reads it):
+# - "gpu_memory_utilization": vLLM, a share of TOTAL memory, activations and a reserve inside it
+# - "mem_fraction_static": SGLang, total less a reserved share that holds activations and CUDA graphs
+MemoryBudget = Literal["gpu_memory_utilization", "mem_fraction_static"]
+# CUDA's device selection, in NVML / nvidia-smi order
+CUDA_VISIBLE_DEVICES = (("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", "{gpus}"))
+
+
+@dataclass(frozen=True)
+class MoeConfigFiles:
+    """How the engine names and finds tuned fused-MoE Triton config files (kernels/moe_configs.py)."""
+
+    module: str  # the installed package whose fused MoE the tuner calls and benchmarks against
+    dir_env: str  # the environment variable that points the engine at a folder of tuned files
+    device_name_separators: str  # regex: runs of these characters in the device name become "_"
+    device_renames: tuple[tuple[str, str], ...]  # a "_"-separated device-name token -> the whole device name
+    block_shape_spaces: bool  # block_shape printed as a Python list "[128, 128]" (else "[128,128]")
+    per_channel_quant_suffix: bool  # ",per_channel_quant=True" in the name of per-channel files
+    triton_version_folder: bool  # files under <dir>/configs/triton_X_Y_Z/ (else <dir>/ flat)
+    triton_version_key: bool  # the file carries a "triton_version" key (else batch keys only)
+    down_file: bool  # a separate `_down` file for the second GEMM
+    fuses_shared_experts: bool  # a single shared expert fused in as one more routed expert (E + 1, top-k + 1)
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """One engine version: what it is, how it starts, and the behaviour the model, simulator and search read."""
+
+    engine: str  # Plan.engine
+    version: str  # the pinned version: flag table engines/flags/<engine>-<version>.yaml, install command
+    install: str  # how to get it (supervisor's hint when its executable or module is missing)
+    server_command: tuple[str, ...]  # argv before the model: ("vllm", "serve") / ("python3", "-m", ...)
+    vendors: tuple[str, ...]  # HardwareProfile accelerator vendors it drives
+    vendor_source: str  # where the engine says so
+    visible_devices_env: tuple[tuple[str, str], ...]  # the device selection its runtime reads ("{gpus}": indices)
+    rules: RuleTable  # its capability rule table
+    # ---- default batching: Batching(max_running, chunked_prefill_tokens) from (GPU memory GiB, GPU name, arch)
+    default_batching: Callable[[float, str, str], Batching]
+    # ---- scheduler
+    mixed_prefill_chunks: bool  # prefill chunks ride in decode steps (else prefill-only steps)
+    overlap_under_pp: bool  # CPU scheduling overlaps the GPU step with pipeline parallel too (else only at pp 1)
+    scheduler_cpu_ms: float  # per-step CPU scheduling time, ms (a prior: perf/efficiency.py)
+    # ---- memory and sharding
+    memory_budget: MemoryBudget
+    tp_spans_dp: bool  # the TP group spans the DP-attention ranks (--tp-size = tp * dp): all-reduce world, dense
+    # MLP over all ranks, LM head over tp*dp without --enable-dp-lm-head, shared experts over tp*dp
+    separate_state_pool: bool  # hybrid models: linear-attention states in their own pool (else per request, in KV)
+    states_per_request: int  # linear-attention state copies a running request pins (before speculative tokens)
+    # ---- automatic kernel choices
+    triton_mla_archs: tuple[str, ...]  # archs where `auto` attention on an MLA model is the Triton MLA kernel
+    auto_moe_kernel: Callable[[str, str, bool, int], str]  # (expert dtype, arch, deepep, ep) -> kernels.moe value
+    moe_configs: MoeConfigFiles | None  # None: the engine reads no tuned fused-MoE Triton files
+    # vllm-ascend's NPU platform: HCCL collectives, ACL-graph decode launches and the platform options perf/ascend.py
+    # models (PhasePlan.platform)
+    ascend_platform: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version}"

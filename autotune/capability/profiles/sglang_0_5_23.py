@@ -1,0 +1,73 @@
+"""SGLang 0.5.23: the engine profile (autotune/capability/engine_profile.py). Sources: the wheel's source, `srt/`
+= sglang/srt/, `arg_groups/` = sglang/srt/arg_groups/ (the citation test opens each cited line)."""
+
+from __future__ import annotations
+
+from autotune.capability import sglang_0_5_23 as rules
+from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, EngineProfile, MoeConfigFiles
+from autotune.specs import Batching
+
+VERSION = "0.5.23"
+
+
+def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
+    """SGLang sizes the chunk from GPU memory (MiB, srt/utils/common.py:995) when --chunked-prefill-size is unset,
+    srt/arg_groups/memory_hook.py:89-178: below 20 GiB 2048, below 60 GiB 4096, below 160 GiB 8192, else 16384;
+    4096 when the memory is unknown. Max running requests follow the KV pool (capped here at 1024, a prior)."""
+    if memory_gib <= 0:
+        return Batching(max_running=1024, chunked_prefill_tokens=4096)
+    tokens = 2048 if memory_gib < 20 else 4096 if memory_gib < 60 else 8192 if memory_gib < 160 else 16384
+    return Batching(max_running=1024, chunked_prefill_tokens=tokens)
+
+
+def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+    """kernels.moe = auto: FP8 = DeepGEMM only with an a2a backend (DeepEP), else Triton
+    (srt/layers/quantization/fp8.py:1520-1542); FP4 (V4.x MXFP4) experts = flashinfer_mxfp4
+    (arg_groups/model_overrides/deepseek_v4.py:66-88); bf16: the Triton fused MoE."""
+    if expert_dtype == "fp8":
+        return "deep_gemm" if deepep else "triton"
+    return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
+
+
+PROFILE = EngineProfile(
+    engine="sglang",
+    version=VERSION,
+    install=f"pip install sglang=={VERSION}",
+    server_command=("python3", "-m", "sglang.launch_server"),
+    vendors=("nvidia",),  # the CUDA wheel (sglang/srt/utils: is_cuda); mi-tune emits CUDA plans only
+    vendor_source="sglang/srt/utils/common.py:158 (is_cuda: the CUDA wheel)",
+    visible_devices_env=CUDA_VISIBLE_DEVICES,
+    rules=rules.RULES,
+    default_batching=default_batching,
+    mixed_prefill_chunks=False,  # --enable-mixed-chunk off by default (autotune/engines/flags/sglang-0.5.23.yaml)
+    # the overlap scheduler is on unless pipeline parallel turns it off
+    # (srt/arg_groups/overrides.py:1623-1628 `_pipeline_parallel_overlap_disable`)
+    overlap_under_pp=False,
+    scheduler_cpu_ms=0.4,  # prior (the v1 figure)
+    # total x mem_fraction_static - weights, mem_fraction_static = (total - reserved) / total
+    # (srt/arg_groups/memory_hook.py:298-326; autotune/perf/memory.py)
+    memory_budget="mem_fraction_static",
+    # --tp-size = tp * dp with DP attention (attn_tp = tp_size // attn_dp_size: srt/runtime_context.py:73-76)
+    tp_spans_dp=True,
+    # --max-mamba-cache-size: a separate state pool (srt/mem_cache/kv_cache_configurator.py:3346-3356)
+    separate_state_pool=True,
+    states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,
+    triton_mla_archs=(),
+    auto_moe_kernel=auto_moe_kernel,
+    # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
+    # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs
+    # ($SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/<name>; every key must parse as int); shared-expert fusion:
+    # srt/models/deepseek_v2.py:3322-3393 (the kernels package's moe_configs: SGLANG_SHARED_FUSION_FAMILIES)
+    moe_configs=MoeConfigFiles(
+        module="sglang",
+        dir_env="SGLANG_MOE_CONFIG_DIR",
+        device_name_separators=" ",
+        device_renames=(),
+        block_shape_spaces=True,
+        per_channel_quant_suffix=True,
+        triton_version_folder=True,
+        triton_version_key=False,
+        down_file=True,
+        fuses_shared_experts=True,
+    ),
+)

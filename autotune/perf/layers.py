@@ -1,0 +1,48 @@
+"""Layer kinds of a model (identical layers collapsed) and what one query of an attention layer reads."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from autotune.specs import AttentionSpec, LayerSpec, ModelSpec
+
+
+def attended_entries(att: AttentionSpec, ctx: float) -> float:
+    """KV entries one query reads at context length `ctx` (compressed, sparse and windowed attention)."""
+    window = min(ctx, att.window) if att.window else 0.0
+    if att.window_only:
+        return window
+    entries = ctx / att.compress_ratio
+    if att.attended_cap:
+        entries = min(entries, att.attended_cap)
+    return entries + window
+
+
+def indexer_scored(att: AttentionSpec, ctx: float) -> float:
+    """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer)."""
+    if not att.index_heads:
+        return 0.0
+    scored = ctx / att.compress_ratio / att.index_pool
+    return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
+
+
+_GROUPS: dict[int, tuple[ModelSpec, tuple[tuple[LayerSpec, int], ...]]] = {}  # id(model) -> (model, groups)
+
+
+def layer_groups(model: ModelSpec) -> tuple[tuple[LayerSpec, int], ...]:
+    """Identical layers collapsed with their count, so a step costs O(distinct layer kinds). Memoised per
+    model object (a predict() costs every step of one model: hashing its layers each step was a quarter of it)."""
+    hit = _GROUPS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    counts: Counter = Counter()
+    reps: dict = {}
+    for layer in model.layers:
+        key = (layer.attention, layer.ffn, layer.in_prefill)
+        counts[key] += 1
+        reps.setdefault(key, layer)
+    groups = tuple((reps[key], n) for key, n in counts.items())
+    if len(_GROUPS) >= 64:
+        _GROUPS.clear()
+    _GROUPS[id(model)] = (model, groups)
+    return groups

@@ -1,0 +1,31 @@
+"""How an engine spreads a dense MLP and the LM head over an instance's tp*dp ranks (the engine profile's
+`tp_spans_dp`; the replication rules are listed in perf/memory.py)."""
+
+from __future__ import annotations
+
+from autotune.capability.profiles import profile
+from autotune.specs import FfnSpec, PhasePlan
+
+
+def dense_layout(ffn: FfnSpec, phase: PhasePlan, engine: str) -> str:
+    """How a dense MLP layer spreads over the instance's tp*dp ranks: 'tp' = tensor-parallel over the attention
+    TP group and all-reduced (vLLM's DP ranks are separate engines); 'all' = SGLang under DP attention by
+    default: sharded over all tp*dp ranks, its tokens all-gathered to every rank and reduce-scattered back;
+    'dp' = SGLang --moe-dense-tp-size 1: whole on every rank, on the rank's own tokens, no collective."""
+    if ffn.kind != "dense" or phase.dp == 1:
+        return "tp"
+    if phase.dense_dp:
+        return "dp"
+    return "all" if profile(engine).tp_spans_dp else "tp"
+
+
+def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
+    """Ranks a dense MLP layer's weights are split over (see dense_layout)."""
+    layout = dense_layout(ffn, phase, engine)
+    return phase.tp if layout == "tp" else 1 if layout == "dp" else phase.tp * phase.dp
+
+
+def head_over_dp(engine: str, phase: PhasePlan) -> bool:
+    """SGLang under DP attention without --enable-dp-lm-head: the LM head is vocab-parallel over all tp*dp
+    ranks (vLLM's DP ranks are separate engines, each with its own head over its TP group)."""
+    return profile(engine).tp_spans_dp and phase.dp > 1 and not phase.dp_lm_head
