@@ -352,10 +352,12 @@ class Session:
     def run(self) -> None:
         import optuna
 
+        from autotune.search.tpe import FastTPESampler
+
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                tpe = optuna.samplers.TPESampler(
+                tpe = FastTPESampler(
                     seed=sampler_seed(self.req),
                     multivariate=True,
                     group=True,
