@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import capability
+from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
 from autotune.search.refine import _basin, _key, refine
@@ -203,7 +204,8 @@ class Session:
         if self.persistent is None:
             return
         if self.pending:
-            self.persistent.add_trials(self.pending)
+            with storage.deferred_sync(self.persistent):  # one fsync a batch on a journal file
+                self.persistent.add_trials(self.pending)
             self.pending = []
         self.flushed_at = time.monotonic()
         if self.flushed_at - self.pulled_at > max(BATCH_S, 10 * self.pull_cost):  # reads stay a small share
