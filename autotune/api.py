@@ -222,12 +222,14 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
 
 
 def search(opts: SearchOptions) -> SearchOutcome:
+    entered = time.perf_counter()
     from autotune.engines import format_launch
     from autotune.report import trials_frame, write_report
     from autotune.report.tables import candidate_rows, missed_in_simulation, scale_of
     from autotune.search import run_study
     from autotune.search import storage as stores
 
+    imported = time.perf_counter()
     model, model_ref = resolve_model(opts.model)
     validate.context(model, opts.workload)
     hw, note = resolve_hardware(opts.hardware, opts.preset, opts.gpus)
@@ -261,7 +263,16 @@ def search(opts: SearchOptions) -> SearchOutcome:
     best_screened = result.best.screened_tok_s or result.best.prediction.total_tok_s
     q = f"p{w.slo_percentile:g}"
     missed = missed_in_simulation(trials, best_screened).reindex(columns=["plan", "screened_tok_s", f"ttft_{q}_ms"])
-    timings = {**result.timings_s, "report_s": time.perf_counter() - reported}
+    done = time.perf_counter()
+    timings = {
+        **({"startup_s": startup} if (startup := _startup_s(entered)) is not None else {}),
+        "imports_s": imported - entered,  # the search, report (pandas, matplotlib) and Optuna modules
+        "setup_s": started - imported,  # model, box and space read, run directory
+        **result.timings_s,
+        "write_s": reported - started - elapsed,  # best.yaml
+        "report_s": done - reported,
+        "total_s": done - entered + (startup or 0.0),
+    }
     measured = measure_run(out, opts.measure) if opts.measure and not result.interrupted else None
     return SearchOutcome(
         out,
@@ -283,6 +294,20 @@ def search(opts: SearchOptions) -> SearchOutcome:
         interactive=result.interactive.as_dict() if result.interactive is not None else None,
         timings_s={k: round(v, 3) for k, v in timings.items()},
     )
+
+
+def _startup_s(entered: float) -> float | None:
+    """Seconds from this process's start to `entered` (a perf_counter time): the interpreter and the CLI's
+    imports. Linux only (/proc); None elsewhere."""
+    import os
+
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    since_start = uptime_s - ticks / os.sysconf("SC_CLK_TCK")  # both 10 ms resolution
+    return max(0.0, since_start - (time.perf_counter() - entered))
 
 
 def _check_space(path: str | None, hw: HardwareProfile) -> None:

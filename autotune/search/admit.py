@@ -8,7 +8,7 @@ from typing import Any
 
 from autotune import capability
 from autotune.capability.facts import PHASE_FIELDS
-from autotune.capability.rules import UNKNOWN, RuleTable, violations_of
+from autotune.capability.rules import UNKNOWN, RuleTable, Violation, broken
 from autotune.specs import PhasePlan
 from autotune.specs.plan import expert_parallel_size
 
@@ -53,41 +53,125 @@ def read_facts(table: RuleTable) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _rule_reads(rule) -> frozenset[str]:
+    """The facts one rule's verdict reads: its field, its conditions' facts and their `same_as` facts."""
+    names = {rule.field, *rule.when, *rule.needs}
+    for condition in (*rule.when.values(), *rule.needs.values()):
+        if isinstance(condition, dict) and "same_as" in condition:
+            names.add(condition["same_as"])
+    return frozenset(names)
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """An engine's rule table in rules.violations_of's order, with the facts each rule reads."""
+
+    table: RuleTable
+    rules: tuple  # (field, rule), in violations_of's order
+    readers: dict  # fact name -> indices of the rules that read it
+    read: tuple[str, ...]  # read_facts(table)
+    by_field: tuple  # (field, indices of its rules)
+
+    @classmethod
+    def of(cls, table: RuleTable) -> _Compiled:
+        rules = tuple((name, rule) for name, group in table.by_field.items() for rule in group)
+        readers: dict[str, list[int]] = {}
+        for i, (_, rule) in enumerate(rules):
+            for name in _rule_reads(rule):
+                readers.setdefault(name, []).append(i)
+        by_field, i = [], 0
+        for name, group in table.by_field.items():
+            by_field.append((name, tuple(range(i, i + len(group)))))
+            i += len(group)
+        return cls(table, rules, {k: tuple(v) for k, v in readers.items()}, read_facts(table), tuple(by_field))
+
+    def breaks(self, i: int, facts: dict[str, Any]) -> bool:
+        """Whether rule i is one rules.violations_of reports for these facts."""
+        name, rule = self.rules[i]
+        value = facts.get(name, UNKNOWN)
+        return value is not UNKNOWN and rule.governs(value) and bool(broken(rule, facts))
+
+    def verdict(self, i: int | None, facts: dict[str, Any]) -> str:
+        return "" if i is None else str(Violation(self.table, self.rules[i][1], facts[self.rules[i][0]]))
+
+
+def _same_fact(a: Any, b: Any) -> bool:
+    return a is b or (type(a) is type(b) and a == b)
+
+
 @dataclass(frozen=True)
 class Admission:
     """Box and checkpoint facts of one search; answers which values each engine accepts.
 
-    Verdicts are memoised by the values of the facts the engine's rules read (`read_facts`): a search asks
-    about the same few facts under many different partial plans (the sampled values no rule reads, the
-    NCCL variables say, make no difference), and each fresh verdict evaluates the whole rule table."""
+    A verdict is incremental: the rules broken by what is known before the value are found once for all the
+    values offered, memoised by the values of the facts the engine's rules read (`read_facts`: a search asks
+    about the same few facts under many partial plans), and only the rules that read a fact the value sets or
+    changes are evaluated again; the first broken rule in the table's order is the verdict, as
+    rules.violations_of's first would be (tests/search/test_admission_memo.py)."""
 
     box: dict[str, Any]
-    _verdicts: dict = field(default_factory=dict, compare=False, repr=False)
-    _read: dict = field(default_factory=dict, compare=False, repr=False)
+    _read: dict = field(default_factory=dict, compare=False, repr=False)  # engine -> _Compiled
+    _before: dict = field(default_factory=dict, compare=False, repr=False)  # rules broken before a value
 
     def facts(self, engine: str, known: dict[str, Any]) -> dict[str, Any]:
         base = {**self.box, **known, "engine": engine}
         return {**base, **capability.derived_facts(engine, base, self.box)}
 
+    def _compiled(self, engine: str) -> _Compiled:
+        if engine not in self._read:
+            self._read[engine] = _Compiled.of(capability.table(engine))
+        return self._read[engine]
+
+    def _key(self, engine: str, facts: dict[str, Any]) -> tuple | None:
+        key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._compiled(engine).read))
+        try:
+            hash(key)
+        except TypeError:  # an unhashable fact value: no memo
+            return None
+        return key
+
+    def _broken_before(self, engine: str, base: dict[str, Any]) -> tuple[int, ...]:
+        """Indices of the rules the facts known before a value break (memoised by the facts rules read)."""
+        compiled, key = self._compiled(engine), self._key(engine, base)
+        found = self._before.get(key) if key is not None else None
+        if found is None:
+            found = tuple(
+                i
+                for name, indices in compiled.by_field
+                if base.get(name, UNKNOWN) is not UNKNOWN  # as violations_of: rules of unknown fields are skipped
+                for i in indices
+                if compiled.breaks(i, base)
+            )
+            if key is not None:
+                self._before[key] = found
+        return found
+
     def refusal(self, engine: str, field: str, value: Any, known: dict[str, Any]) -> str:
         """Why `engine` refuses `field=value` with what is known so far ('' when no rule refuses it yet)."""
-        facts = self.facts(engine, {**known, **fact_values(field, value, known)})
-        table = capability.table(engine)
-        if engine not in self._read:
-            self._read[engine] = read_facts(table)
-        key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._read[engine]))
-        try:
-            return self._verdicts[key]
-        except KeyError:
-            pass
-        except TypeError:  # an unhashable fact value: no memo
-            key = None
-        found = violations_of(table, facts)
-        verdict = str(found[0]) if found else ""
-        if key is not None:
-            self._verdicts[key] = verdict
-        return verdict
+        base = self.facts(engine, known)
+        return self._verdict(engine, field, value, known, base, self._broken_before(engine, base))
+
+    def _verdict(self, engine: str, field: str, value: Any, known: dict, base: dict, before: tuple[int, ...]) -> str:
+        """refusal, given the facts known before the value (`base`) and the rules they break (`before`)."""
+        compiled = self._compiled(engine)
+        set_here = fact_values(field, value, known)
+        merged = {**self.box, **known, **set_here, "engine": engine}
+        derived = capability.derived_facts(engine, merged, self.box)
+        facts = {**merged, **derived}  # self.facts(engine, known + the value's facts)
+        # only the value's facts and the facts derived from them can differ from `base`
+        changed = [k for k in (*set_here, *derived) if k not in base or not _same_fact(facts[k], base[k])]
+        again = {i for name in changed for i in compiled.readers.get(name, ())}
+        first = min(
+            (*(i for i in before if i not in again),
+             *(i for i in again if compiled.breaks(i, facts))),
+            default=None,
+        )  # fmt: skip
+        return compiled.verdict(first, facts)
 
     def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
         """The values at least one of `engines` accepts."""
-        return tuple(v for v in values if any(not self.refusal(e, field, v, known) for e in engines))
+        bases = {e: self.facts(e, known) for e in engines}
+        before = {e: self._broken_before(e, base) for e, base in bases.items()}
+        return tuple(
+            v for v in values if any(not self._verdict(e, field, v, known, bases[e], before[e]) for e in engines)
+        )

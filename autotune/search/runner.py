@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autotune import capability
+from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
 from autotune.search.refine import _basin, _key, refine
@@ -203,7 +204,8 @@ class Session:
         if self.persistent is None:
             return
         if self.pending:
-            self.persistent.add_trials(self.pending)
+            with storage.deferred_sync(self.persistent):  # one fsync a batch on a journal file
+                self.persistent.add_trials(self.pending)
             self.pending = []
         self.flushed_at = time.monotonic()
         if self.flushed_at - self.pulled_at > max(BATCH_S, 10 * self.pull_cost):  # reads stay a small share
@@ -246,7 +248,7 @@ class Session:
         if hit is None:
             hit = self.memo[key] = self._predict(plan, reason)
         prediction, attrs, value = hit
-        for name, attr in attrs.items():
+        for name, attr in self._attrs(attrs, prediction).items():
             trial.set_user_attr(name, attr)
         if key in self.spent and self.repeats < REPEATS_MAX:
             self.repeats += 1
@@ -264,21 +266,26 @@ class Session:
 
     def _predict(self, plan: Plan | None, reason: str) -> tuple[Prediction, dict[str, Any], float]:
         """The plan's prediction and trial attributes, memoised by plan label (a label shows every non-default
-        setting: one label per plan), so parameter sets that build the same plan are predicted once."""
+        setting: one label per plan), so parameter sets that build the same plan are predicted once. The
+        attributes (the plan and prediction as plain data) are filled in when the plan becomes a trial
+        (`_attrs`): most predictions only score a refinement move."""
 
         label = plan.describe() if plan is not None else None
         if label is not None and label in self.by_label:
             return self.by_label[label]
         prediction = evaluate_or_reason(self.req, plan, reason)
-        attrs = {
-            "plan": to_dict(plan) if plan else None,
-            "reason": prediction.reason,
-            "prediction": compact(prediction),
-        }
-        out = prediction, attrs, objective_value(prediction)
+        out = prediction, {"plan": plan}, objective_value(prediction)
         if label is not None:
             self.by_label[label] = out
         return out
+
+    @staticmethod
+    def _attrs(attrs: dict[str, Any], prediction: Prediction) -> dict[str, Any]:
+        """A trial's attributes, converted once in place (the memo's entries share this dict)."""
+        if "prediction" not in attrs:
+            plan = attrs["plan"]
+            attrs.update(plan=to_dict(plan) if plan else None, reason=prediction.reason, prediction=compact(prediction))
+        return attrs
 
     def score(self, params: dict[str, Any]) -> float:
         """A candidate's objective without a trial: refinement moves to the best untried neighbour.
@@ -352,10 +359,12 @@ class Session:
     def run(self) -> None:
         import optuna
 
+        from autotune.search.tpe import FastTPESampler
+
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                tpe = optuna.samplers.TPESampler(
+                tpe = FastTPESampler(
                     seed=sampler_seed(self.req),
                     multivariate=True,
                     group=True,

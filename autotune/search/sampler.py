@@ -82,7 +82,7 @@ def sample_plan(
         reason = _unmet(space, values, f"{phase_name}.")
         if reason:
             return None, reason
-        built = build_phase(space, values, gpus)
+        built = _built_phase(space, values, gpus, admission)
         if isinstance(built, str):
             return None, f"{phase_name}: {built}"
         phases[phase_name] = built
@@ -209,6 +209,22 @@ def _layout_refusal(admission: Admission, engine: str, label: str, space: Space)
     known = {space.dimension(name).field: v for name, v in _layout_values(label).items()}
     known = {"tp": 1, "dp": 1, "pp": 1, **known}
     return next((r for f, v in known.items() if (r := admission.refusal(engine, f, v, known))), "")
+
+
+def _built_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...], admission) -> PhasePlan | str:
+    """build_phase, memoised in a CachedAdmission's memo (one search's space) by the values and GPUs: a search
+    builds the same phase many times (refinement scores each neighbour's completions), and PhasePlan is frozen."""
+    memo = getattr(admission, "memo", None)
+    try:
+        key = ("phase", id(space), tuple((k, type(v), v) for k, v in values.items()), gpus)  # True != 1 here
+        hash(key)
+    except TypeError:
+        memo = None
+    if memo is None:
+        return build_phase(space, values, gpus)
+    if key not in memo:
+        memo[key] = build_phase(space, values, gpus)
+    return memo[key]
 
 
 def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> PhasePlan | str:

@@ -149,6 +149,7 @@ def _prune_unreachable(space: Space, choices: dict[str, tuple[Any, ...]]) -> dic
 
 
 def run_study(req: SearchRequest) -> SearchResult:
+    entered = time.perf_counter()
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -161,23 +162,26 @@ def run_study(req: SearchRequest) -> SearchResult:
             records, ran = objectives.run_pareto(req, choices, stop, objective_value)
         return _finish(req, records, choices, ran, stop, f"NSGA-II, {ran} trials, every feasible plan simulated")
     started = time.perf_counter()
+    prepared = {"prepare_s": started - entered}  # the engines' rules over the space, the fit check
     with _interrupts(stop):
         if req.workers > 1 and req.trials:
-            return _timed(_run_workers(req, choices, stop), started)
+            return _timed(_run_workers(req, choices, stop), started, prepared=prepared)
         session = Session(req, choices, storage.open_study(req), stop)
         session.run()
     trials_s = time.perf_counter() - started
     study = session.memory if session.persistent is None else session.persistent
     predicted = {key: hit[0] for key, hit in session.memo.items()}
-    return _timed(_result(req, study, choices, predicted, session.new, stop, session.strategy()), started, trials_s)
+    result = _result(req, study, choices, predicted, session.new, stop, session.strategy())
+    return _timed(result, started, trials_s, prepared)
 
 
-def _timed(result: SearchResult, started: float, trials_s: float | None = None) -> SearchResult:
+def _timed(result: SearchResult, started: float, trials_s: float | None = None, prepared=None) -> SearchResult:
     """The result with the seconds its trials took (and the whole study call) in timings_s."""
     total = time.perf_counter() - started
     spent = sum(result.timings_s.values())
     trials = total - spent if trials_s is None else trials_s
-    return dataclasses.replace(result, timings_s={"trials_s": trials, **result.timings_s, "study_s": total})
+    timings = {**(prepared or {}), "trials_s": trials, **result.timings_s, "study_s": total}
+    return dataclasses.replace(result, timings_s=timings)
 
 
 def _run_workers(req: SearchRequest, choices, stop: Stop) -> SearchResult:
@@ -278,9 +282,12 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     records, ranked = ranking.ranked(req, records, pool, choices, objective_value, objectives.predict)
     best = ranked[0]
     engine = best.plan.engine
+    rank = time.perf_counter()
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus, req.model)
     baseline = objectives.predict(req, base_plan)
+    based = time.perf_counter()
     best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
+    climbed = time.perf_counter()
     if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
         ranked = (best, *ranked)
     same = (
@@ -296,8 +303,16 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
         if plan_numerics(best.plan, req.model)
         else None
     )
+    numerics = time.perf_counter()
     latency = interactive.find(req, records, best, objectives.predict)
-    timings = {"simulate_s": simulated - started, "rank_s": time.perf_counter() - simulated}
+    timings = {
+        "simulate_s": simulated - started,  # the screen's best plans over the workload's trace
+        "rank_s": rank - simulated,
+        "baseline_s": based - rank,
+        "alternatives_s": climbed - based,  # each choice of the best against its alternatives, simulated
+        "same_numerics_s": numerics - climbed,
+        "interactive_s": time.perf_counter() - numerics,
+    }
     interrupted = bool(stop and stop.interrupted.is_set())
     timed_out = bool(stop and not interrupted and stop.timed_out())
     return SearchResult(

@@ -125,6 +125,13 @@ def test_json_is_the_only_stdout(tmp_path, capsys):
     resume = summary["resume"]
     assert resume[:2] == ["mi-tune", "search"] and resume[resume.index("--out") + 1] == str(tmp_path / "j")
     assert "trials" not in captured.err  # not a terminal: no progress line
+    timings = summary["timings_s"]  # time per part, the imports, the report and the total included
+    parts = ("imports_s", "setup_s", "prepare_s", "trials_s", "simulate_s", "rank_s", "baseline_s",
+             "alternatives_s", "same_numerics_s", "interactive_s", "write_s", "report_s")  # fmt: skip
+    assert set(parts) <= set(timings) and all(timings[k] >= 0 for k in parts)
+    assert timings["trials_s"] > 0 and timings["report_s"] > 0
+    assert timings["total_s"] >= sum(timings[k] for k in parts) - 0.01  # the parts are disjoint
+    assert timings["total_s"] >= summary["elapsed_s"]
 
 
 def test_progress_line_shows_trials_best_and_eta_only_when_enabled():

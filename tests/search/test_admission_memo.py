@@ -1,0 +1,47 @@
+"""The incremental, memoised verdicts of search/admit.py Admission are what a fresh evaluation of the whole rule
+table (rules.violations_of) says, for every question random sampling asks."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from autotune import capability
+from autotune.capability.rules import violations_of
+from autotune.catalog import load_model, load_preset
+from autotune.search import SearchRequest, load_space
+from autotune.search.admit import Admission, fact_values
+from autotune.search.sampler import CachedAdmission, sample_plan
+from autotune.search.study import study_choices
+from autotune.specs import Workload
+
+
+class Checked(Admission):
+    """An Admission that checks each answer against violations_of over all the facts."""
+
+    def _verdict(self, engine, field, value, known, base, before):
+        got = super()._verdict(engine, field, value, known, base, before)
+        facts = self.facts(engine, {**known, **fact_values(field, value, known)})
+        found = violations_of(capability.table(engine), facts)
+        assert got == (str(found[0]) if found else ""), (engine, field, value)
+        self.asked += 1
+        self.refused += bool(got)
+        return got
+
+
+@pytest.mark.parametrize(
+    "model_name,preset", [("deepseek-v3", "rtx-pro-6000-x8"), ("deepseek-v4.1-flash", "rtx-pro-6000-x8"),
+                          ("qwen3-235b-a22b", "h200-x8")],
+)  # fmt: skip
+def test_incremental_verdicts_equal_the_whole_table(model_name, preset):
+    space, model, hw = load_space(), load_model(model_name), load_preset(preset)
+    choices = study_choices(SearchRequest(model, hw, Workload(), space, 8))
+    checked = Checked(capability.box_facts(hw, model))
+    checked.asked = checked.refused = 0
+    admission, rng = CachedAdmission(checked), random.Random(model_name)
+    plans = 0
+    for _ in range(60):
+        plan, _ = sample_plan(space, choices, lambda name, options: rng.choice(list(options)), 8, admission)
+        plans += plan is not None
+    assert checked.asked > 500 and checked.refused > 20 and plans > 10  # the check saw refusals and plans
