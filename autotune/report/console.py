@@ -72,7 +72,7 @@ def best_lines(outcome) -> list[str]:
 
 
 def latency_lines(interactive: dict | None) -> list[str]:
-    """The interactive-SLO line, and a warning when the best plan's TTFT is above it."""
+    """The interactive-SLO line, and a warning naming which of the best plan's figures (TTFT, TPOT) miss it."""
     if not interactive:
         return []
     slo = interactive["slo"]
@@ -81,9 +81,15 @@ def latency_lines(interactive: dict | None) -> list[str]:
     whose = "your SLO" if interactive["source"] == "yours" else f"the default interactive SLO ({text})"
     if interactive["best_meets"]:
         return [f"latency: the best plan meets {whose}: {pct} TTFT {interactive['best_ttft_ms']:,.0f} ms"]
+    ttft, tpot = interactive["best_ttft_ms"], interactive.get("best_tpot_ms") or 0.0
+    missed = []
+    if slo["ttft_ms"] and ttft > slo["ttft_ms"]:
+        missed.append(f"{pct} TTFT is {ttft:,.0f} ms")
+    if slo["tpot_ms"] and tpot > slo["tpot_ms"]:
+        missed.append(f"{pct} TPOT is {tpot:,.1f} ms")
     lines = [
-        f"warning: the best plan's {pct} TTFT is {interactive['best_ttft_ms']:,.0f} ms, above {whose}: it is a "
-        "throughput plan (every request it holds in flight waits its turn)"
+        f"warning: the best plan misses {whose}: its {' and its '.join(missed) or 'percentile figures miss it'}; it "
+        "is a throughput plan (every request it holds in flight waits its turn)"
     ]
     if interactive["plan"]:
         lines.append(

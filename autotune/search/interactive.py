@@ -34,6 +34,7 @@ class Interactive:
     record: object | None  # TrialRecord of the best plan meeting it (None: none of the plans tried does)
     best_ttft_ms: float  # the throughput best's TTFT at the percentile (simulated)
     best_meets: bool
+    best_tpot_ms: float = 0.0  # and its TPOT at the percentile
 
     @property
     def slo(self) -> str:
@@ -48,6 +49,7 @@ class Interactive:
             "source": self.source,
             "best_meets": self.best_meets,
             "best_ttft_ms": self.best_ttft_ms,
+            "best_tpot_ms": self.best_tpot_ms,
             "plan": r.plan.describe() if r is not None else None,
             "total_tok_s": p.total_tok_s if p is not None else None,
             "ttft_ms": p.ttft_ms.get(q) if p is not None else None,
@@ -72,8 +74,9 @@ def find(req, records: tuple, best, predict) -> Interactive:
     ttft_ms, tpot_ms, percentile, source = slo_of(req.workload)
     q = f"p{percentile:g}"
     best_ttft = best.prediction.ttft_ms.get(q, best.prediction.ttft_ms.get("mean", 0.0))
+    best_tpot = best.prediction.tpot_ms.get(q, best.prediction.tpot_ms.get("mean", 0.0))
     if source == "yours" or _meets(best.prediction, ttft_ms, tpot_ms, percentile):  # the search held it to yours
-        return Interactive(ttft_ms, tpot_ms, percentile, source, best, best_ttft, True)
+        return Interactive(ttft_ms, tpot_ms, percentile, source, best, best_ttft, True, best_tpot)
     workload = dataclasses.replace(req.workload, ttft_ms=ttft_ms, tpot_ms=tpot_ms, slo_percentile=percentile)
     strict = dataclasses.replace(req, workload=workload)
     ordered = sorted((r for r in records if r.plan is not None and r.prediction.feasible),
@@ -97,4 +100,4 @@ def find(req, records: tuple, best, predict) -> Interactive:
         p = predict(strict, r.plan)
         if _meets(p, ttft_ms, tpot_ms, percentile) and (found is None or p.total_tok_s > found.prediction.total_tok_s):
             found = dataclasses.replace(r, prediction=p, value=p.total_tok_s)
-    return Interactive(ttft_ms, tpot_ms, percentile, source, found, best_ttft, False)
+    return Interactive(ttft_ms, tpot_ms, percentile, source, found, best_ttft, False, best_tpot)
