@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from autotune.perf import comm, linear_attention, precision, rates
+from autotune.perf import comm, linear_attention, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -75,6 +75,20 @@ def _quant(rows: float, k: float, count: float, source: str) -> Op:
     return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
 
 
+def _tile_speed(sms: int, dtype: str, m: float, n: float) -> float:
+    """Wave-quantisation speed of an m x n GEMM output (tiles.gemm_tile_efficiency) for the narrow dtypes, whose
+    CUTLASS kernels take a fixed tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the
+    tile and split-K per shape) and for small-m GEMMs, which stream their weights and are memory bound."""
+    if dtype == "bf16" or m <= rates.M_BUCKETS[1][0]:
+        return 1.0
+    return tiles.gemm_tile_efficiency(m, n, sms)
+
+
+def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -> float:
+    """Activation traffic of `count` GEMMs of `rows` rows: each reads its k-wide input, all write n outputs."""
+    return rows * (count * k * in_bytes + n * precision.ACTIVATION_BYTES)
+
+
 @dataclass(frozen=True)
 class Context:
     """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
@@ -102,6 +116,8 @@ class Context:
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
+    sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
+    act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -136,6 +152,8 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         DTYPE_BYTES[precision.expert_dtype(model, phase)],
         imbalance,
         comm.nccl_env(phase.comm),
+        sms=tiles.sm_count(hw.gpu.name, hw.gpu.arch),
+        act_in_bytes=1.0 if dense_dtype == "fp8" else float(precision.ACTIVATION_BYTES),
     )
 
 
@@ -277,6 +295,10 @@ class _AttentionShape(NamedTuple):
     score_dim_decode: int
     quant_count: float  # FP8 activation-quant kernels in front of the projections (0 unless FP8)
     quant_row_bytes: float  # their bytes per row
+    q_o_bytes: float  # bytes of one query row's Q read and O write in the attention kernel (all heads of the rank)
+    kv_heads_per_rank: float  # KV heads of a rank (at least one: TP beyond the KV heads replicates them)
+    q_per_kv: float  # query heads per KV head on a rank
+    cache_row_bytes: float  # bytes the KV-cache write moves per new token (reads the new K/V, writes the cache)
 
 
 def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
@@ -306,6 +328,10 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         score_dim_decode=att.score_dim_decode or att.score_dim,
         quant_count=2.0 if c.dense_dtype == "fp8" else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
         quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + 1.0) + 4.0) if c.dense_dtype == "fp8" else 0.0,
+        q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
+        kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
+        q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
+        cache_row_bytes=att.kv_elems_per_token / kv_shard * (precision.ACTIVATION_BYTES + c.kv_elem_bytes),
     )
     c.attention_shapes[id(att)] = (att, shape)
     return shape
@@ -322,9 +348,11 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     rows = tokens / dp  # each rank of a DP group holds its own requests
     bucket = rates.m_bucket(rows)
     split_flops = shape.split_flops * rows / tp
+    split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
+    split_speed = dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
-        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
-           shape.split_count, "tp", dense_speed)
+        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
+           shape.split_count, "tp", split_speed)
     )  # fmt: skip
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
@@ -333,10 +361,14 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         )  # fmt: skip
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
+        rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, shape.rep_bytes, 1,
-               "tp (replicated q_a/kv_a)", dense_speed)
+            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+               "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
+    if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
+        ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
+                      "kv cache write"))  # fmt: skip
     heads_per_rank = shape.heads_per_rank
     index_heads_per_rank = shape.index_heads_per_rank
     kv_elem_bytes = c.kv_elem_bytes
@@ -349,21 +381,37 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         flops = 2 * heads_per_rank * shape.score_dim_decode * entries * queries
         flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
         per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes
-        nbytes = per_seq / shape.decode_shard * seqs
+        nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                c.attention_speed)
         )  # fmt: skip
+        if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
+            ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
+            _attention_waves(ops, c, ctas)
     if x.prefill_tokens:
         tokens_per_rank = x.prefill_tokens / dp
         entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
         flops = 2 * heads_per_rank * att.score_dim * entries * tokens_per_rank
         flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
         nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
+        nbytes += tokens_per_rank * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                c.attention_speed)
         )  # fmt: skip
+        if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
+            rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
+            ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
+            _attention_waves(ops, c, ctas)
+
+
+def _attention_waves(ops: list, c: Context, ctas: float) -> None:
+    """The fixed time of the attention kernel's waves of CTAs (tiles.attention_waves): an op of no FLOPs or
+    bytes whose count is the waves, each at the rates table's per-wave latency (`attention/bf16/wave`)."""
+    waves = tiles.attention_waves(ctas, c.sms)
+    if waves:
+        ops.append(Op("attention", "bf16", "wave", ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
@@ -385,9 +433,10 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 ffn.params / shards,
                 hidden,
                 2 * ffn.params * tokens / ranks,
-                ffn.params * w_bytes / shards,
+                ffn.params * w_bytes / shards
+                + _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes),
                 2,
-                c.dense_speed,
+                c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
         if c.dense_dtype == "fp8":  # gate_up's and down's inputs
@@ -549,7 +598,10 @@ def head_ops(c: Context, rows: float) -> list[Op]:
             head_params / shards,
             model.hidden_size,
             2 * head_params * rows / ranks,
-            head_params * DTYPE_BYTES["bf16"] / shards,
+            head_params * DTYPE_BYTES["bf16"] / shards
+            + _act_bytes(m, model.vocab_size / shards, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
+            1.0,
+            _tile_speed(c.sms, "bf16", m, model.vocab_size / shards),
         )
     ]
     if over_dp and rows:
@@ -567,5 +619,7 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     (tests/bench/op_check.py)."""
     dtype = c.dense_dtype
     speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
-    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, n * k * c.dense_bytes, 1.0, speed)]
+    speed *= _tile_speed(c.sms, dtype, m, n)
+    nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
+    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
     return ops + ([_quant(m, k, 1.0, source)] if dtype == "fp8" else [])

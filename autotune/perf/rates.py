@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from autotune.perf import tiles
 from autotune.specs import HardwareProfile
 
 # GEMM / grouped-GEMM buckets over m (rows: tokens, or tokens per expert), upper bounds inclusive.
@@ -266,6 +267,8 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("attention", "bf16", "prefill")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else att_prov
     )
+    # one wave of attention CTAs: a fixed latency only (perf/tiles.py CTA_FIXED_US, a prior)
+    entries[("attention", "bf16", "wave")] = Rate(0.0, decode_bw, tiles.CTA_FIXED_US, "datasheet-prior")
     for op_class in ("norm", "elementwise", "quant", "sampling"):
         prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")
         entries[(op_class, "bf16", "any")] = Rate(0.0, stream, MIN_US[op_class], prov)

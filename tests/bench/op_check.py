@@ -126,8 +126,19 @@ def attention_points(root, system, hw, model):
                 x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:  # a batch of whole prompts: each token attends its prefix, isl / 2 on average (causal)
                 x = oplist.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
-            ops = [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention"]
+            # the kernels vLLM's attention backend runs per call: the KV-cache write, then attention
+            # (FlashAttentionImpl.forward: reshape_and_cache_flash, vllm/v1/attention/backends/flash_attn.py:1490)
+            ops = [op for op in oplist.attention_ops(c, att, x)
+                   if op.kind == "attention" or op.source == "kv cache write"]  # fmt: skip
             yield f"attn_{phase_name}", _seconds(c, ops), r.latency * 1e-3
+
+
+def _heads(att, heads: int):
+    """The MLA attention of a row measured with `heads` query heads (per rank x tp_size; the tables sweep the
+    heads a TP rank keeps): the head-split projections (q_b, kv_b, o) scale with the heads, q_a / kv_a do not."""
+    split = att.params - att.replicated_params
+    params = att.replicated_params + round(split * heads / att.num_heads)
+    return dataclasses.replace(att, num_heads=heads, params=params)
 
 
 def mla_points(root, system, hw, model):
@@ -149,7 +160,7 @@ def mla_points(root, system, hw, model):
                 continue
             kernels = Kernels(attention=MLA_KERNELS.get(r.kernel_source, "auto"))
             c = _context(spec, hw, tp=tp, kernels=kernels)
-            att = spec.layers[-1].attention
+            att = _heads(spec.layers[-1].attention, int(r.num_heads) * tp)
             if phase_name == "decode":
                 x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:
