@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple
 
-from autotune.perf import comm, linear_attention, precision, rates, tiles
+from autotune.perf import comm, linear_attention, mla, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -366,6 +366,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
+    if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
+        _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -404,6 +406,15 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+
+
+def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, decode: bool) -> None:
+    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels)."""
+    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, decode, precision.ACTIVATION_BYTES)
+    ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
+    ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
+    if k.extra_gemms:  # launches only: the absorbed kv_b's FLOPs and weights are in the projection op
+        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, 0.0, k.extra_gemms, "mla absorb"))
 
 
 def _attention_waves(ops: list, c: Context, ctas: float) -> None:

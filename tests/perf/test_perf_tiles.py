@@ -70,3 +70,20 @@ def test_fp8_gemm_pays_wave_quantisation_bf16_does_not():
     few16 = cost_ops(bf16, linear_ops(bf16, 3456, 256, 7168, "t")).compute_s
     full16 = cost_ops(bf16, linear_ops(bf16, 3456, 512, 7168, "t")).compute_s
     assert few16 < 0.6 * full16
+
+
+def test_mla_decode_runs_the_modules_norms_rope_and_absorb_gemms():
+    """DeepSeek-V3's decode attention is costed as vLLM's MLA module runs it: the q_a / kv_a norms, RoPE and the
+    absorbed kv_b's two batched GEMMs are kernels of their own (old: projections + attention kernel only)."""
+    dsv3 = load_model("deepseek-v3")
+    c = context(dsv3, phase(), "vllm", H200, (0,))
+    att = dsv3.layers[-1].attention
+    ops = attention_ops(c, att, StepInput(decode_seqs=1, decode_ctx=1000))
+    by_source = {op.source: op for op in ops}
+    assert by_source["mla q_a/kv_a norms"].count == 2 and by_source["mla rope"].count == 1
+    assert by_source["mla absorb"].count == 1 and by_source["mla absorb"].flops == 0  # launch only
+    prefill = attention_ops(c, att, StepInput(prefill_tokens=512, prefill_ctx=256))
+    assert "mla absorb" not in {op.source for op in prefill}  # prefill runs the un-absorbed kv_b
+    gqa = attention_ops(context(LLAMA70, phase(), "vllm", H200, (0,)), LLAMA70.layers[0].attention,
+                        StepInput(decode_seqs=1, decode_ctx=1000))  # fmt: skip
+    assert not {op.source for op in gqa} & {"mla rope", "mla absorb"}
