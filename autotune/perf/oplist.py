@@ -394,7 +394,9 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     if x.prefill_tokens:
         tokens_per_rank = x.prefill_tokens / dp
         entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
-        flops = 2 * heads_per_rank * att.score_dim * entries * tokens_per_rank
+        # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
+        computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
+        flops = 2 * heads_per_rank * att.score_dim * computed * tokens_per_rank
         flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
         nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
         nbytes += tokens_per_rank * shape.q_o_bytes

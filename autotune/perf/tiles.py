@@ -57,6 +57,10 @@ ATTENTION_Q_BLOCK = 128
 # Fixed time of one wave of attention CTAs: three dependent device-memory round trips (Q, the first K/V block,
 # the O store) of ~0.5-0.7 us each plus the pipeline's setup: 2 us, a prior (no public per-CTA figure).
 CTA_FIXED_US = 2.0
+# Causal prefill computes every KV block a query block touches whole (FlashAttention masks inside the diagonal
+# block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
+# prefix, ATTENTION_KV_BLOCK / 2 = 64 entries (n_block_size=128 with m_block_size=128, interface.py:206).
+ATTENTION_KV_BLOCK = 128
 
 
 def sm_count(name: str, arch: str) -> int:
@@ -86,6 +90,11 @@ def attention_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: 
     if seqs <= 0:
         return 0.0
     return seqs * kv_heads * math.ceil(rows_per_seq * q_per_kv / ATTENTION_Q_BLOCK)
+
+
+def causal_diagonal_entries(entries: float) -> float:
+    """Masked KV entries a causal prefill query computes beyond the `entries` it attends (0 without any)."""
+    return min(entries, ATTENTION_KV_BLOCK / 2) if entries > 0 else 0.0
 
 
 def prefill_rows_per_seq(tokens: float, ctx: float) -> float:

@@ -87,3 +87,14 @@ def test_mla_decode_runs_the_modules_norms_rope_and_absorb_gemms():
     gqa = attention_ops(context(LLAMA70, phase(), "vllm", H200, (0,)), LLAMA70.layers[0].attention,
                         StepInput(decode_seqs=1, decode_ctx=1000))  # fmt: skip
     assert not {op.source for op in gqa} & {"mla rope", "mla absorb"}
+
+
+def test_causal_prefill_computes_the_diagonal_blocks_whole():
+    """256-token prompts attend 128 keys per query on average, but FlashAttention computes the masked diagonal
+    128 x 128 blocks whole: 1.5x the useful FLOPs (old: the useful FLOPs only)."""
+    c = context(LLAMA70, phase(), "vllm", H200, (0,))
+    att = LLAMA70.layers[0].attention
+    ops = attention_ops(c, att, StepInput(prefill_tokens=256 * 16, prefill_ctx=128))
+    kernel = next(op for op in ops if op.bucket == "prefill")
+    useful = 2 * att.num_heads * att.score_dim * 128 * 256 * 16
+    assert kernel.flops == useful * 1.5
