@@ -38,9 +38,10 @@ SMS_BY_NAME = (
     (r"H[128]00", 132),
     (r"B[23]00", 148),
 )
-# an unlisted GPU: its architecture's most common part above; domestic / unknown: 100, a prior
+# an unlisted NVIDIA GPU: its architecture's most common part above; other vendors' chips (AI cores, CUs) are
+# not modelled by these CTA rules: 0, no wave terms
 SMS_BY_ARCH = {"sm_80": 108, "sm_89": 142, "sm_90": 132, "sm_100": 148, "sm_120": 188}
-SMS_DEFAULT = 100
+SMS_DEFAULT = 0
 
 # GEMM output tile (rows x columns of C one CTA computes): 128 x 128, vLLM's cutlass_scaled_mm sm90 FP8 config
 # for M > 128 (csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh, sm90_fp8_config_default:
@@ -64,7 +65,9 @@ ATTENTION_KV_BLOCK = 128
 
 
 def sm_count(name: str, arch: str) -> int:
-    """SMs of the GPU named `name` (NVML name), or its architecture's default."""
+    """SMs of the GPU named `name` (NVML name), or its architecture's default; 0 for a non-NVIDIA architecture."""
+    if arch not in SMS_BY_ARCH:
+        return SMS_DEFAULT
     for pattern, sms in SMS_BY_NAME:
         if re.search(pattern, name, re.IGNORECASE):
             return sms
@@ -72,16 +75,17 @@ def sm_count(name: str, arch: str) -> int:
 
 
 def gemm_tile_efficiency(m: float, n: float, sms: int) -> float:
-    """Share of the SMs' tile slots a GEMM of m x n outputs fills over its waves (1 when it fills every wave)."""
-    if m <= 0 or n <= 0:
+    """Share of the SMs' tile slots a GEMM of m x n outputs fills over its waves (1 when it fills every wave, or
+    on a GPU without an SM count)."""
+    if m <= 0 or n <= 0 or sms <= 0:
         return 1.0
     tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
     return tiles / (math.ceil(tiles / sms) * sms)
 
 
 def attention_waves(ctas: float, sms: int) -> float:
-    """Waves of `ctas` attention CTAs at one per SM (0 when there are none)."""
-    return math.ceil(ctas / sms) if ctas > 0 else 0.0
+    """Waves of `ctas` attention CTAs at one per SM (0 when there are none, or on a GPU without an SM count)."""
+    return math.ceil(ctas / sms) if ctas > 0 and sms > 0 else 0.0
 
 
 def attention_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:

@@ -29,7 +29,8 @@ def test_sm_counts_follow_the_datasheets():
     assert tiles.sm_count("NVIDIA RTX PRO 6000 Blackwell Server Edition", "sm_120") == 188
     assert tiles.sm_count("NVIDIA L40S", "sm_89") == 142
     assert tiles.sm_count("some future part", "sm_100") == 148
-    assert tiles.sm_count("a domestic chip", "other") == tiles.SMS_DEFAULT
+    assert tiles.sm_count("Ascend910B", "ascend-910b") == 0  # not an NVIDIA SM: no wave terms
+    assert tiles.attention_waves(1e6, 0) == 0 and tiles.gemm_tile_efficiency(4096, 256, 0) == 1.0
 
 
 def test_many_short_decode_sequences_pay_waves_of_ctas():
