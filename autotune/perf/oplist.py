@@ -67,11 +67,12 @@ def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -
     return Op("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group)
 
 
-def _quant(rows: float, k: float, count: float, source: str) -> Op:
-    """Per-token FP8 activation quantisation in front of `count` FP8 GEMMs of reduction width `k`: reads the bf16
-    rows, writes FP8 rows and one fp32 scale per row (vLLM scaled_fp8_quant / per_token_group_quant_fp8,
-    SGLang sgl_per_token_quant_fp8: one kernel per GEMM input)."""
-    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + 1.0) + 4.0)
+def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 1.0) -> Op:
+    """Activation quantisation in front of `count` FP8 (or NVFP4) GEMMs of reduction width `k`: reads the bf16
+    rows, writes `out_bytes` per element (precision.act_quant_bytes) and one fp32 scale per row (vLLM
+    scaled_fp8_quant / per_token_group_quant_fp8 / scaled_fp4_quant, SGLang sgl_per_token_quant_fp8: one kernel
+    per GEMM input)."""
+    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + out_bytes) + 4.0)
     return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
 
 
@@ -118,6 +119,8 @@ class Context:
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
     sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
+    dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
+    expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -153,7 +156,9 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         imbalance,
         comm.nccl_env(phase.comm),
         sms=tiles.sm_count(hw.gpu.name, hw.gpu.arch),
-        act_in_bytes=1.0 if dense_dtype == "fp8" else float(precision.ACTIVATION_BYTES),
+        act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
+        dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
+        expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
     )
 
 
@@ -326,8 +331,10 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=2.0 if c.dense_dtype == "fp8" else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + 1.0) + 4.0) if c.dense_dtype == "fp8" else 0.0,
+        quant_count=2.0 if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
+        quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
+        if c.dense_quant_bytes
+        else 0.0,
         q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
         kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
         q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
@@ -452,8 +459,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
-        if c.dense_dtype == "fp8":  # gate_up's and down's inputs
-            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype"))
+        if c.dense_quant_bytes:  # gate_up's and down's inputs
+            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype", c.dense_quant_bytes))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
@@ -475,8 +482,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             c.moe_speed,
         )
     )
-    if c.expert_dtype == "fp8":  # routed rows quantised in front of the two grouped GEMMs
-        ops.append(_quant(routed, hidden, 2, "kernels.moe"))
+    if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
+        ops.append(_quant(routed, hidden, 2, "kernels.moe", c.expert_quant_bytes))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
 
@@ -635,4 +642,4 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     speed *= _tile_speed(c.sms, dtype, m, n)
     nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
     ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
-    return ops + ([_quant(m, k, 1.0, source)] if dtype == "fp8" else [])
+    return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])

@@ -38,6 +38,7 @@ SYSTEMS = {
 }
 GEMM_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 MOE_DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "int4_wo": "int4"}
+FORMATS = {"fp8": "fp8_tensor", "fp8_block": "fp8_block", "nvfp4": "nvfp4"}  # the tables' checkpoint formats
 MOE_KERNELS = (("marlin", "marlin"), ("triton", "triton"), ("cutlass", "flashinfer_cutlass"), ("trtllm", "cutlass"))
 MLA_KERNELS = {"TRITON_MLA": "triton"}  # the others are FlashMLA / FlashAttention MLA / FlashInfer MLA: auto
 POINTS_PER_GROUP = 150  # every k-th row of a group, so a run takes seconds
@@ -98,7 +99,7 @@ def gemm_points(root, system, hw, model):
         if rows.empty or (dtype != "bf16" and not hw.gpu.peak_tflops.get(dtype)):
             continue
         stored = {"bf16": "bf16", "fp8": "fp8", "fp4": "fp4"}[dtype]
-        spec = dataclasses.replace(model, dense_dtype=stored)
+        spec = dataclasses.replace(model, dense_dtype=stored, dense_format=FORMATS.get(dtype_name, stored))
         c = _context(spec, hw)
         for r in _thin(rows).itertuples():
             ops = oplist.linear_ops(c, float(r.m), int(r.n), int(r.k), "op_check")
@@ -185,7 +186,8 @@ def moe_points(root, system, hw, model):
             ep = int(r.moe_ep_size)
             hidden, inter = int(r.hidden_size), int(r.inter_size)
             ffn = FfnSpec("moe", 0, int(r.num_experts), int(r.topk), 3 * hidden * inter)
-            spec = dataclasses.replace(model, hidden_size=hidden, expert_dtype=dtype, expert_format="")
+            spec = dataclasses.replace(model, hidden_size=hidden, expert_dtype=dtype,
+                                       expert_format=FORMATS.get(dtype_name, dtype))  # fmt: skip
             c = _context(spec, hw, dp=ep, ep=ep, kernels=Kernels(moe=kernel))
             ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
             ops = [op for op in ops if op.kind != "norm"]
