@@ -3,7 +3,7 @@
 A kernel runs its CTAs in waves of (SMs x CTAs resident per SM); the last wave may be partly empty (wave
 quantisation, NVIDIA "Matrix Multiplication Background User's Guide", section "Wave quantization":
 https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/). Two effects follow:
-- a GEMM whose output tiles do not fill the SMs computes at tiles / (waves x SMs) of the large-shape rate
+- a GEMM whose output tiles do not fill the SMs computes at tiles / SMs of the large-shape rate
   (gemm_tile_efficiency);
 - a tiled attention kernel pays a fixed time per wave of CTAs (load Q, the first K/V block, store O: dependent
   round trips to device memory that no other CTA on the SM hides), so a batch of many short sequences costs
@@ -75,12 +75,13 @@ def sm_count(name: str, arch: str) -> int:
 
 
 def gemm_tile_efficiency(m: float, n: float, sms: int) -> float:
-    """Share of the SMs' tile slots a GEMM of m x n outputs fills over its waves (1 when it fills every wave, or
-    on a GPU without an SM count)."""
+    """Share of the SMs a GEMM of m x n outputs keeps busy: tiles / SMs while its tiles do not fill one wave, else 1
+    (and 1 on a GPU without an SM count). Rows count fractionally and the later waves' tail is left out: the model
+    costs mean batches, and a step in m would set the steady state apart from the simulator's whole steps."""
     if m <= 0 or n <= 0 or sms <= 0:
         return 1.0
-    tiles = math.ceil(m / GEMM_TILE[0]) * math.ceil(n / GEMM_TILE[1])
-    return tiles / (math.ceil(tiles / sms) * sms)
+    tiles = m / GEMM_TILE[0] * math.ceil(n / GEMM_TILE[1])
+    return min(1.0, tiles / sms)
 
 
 def attention_waves(ctas: float, sms: int) -> float:
