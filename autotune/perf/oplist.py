@@ -318,6 +318,7 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
     split = att.params - att.replicated_params
     rep = att.replicated_params
     kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
+    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
     shape = _AttentionShape(
         split_n=split / tp / hidden if hidden else 0.0,
         split_flops=2 * split,
@@ -331,8 +332,8 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=2.0 if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
+        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
+        quant_row_bytes=quants * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
         if c.dense_quant_bytes
         else 0.0,
         q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
@@ -459,8 +460,9 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
-        if c.dense_quant_bytes:  # gate_up's and down's inputs
-            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype", c.dense_quant_bytes))
+        if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
+            quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
+            ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
@@ -483,7 +485,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
         )
     )
     if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
-        ops.append(_quant(routed, hidden, 2, "kernels.moe", c.expert_quant_bytes))
+        quants = precision.standalone_quants(c.expert_dtype, c.model.expert_format, 2)
+        ops.append(_quant(routed, hidden, quants, "kernels.moe", c.expert_quant_bytes))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
 

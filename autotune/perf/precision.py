@@ -67,3 +67,15 @@ def act_quant_bytes(compute: str, fmt: str) -> float:
     if compute == "fp4" and fmt == "nvfp4":
         return _ACT_QUANT_BYTES["nvfp4"]
     return 0.0
+
+
+def standalone_quants(compute: str, fmt: str, inputs: int) -> int:
+    """Quantisation kernels of a pair of GEMM inputs (qkv + o_proj, gate_up + down) that run on their own. vLLM
+    0.34 at its default -O2 fuses an NVFP4 model's activation quant into the kernel before it where that kernel
+    is a custom op: SiLU-and-mul (fuse_act_quant always on for NVFP4, config/vllm.py:196-205) and the attention
+    output (fuse_attn_quant for quantised models, config/vllm.py:331); the input after the RMSNorm keeps its own
+    scaled_fp4_quant (a custom op Inductor cannot fuse). FP8 keeps one kernel per input (a conservative reading:
+    Inductor may fuse its native quant too)."""
+    if compute == "fp4" and fmt == "nvfp4":
+        return min(inputs, 1)
+    return inputs

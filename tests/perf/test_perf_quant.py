@@ -32,3 +32,18 @@ def test_act_quant_bytes_by_format():
     assert precision.act_quant_bytes("fp4", "nvfp4") == 0.5625
     assert precision.act_quant_bytes("fp4", "mxfp4") == 0.0
     assert precision.act_quant_bytes("bf16", "int4_awq") == 0.0
+
+
+def test_nvfp4_layers_quantise_one_input_per_gemm_pair_under_vllm_fusions():
+    """vLLM -O2 fuses the NVFP4 quant of o_proj's and down's inputs into the attention output and SiLU-and-mul;
+    qkv's and gate_up's inputs keep a kernel each. FP8 keeps two per pair."""
+    from autotune.perf.oplist import layer_ops
+    from autotune.perf.ops import StepInput
+
+    x = StepInput(decode_seqs=64, decode_ctx=1000)
+    nvfp4 = dataclasses.replace(LLAMA70, dense_dtype="fp4", dense_format="nvfp4")
+    c = context(nvfp4, PhasePlan(gpus=(0,)), "vllm", PCIE, (0,))
+    assert [op.count for op in layer_ops(c, nvfp4.layers[0], x) if op.kind == "quant"] == [1, 1]
+    fp8 = dataclasses.replace(LLAMA70, dense_dtype="fp8", dense_format="fp8_tensor")
+    c8 = context(fp8, PhasePlan(gpus=(0,)), "vllm", PCIE, (0,))
+    assert [op.count for op in layer_ops(c8, fp8.layers[0], x) if op.kind == "quant"] == [2, 2]
