@@ -12,134 +12,34 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from autotune.perf import comm, ep_balance, linear_attention, precision, rates
 from autotune.perf import efficiency as eff
+from autotune.perf import ep_balance, linear_attention, mla, precision, rates, tiles
 from autotune.perf.layers import attended_entries, indexer_scored
+from autotune.perf.opcore import (  # noqa: F401 - re-exported: oplist is where callers find the op list's types
+    Context,
+    Op,
+    StepInput,
+    _act_bytes,
+    _collective,
+    _gemm,
+    _narrow_speed,
+    _quant,
+    _tile_speed,
+    context,
+)
 from autotune.perf.routing import distinct_experts
 from autotune.perf.sharding import dense_layout, head_over_dp
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
     FfnSpec,
-    HardwareProfile,
     LayerSpec,
-    ModelSpec,
     PhasePlan,
 )
 
 PERMUTE_BYTES = 2  # bf16 rows moved by MoE permute / unpermute
-
-
-@dataclass(frozen=True)
-class StepInput:
-    decode_seqs: float = 0.0
-    decode_ctx: float = 0.0
-    prefill_tokens: float = 0.0
-    prefill_ctx: float = 0.0
-    decode_width: float = 1.0  # tokens each decode sequence runs per step (step_cost sets 1 + draft tokens)
-
-
-class Op(NamedTuple):
-    """One operation (one or `count` kernels of the same shape) on the busiest GPU. Immutable (a NamedTuple: a
-    step builds tens of them, and frozen dataclasses cost several times more to construct)."""
-
-    kind: str  # gemm | grouped_moe | attention | norm | elementwise | quant | sampling | collective
-    dtype: str  # compute dtype (collectives: "")
-    bucket: str  # rates-table shape bucket: m<=16 ... / decode | prefill / any; collectives: the collective
-    m: float  # rows (tokens; tokens per expert for grouped_moe); 0 when shapeless
-    n: float  # output width per rank (GEMMs), 0 otherwise
-    k: float  # reduction width (GEMMs), 0 otherwise
-    flops: float
-    nbytes: float  # bytes read + written (collectives: the message)
-    count: float = 1.0  # kernels launched, each at least the rate's minimum latency
-    source: str = ""  # the plan field or model part that produced it
-    speed: float = 1.0  # kernel-variant speed (kernels.attention / moe / linear)
-    group: tuple[int, ...] = ()  # collectives: the GPUs
-
-
-def _gemm(source: str, dtype: str, m: float, weights: float, k: int, flops: float, nbytes: float, count=1.0, speed=1.0):
-    return Op("gemm", dtype, rates.m_bucket(m), m, weights / k if k else 0.0, k, flops, nbytes, count, source, speed)
-
-
-def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -> Op:
-    return Op("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group)
-
-
-def _quant(rows: float, k: float, count: float, source: str) -> Op:
-    """Per-token FP8 activation quantisation in front of `count` FP8 GEMMs of reduction width `k`: reads the bf16
-    rows, writes FP8 rows and one fp32 scale per row (vLLM scaled_fp8_quant / per_token_group_quant_fp8,
-    SGLang sgl_per_token_quant_fp8: one kernel per GEMM input)."""
-    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + 1.0) + 4.0)
-    return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
-
-
-@dataclass(frozen=True)
-class Context:
-    """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
-    once (dtypes, kernel speeds, byte sizes, NCCL environment) so that a step costs arithmetic only."""
-
-    model: ModelSpec
-    phase: PhasePlan
-    engine: str
-    hw: HardwareProfile
-    stage: tuple[int, ...]
-    table: rates.RatesTable
-    dense_dtype: str  # compute dtype of attention / dense / shared / head-less GEMMs
-    expert_dtype: str  # compute dtype of routed experts
-    dense_speed: float  # kernels.linear on FP8 dense GEMMs
-    moe_speed: float  # kernels.moe, or the engine's auto pick
-    attention_speed: float  # kernels.attention
-    ipc_max: float  # PCIe-IPC all-reduce size limit
-    kv_elem_bytes: float  # bytes of one stored KV element (precision.kv_bytes_per_elem: a sum over layers)
-    dense_bytes: float = 2.0  # bytes of one stored attention / dense weight (precision.dense_dtype)
-    expert_bytes: float = 2.0  # bytes of one stored routed-expert weight (precision.expert_dtype)
-    imbalance: float = 1.0  # routed rows on the busiest rank over the mean (EP imbalance, EPLB)
-    nccl: comm.NcclEnv = comm.NCCL_DEFAULTS  # the phase's NCCL_* environment, parsed
-    allreduce_memo: dict = field(default_factory=dict, compare=False)  # (group, bytes) -> (name, seconds): ops.py
-    comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
-    ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
-    attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
-    rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
-
-
-def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
-    dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
-    expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
-    moe = phase.kernels.moe
-    if moe == "auto" and model.is_moe:
-        deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
-    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
-    return Context(
-        model,
-        phase,
-        engine,
-        hw,
-        stage,
-        rates.rates_table(hw),
-        dense_dtype,
-        expert_dtype,
-        _narrow_speed(hw, dense_dtype, model.hidden_size)
-        * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
-        eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
-        eff.ATTENTION_VARIANT_SPEED.get(
-            eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention), 1.0
-        ),
-        comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
-        precision.kv_bytes_per_elem(model, phase),
-        DTYPE_BYTES[precision.dense_dtype(model, phase)],
-        DTYPE_BYTES[precision.expert_dtype(model, phase)],
-        imbalance,
-        comm.nccl_env(phase.comm),
-    )
-
-
-def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
-    """rates.narrow_k_speed for FP8 / FP4 GEMMs of reduction width `k` (the hidden size), 1 for wider dtypes."""
-    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0
 
 
 def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
@@ -186,6 +86,10 @@ class _AttentionShape(NamedTuple):
     score_dim_decode: int
     quant_count: float  # FP8 activation-quant kernels in front of the projections (0 unless FP8)
     quant_row_bytes: float  # their bytes per row
+    q_o_bytes: float  # bytes of one query row's Q read and O write in the attention kernel (all heads of the rank)
+    kv_heads_per_rank: float  # KV heads of a rank (at least one: TP beyond the KV heads replicates them)
+    q_per_kv: float  # query heads per KV head on a rank
+    cache_row_bytes: float  # bytes the KV-cache write moves per new token (reads the new K/V, writes the cache)
 
 
 def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
@@ -200,6 +104,7 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
     split = att.params - att.replicated_params
     rep = att.replicated_params
     kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
+    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
     shape = _AttentionShape(
         split_n=split / tp / hidden if hidden else 0.0,
         split_flops=2 * split,
@@ -213,8 +118,14 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=2.0 if c.dense_dtype == "fp8" else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=2 * (hidden * (precision.ACTIVATION_BYTES + 1.0) + 4.0) if c.dense_dtype == "fp8" else 0.0,
+        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
+        quant_row_bytes=quants * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
+        if c.dense_quant_bytes
+        else 0.0,
+        q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
+        kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
+        q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
+        cache_row_bytes=att.kv_elems_per_token / kv_shard * (precision.ACTIVATION_BYTES + c.kv_elem_bytes),
     )
     c.attention_shapes[id(att)] = (att, shape)
     return shape
@@ -231,9 +142,11 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     rows = tokens / dp  # each rank of a DP group holds its own requests
     bucket = rates.m_bucket(rows)
     split_flops = shape.split_flops * rows / tp
+    split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
+    split_speed = dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
-        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, shape.split_bytes,
-           shape.split_count, "tp", dense_speed)
+        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
+           shape.split_count, "tp", split_speed)
     )  # fmt: skip
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
@@ -242,10 +155,16 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         )  # fmt: skip
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
+        rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, shape.rep_bytes, 1,
-               "tp (replicated q_a/kv_a)", dense_speed)
+            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+               "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
+    if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
+        _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs))
+    if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
+        ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
+                      "kv cache write"))  # fmt: skip
     heads_per_rank = shape.heads_per_rank
     index_heads_per_rank = shape.index_heads_per_rank
     kv_elem_bytes = c.kv_elem_bytes
@@ -258,21 +177,48 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         flops = 2 * heads_per_rank * shape.score_dim_decode * entries * queries
         flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
         per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes
-        nbytes = per_seq / shape.decode_shard * seqs
+        nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                c.attention_speed)
         )  # fmt: skip
+        if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
+            ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
+            _attention_waves(ops, c, ctas)
     if x.prefill_tokens:
         tokens_per_rank = x.prefill_tokens / dp
         entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
-        flops = 2 * heads_per_rank * att.score_dim * entries * tokens_per_rank
+        # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
+        computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
+        flops = 2 * heads_per_rank * att.score_dim * computed * tokens_per_rank
         flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
         nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
+        nbytes += tokens_per_rank * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                c.attention_speed)
         )  # fmt: skip
+        if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
+            rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
+            ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
+            _attention_waves(ops, c, ctas)
+
+
+def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, decode: bool) -> None:
+    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels)."""
+    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, decode, precision.ACTIVATION_BYTES)
+    ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
+    ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
+    if k.extra_gemms:  # launches only: the absorbed kv_b's FLOPs and weights are in the projection op
+        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, 0.0, k.extra_gemms, "mla absorb"))
+
+
+def _attention_waves(ops: list, c: Context, ctas: float) -> None:
+    """The fixed time of the attention kernel's waves of CTAs (tiles.attention_waves): an op of no FLOPs or
+    bytes whose count is the waves, each at the rates table's per-wave latency (`attention/bf16/wave`)."""
+    waves = tiles.attention_waves(ctas, c.sms)
+    if waves:
+        ops.append(Op("attention", "bf16", "wave", ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
@@ -294,13 +240,15 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 ffn.params / shards,
                 hidden,
                 2 * ffn.params * tokens / ranks,
-                ffn.params * w_bytes / shards,
+                ffn.params * w_bytes / shards
+                + _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes),
                 2,
-                c.dense_speed,
+                c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
-        if c.dense_dtype == "fp8":  # gate_up's and down's inputs
-            ops.append(_quant(rows, hidden, 2, "kernels.gemm_dtype"))
+        if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
+            quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
+            ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
@@ -322,8 +270,9 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             c.moe_speed,
         )
     )
-    if c.expert_dtype == "fp8":  # routed rows quantised in front of the two grouped GEMMs
-        ops.append(_quant(routed, hidden, 2, "kernels.moe"))
+    if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
+        quants = precision.standalone_quants(c.expert_dtype, c.model.expert_format, 2)
+        ops.append(_quant(routed, hidden, quants, "kernels.moe", c.expert_quant_bytes))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
 
@@ -458,7 +407,10 @@ def head_ops(c: Context, rows: float) -> list[Op]:
             head_params / shards,
             model.hidden_size,
             2 * head_params * rows / ranks,
-            head_params * DTYPE_BYTES["bf16"] / shards,
+            head_params * DTYPE_BYTES["bf16"] / shards
+            + _act_bytes(m, model.vocab_size / shards, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
+            1.0,
+            _tile_speed(c.sms, "bf16", m, model.vocab_size / shards),
         )
     ]
     if over_dp and rows:
@@ -476,5 +428,7 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     (tests/bench/op_check.py)."""
     dtype = c.dense_dtype
     speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
-    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, n * k * c.dense_bytes, 1.0, speed)]
-    return ops + ([_quant(m, k, 1.0, source)] if dtype == "fp8" else [])
+    speed *= _tile_speed(c.sms, dtype, m, n)
+    nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
+    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
+    return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])

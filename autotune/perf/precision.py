@@ -50,3 +50,32 @@ def numerics_changes(model: ModelSpec, phase: PhasePlan) -> tuple[str, ...]:
     if phase.kernels.kv_cache_dtype not in ("auto", model.kv_dtype):
         changes.append(f"{phase.kernels.kv_cache_dtype} kv cache (checkpoint: {model.kv_dtype})")
     return tuple(changes)
+
+
+# Bytes each activation element is written in when a GEMM quantises its input on the fly: FP8 (W8A8, one fp32
+# scale per row besides); NVFP4 (W4A4: 4-bit values and one FP8 scale per 16 elements, vLLM scaled_fp4_quant in
+# front of every NVFP4 linear, model_executor/kernels/linear/nvfp4/cutlass.py:63). Weight-only formats (MXFP4
+# W4A16, INT4 AWQ/GPTQ, bf16) quantise nothing: 0.
+_ACT_QUANT_BYTES = {"fp8": 1.0, "nvfp4": 0.5 + 1.0 / 16}
+
+
+def act_quant_bytes(compute: str, fmt: str) -> float:
+    """Bytes per activation element a GEMM computing in `compute` quantises its input to (0: no quantisation);
+    `fmt` is the checkpoint format of the weights (ModelSpec.dense_format / expert_format)."""
+    if compute == "fp8":
+        return _ACT_QUANT_BYTES["fp8"]
+    if compute == "fp4" and fmt == "nvfp4":
+        return _ACT_QUANT_BYTES["nvfp4"]
+    return 0.0
+
+
+def standalone_quants(compute: str, fmt: str, inputs: int) -> int:
+    """Quantisation kernels of a pair of GEMM inputs (qkv + o_proj, gate_up + down) that run on their own. vLLM
+    0.34 at its default -O2 fuses an NVFP4 model's activation quant into the kernel before it where that kernel
+    is a custom op: SiLU-and-mul (fuse_act_quant always on for NVFP4, config/vllm.py:196-205) and the attention
+    output (fuse_attn_quant for quantised models, config/vllm.py:331); the input after the RMSNorm keeps its own
+    scaled_fp4_quant (a custom op Inductor cannot fuse). FP8 keeps one kernel per input (a conservative reading:
+    Inductor may fuse its native quant too)."""
+    if compute == "fp4" and fmt == "nvfp4":
+        return min(inputs, 1)
+    return inputs

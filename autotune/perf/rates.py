@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from autotune.perf import tiles
 from autotune.specs import HardwareProfile
 
 # GEMM / grouped-GEMM buckets over m (rows: tokens, or tokens per expert), upper bounds inclusive.
@@ -58,7 +59,9 @@ NARROW_VS_FP8 = {"int8": 1.0, "fp4": 1.5}
 # gemm-fp8-vs-bf16-sm90: H100 bf16 544 at m=256 vs ~750 large (0.73). Small buckets are weight-bandwidth bound,
 # their compute fraction is a prior that rarely decides the op time.
 M_BUCKET_SCALE = {"m<=16": 0.35, "m<=128": 0.6, "m<=1024": 0.8, "m>1024": 1.0}
-# Grouped (MoE) GEMM against a dense GEMM of the same rows per expert: ragged groups, per-expert tails. Prior.
+# Grouped (MoE) GEMM against a dense GEMM of the same rows per expert: ragged groups, per-expert tails. Prior,
+# under the public upper end: kernel-deepgemm-h800-grouped (DeepGEMM, H800) runs grouped contiguous FP8 at
+# 0.95-1.07 of its dense rate at 4,096-8,192 rows per group; the engines' default fused-MoE kernels are slower.
 GROUPED_VS_DENSE = 0.85
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
@@ -266,6 +269,8 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("attention", "bf16", "prefill")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else att_prov
     )
+    # one wave of attention CTAs: a fixed latency only (perf/tiles.py CTA_FIXED_US, a prior)
+    entries[("attention", "bf16", "wave")] = Rate(0.0, decode_bw, tiles.CTA_FIXED_US, "datasheet-prior")
     for op_class in ("norm", "elementwise", "quant", "sampling"):
         prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")
         entries[(op_class, "bf16", "any")] = Rate(0.0, stream, MIN_US[op_class], prov)

@@ -85,7 +85,8 @@ def test_mla_down_projections_are_not_divided_by_tp():
 
     w = 1  # fp8 checkpoint
     split = att.params - att.replicated_params
-    assert projection_bytes(8) == pytest.approx(att.replicated_params * w + split * w / 8)
+    # the weights, plus the 8 rows' input / output activations (under 1% here)
+    assert projection_bytes(8) == pytest.approx(att.replicated_params * w + split * w / 8, rel=0.02)
     assert projection_bytes(8) > projection_bytes(1) / 8
 
 

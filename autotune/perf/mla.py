@@ -1,0 +1,44 @@
+"""The kernels of an absorbed-MLA attention module (DeepSeek-V3 / GLM-5 `mla`, `mla-dsa`) besides its projection
+GEMMs and the attention kernel, as vLLM runs them (vllm 0.34.0 model_executor/layers/mla.py:165-257 and
+model_executor/layers/attention/mla_attention.py):
+- the q_a / kv_a RMSNorms on the down-projections' outputs (mla.py:192 and :219; one fused kernel when
+  fuse_qkv_rmsnorm, :205-217);
+- the rotary embedding of the queries' and the key's rope part (mla.py:229-232);
+- in decode, the absorbed kv_b: the query's nope part times W_UK_T before the kernel and the latent output times
+  W_UV after it, two batched GEMMs (mla_attention.py:1362 torch.bmm(mqa_q_nope, W_UK_T), :1633 torch.bmm(x, W_UV))
+  where the op list's projection op counts one kv_b launch.
+The KV-cache write (concat_and_cache_mla) is the op list's `kv cache write`. Pure functions: oplist builds the ops.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from autotune.specs import AttentionSpec
+
+ROPE_DIM = 64  # qk_rope_head_dim of DeepSeek-V3 and GLM-5 (their config.json), the rope part of the latent key
+NORM_KERNELS = 2  # q_a_layernorm, kv_a_layernorm (vLLM's default path, fuse_qkv_rmsnorm off)
+ROPE_KERNELS = 1
+DECODE_EXTRA_GEMMS = 1  # W_UK_T and W_UV batched GEMMs in place of the one kv_b launch the projection op counts
+
+
+class ModuleKernels(NamedTuple):
+    norm_kernels: int
+    norm_bytes: float  # read + write of the down-projections' outputs
+    rope_kernels: int
+    rope_bytes: float  # read + write of the rope parts of the queries and the key
+    extra_gemms: int  # launches beyond the projection op's count (decode only)
+
+
+def is_absorbed_mla(att: AttentionSpec) -> bool:
+    """MLA whose decode runs in the latent space (score_dim_decode: kv_lora + rope + kv_lora per head)."""
+    return att.latent_shared and att.score_dim_decode > 0
+
+
+def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_width: float, decode: bool,
+                   act_bytes: float) -> ModuleKernels:  # fmt: skip
+    """The module's extra kernels for `rows` tokens on a rank holding `heads_per_rank` heads; `down_width` is the
+    replicated down-projections' output width per row (q_a + kv_a, and the indexer's where the model has one)."""
+    norm_bytes = 2 * rows * down_width * act_bytes
+    rope_bytes = 2 * rows * (heads_per_rank + 1) * ROPE_DIM * act_bytes
+    return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS if decode else 0)

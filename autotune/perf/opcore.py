@@ -1,0 +1,150 @@
+"""The op list's vocabulary: a step's input (StepInput), one costed operation (Op) and its builders (GEMM,
+collective, activation quantisation), and a phase's choices resolved once (Context). perf/oplist.py builds a
+layer's ops from them; perf/ops.py costs them."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from autotune.perf import comm, ep_balance, precision, rates, tiles
+from autotune.perf import efficiency as eff
+from autotune.specs import (
+    DTYPE_BYTES,
+    HardwareProfile,
+    ModelSpec,
+    PhasePlan,
+)
+
+
+@dataclass(frozen=True)
+class StepInput:
+    decode_seqs: float = 0.0
+    decode_ctx: float = 0.0
+    prefill_tokens: float = 0.0
+    prefill_ctx: float = 0.0
+    decode_width: float = 1.0  # tokens each decode sequence runs per step (step_cost sets 1 + draft tokens)
+
+
+class Op(NamedTuple):
+    """One operation (one or `count` kernels of the same shape) on the busiest GPU. Immutable (a NamedTuple: a
+    step builds tens of them, and frozen dataclasses cost several times more to construct)."""
+
+    kind: str  # gemm | grouped_moe | attention | norm | elementwise | quant | sampling | collective
+    dtype: str  # compute dtype (collectives: "")
+    bucket: str  # rates-table shape bucket: m<=16 ... / decode | prefill / any; collectives: the collective
+    m: float  # rows (tokens; tokens per expert for grouped_moe); 0 when shapeless
+    n: float  # output width per rank (GEMMs), 0 otherwise
+    k: float  # reduction width (GEMMs), 0 otherwise
+    flops: float
+    nbytes: float  # bytes read + written (collectives: the message)
+    count: float = 1.0  # kernels launched, each at least the rate's minimum latency
+    source: str = ""  # the plan field or model part that produced it
+    speed: float = 1.0  # kernel-variant speed (kernels.attention / moe / linear)
+    group: tuple[int, ...] = ()  # collectives: the GPUs
+
+
+def _gemm(source: str, dtype: str, m: float, weights: float, k: int, flops: float, nbytes: float, count=1.0, speed=1.0):
+    return Op("gemm", dtype, rates.m_bucket(m), m, weights / k if k else 0.0, k, flops, nbytes, count, source, speed)
+
+
+def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -> Op:
+    return Op("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group)
+
+
+def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 1.0) -> Op:
+    """Activation quantisation in front of `count` FP8 (or NVFP4) GEMMs of reduction width `k`: reads the bf16
+    rows, writes `out_bytes` per element (precision.act_quant_bytes) and one fp32 scale per row (vLLM
+    scaled_fp8_quant / per_token_group_quant_fp8 / scaled_fp4_quant, SGLang sgl_per_token_quant_fp8: one kernel
+    per GEMM input)."""
+    nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + out_bytes) + 4.0)
+    return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
+
+
+def _tile_speed(sms: int, dtype: str, m: float, n: float) -> float:
+    """Wave-quantisation speed of an m x n GEMM output (tiles.gemm_tile_efficiency) for the narrow dtypes, whose
+    CUTLASS kernels take a fixed tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the
+    tile and split-K per shape) and for small-m GEMMs, which stream their weights and are memory bound."""
+    if dtype == "bf16" or m <= rates.M_BUCKETS[1][0]:
+        return 1.0
+    return tiles.gemm_tile_efficiency(m, n, sms)
+
+
+def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -> float:
+    """Activation traffic of `count` GEMMs of `rows` rows: each reads its k-wide input, all write n outputs."""
+    return rows * (count * k * in_bytes + n * precision.ACTIVATION_BYTES)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
+    once (dtypes, kernel speeds, byte sizes, NCCL environment) so that a step costs arithmetic only."""
+
+    model: ModelSpec
+    phase: PhasePlan
+    engine: str
+    hw: HardwareProfile
+    stage: tuple[int, ...]
+    table: rates.RatesTable
+    dense_dtype: str  # compute dtype of attention / dense / shared / head-less GEMMs
+    expert_dtype: str  # compute dtype of routed experts
+    dense_speed: float  # kernels.linear on FP8 dense GEMMs
+    moe_speed: float  # kernels.moe, or the engine's auto pick
+    attention_speed: float  # kernels.attention
+    ipc_max: float  # PCIe-IPC all-reduce size limit
+    kv_elem_bytes: float  # bytes of one stored KV element (precision.kv_bytes_per_elem: a sum over layers)
+    dense_bytes: float = 2.0  # bytes of one stored attention / dense weight (precision.dense_dtype)
+    expert_bytes: float = 2.0  # bytes of one stored routed-expert weight (precision.expert_dtype)
+    imbalance: float = 1.0  # routed rows on the busiest rank over the mean (EP imbalance, EPLB)
+    nccl: comm.NcclEnv = comm.NCCL_DEFAULTS  # the phase's NCCL_* environment, parsed
+    allreduce_memo: dict = field(default_factory=dict, compare=False)  # (group, bytes) -> (name, seconds): ops.py
+    comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
+    ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
+    attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
+    rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
+    sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
+    act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
+    dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
+    expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
+
+
+def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
+    dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
+    expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
+    moe = phase.kernels.moe
+    if moe == "auto" and model.is_moe:
+        deepep = phase.comm.all2all == "deepep" and phase.ep > 1
+        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
+    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
+    return Context(
+        model,
+        phase,
+        engine,
+        hw,
+        stage,
+        rates.rates_table(hw),
+        dense_dtype,
+        expert_dtype,
+        _narrow_speed(hw, dense_dtype, model.hidden_size)
+        * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
+        eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
+        eff.ATTENTION_VARIANT_SPEED.get(
+            eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention), 1.0
+        ),
+        comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
+        precision.kv_bytes_per_elem(model, phase),
+        DTYPE_BYTES[precision.dense_dtype(model, phase)],
+        DTYPE_BYTES[precision.expert_dtype(model, phase)],
+        imbalance,
+        comm.nccl_env(phase.comm),
+        sms=tiles.sm_count(hw.gpu.name, hw.gpu.arch),
+        act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
+        dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
+        expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
+    )
+
+
+def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
+    """rates.narrow_k_speed for FP8 / FP4 GEMMs of reduction width `k` (the hidden size), 1 for wider dtypes."""
+    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0

@@ -1,0 +1,108 @@
+"""Tiles and waves: what a kernel's grid of thread blocks (CTAs) costs beyond its FLOPs and bytes.
+
+A kernel runs its CTAs in waves of (SMs x CTAs resident per SM); the last wave may be partly empty (wave
+quantisation, NVIDIA "Matrix Multiplication Background User's Guide", section "Wave quantization":
+https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/). Two effects follow:
+- a GEMM whose output tiles do not fill the SMs computes at tiles / SMs of the large-shape rate
+  (gemm_tile_efficiency);
+- a tiled attention kernel pays a fixed time per wave of CTAs (load Q, the first K/V block, store O: dependent
+  round trips to device memory that no other CTA on the SM hides), so a batch of many short sequences costs
+  waves x CTA_FIXED_US however few its FLOPs (attention_waves).
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+# Streaming multiprocessors per GPU (public datasheets / whitepapers; CUDA cores / 128 per SM on Ada and
+# Blackwell consumer/workstation parts, whose datasheets list cores, not SMs):
+# A100 / A800: 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper, table 1).
+# H100 SXM5 132, H100 PCIe 114 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, table 3); H800 PCIe as
+# H100 PCIe; H200 (SXM and NVL): 132, the same GH100 configuration as H100 SXM5 (H200 datasheet: same compute).
+# H20: 78 (public spec listings of the China-market part; confidence M).
+# L40S 18,176 cores -> 142; L20 11,776 -> 92; L4 7,424 -> 58; RTX 4090 16,384 -> 128 (product datasheets).
+# B200: 148 (CUDA deviceQuery reports of DGX B200; confidence M).
+# RTX PRO 6000 Blackwell 24,064 cores -> 188; RTX 5090 21,760 -> 170 (product datasheets).
+SMS_BY_NAME = (
+    (r"RTX PRO 6000", 188),
+    (r"RTX 5090", 170),
+    (r"RTX 4090", 128),
+    (r"\bL40S?\b", 142),
+    (r"\bL20\b", 92),
+    (r"\bL4\b", 58),
+    (r"A[18]00", 108),
+    (r"H[18]00.*PCIe", 114),
+    (r"\bH20\b", 78),
+    (r"H[128]00", 132),
+    (r"B[23]00", 148),
+)
+# an unlisted NVIDIA GPU: its architecture's most common part above; other vendors' chips (AI cores, CUs) are
+# not modelled by these CTA rules: 0, no wave terms
+SMS_BY_ARCH = {"sm_80": 108, "sm_89": 142, "sm_90": 132, "sm_100": 148, "sm_120": 188}
+SMS_DEFAULT = 0
+
+# GEMM output tile (rows x columns of C one CTA computes): 128 x 128, vLLM's cutlass_scaled_mm sm90 FP8 config
+# for M > 128 (csrc/quantization/cutlass_w8a8/c3x/scaled_mm_sm90_fp8_dispatch.cuh, sm90_fp8_config_default:
+# TileShape 128x128x128) and CUTLASS 3.x's usual large-shape tile. Libraries pick smaller or split-K tiles for
+# skinny shapes; those are memory bound, where the tile efficiency does not decide the time.
+GEMM_TILE = (128, 128)
+
+# Attention CTAs (vLLM's FlashAttention, vllm/vllm_flash_attn/cute/interface.py): one per (sequence, KV head,
+# query block) with GQA packing, total_mblocks = batch x kv heads x m-blocks (:474-475); decode splits the KV only
+# while total_mblocks < SMs (num_splits = min(SMs // total_mblocks, ...), :387-398), so a batch with at least one
+# CTA per SM runs unsplit, in ceil(CTAs / SMs) waves; prefill query blocks are 128 rows (m_block_size=128, :206).
+# One CTA per SM at a time (their shared-memory tiles), a prior.
+ATTENTION_Q_BLOCK = 128
+# Fixed time of one wave of attention CTAs: three dependent device-memory round trips (Q, the first K/V block,
+# the O store) of ~0.5-0.7 us each plus the pipeline's setup: 2 us, a prior (no public per-CTA figure).
+CTA_FIXED_US = 2.0
+# Causal prefill computes every KV block a query block touches whole (FlashAttention masks inside the diagonal
+# block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
+# prefix, ATTENTION_KV_BLOCK / 2 = 64 entries (n_block_size=128 with m_block_size=128, interface.py:206).
+ATTENTION_KV_BLOCK = 128
+
+
+def sm_count(name: str, arch: str) -> int:
+    """SMs of the GPU named `name` (NVML name), or its architecture's default; 0 for a non-NVIDIA architecture."""
+    if arch not in SMS_BY_ARCH:
+        return SMS_DEFAULT
+    for pattern, sms in SMS_BY_NAME:
+        if re.search(pattern, name, re.IGNORECASE):
+            return sms
+    return SMS_BY_ARCH.get(arch, SMS_DEFAULT)
+
+
+def gemm_tile_efficiency(m: float, n: float, sms: int) -> float:
+    """Share of the SMs a GEMM of m x n outputs keeps busy: tiles / SMs while its tiles do not fill one wave, else 1
+    (and 1 on a GPU without an SM count). Rows count fractionally and the later waves' tail is left out: the model
+    costs mean batches, and a step in m would set the steady state apart from the simulator's whole steps."""
+    if m <= 0 or n <= 0 or sms <= 0:
+        return 1.0
+    tiles = m / GEMM_TILE[0] * math.ceil(n / GEMM_TILE[1])
+    return min(1.0, tiles / sms)
+
+
+def attention_waves(ctas: float, sms: int) -> float:
+    """Waves of `ctas` attention CTAs at one per SM (0 when there are none, or on a GPU without an SM count)."""
+    return math.ceil(ctas / sms) if ctas > 0 and sms > 0 else 0.0
+
+
+def attention_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:
+    """CTAs of a FlashAttention call: sequences x KV heads x query blocks, the query heads of a KV head packed
+    into the block's rows (pack_gqa defaults on when q_per_kv > 1: vllm_flash_attn/cute/interface.py:869-870)."""
+    if seqs <= 0:
+        return 0.0
+    return seqs * kv_heads * math.ceil(rows_per_seq * q_per_kv / ATTENTION_Q_BLOCK)
+
+
+def causal_diagonal_entries(entries: float) -> float:
+    """Masked KV entries a causal prefill query computes beyond the `entries` it attends (0 without any)."""
+    return min(entries, ATTENTION_KV_BLOCK / 2) if entries > 0 else 0.0
+
+
+def prefill_rows_per_seq(tokens: float, ctx: float) -> float:
+    """Prompt rows per sequence of `tokens` rows whose mean attended prefix is `ctx`: a chunk of fresh prompts
+    attends half its rows on average, so a sequence holds about 2 x ctx of the rows (at least one row)."""
+    return min(tokens, max(1.0, 2.0 * ctx))
