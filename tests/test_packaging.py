@@ -1,4 +1,5 @@
-"""A non-editable install carries the data files: catalog, presets, search space, engine flag tables."""
+"""A non-editable install carries every package of the source tree (the CLI among them) and the data files:
+catalog, presets, search space, engine flag tables."""
 
 import os
 import subprocess
@@ -23,6 +24,13 @@ from autotune.kernels import moe_configs, moe_tune
 for module in (autotune.kernels, autotune.search_spaces, moe_configs, moe_tune):
     assert module.__file__.startswith(sys.argv[1]), module.__file__
 assert importlib.util.find_spec("autotune.kernels.fused_moe").origin.startswith(sys.argv[1])
+from pathlib import Path
+source = Path(sys.argv[2]) / "autotune"
+wanted = sorted(".".join(("autotune", *p.parent.relative_to(source).parts)) for p in source.rglob("__init__.py"))
+missing = [name for name in wanted if importlib.util.find_spec(name) is None
+           or not importlib.util.find_spec(name).origin.startswith(sys.argv[1])]
+assert not missing, f"packages the wheel lacks (pyproject.toml [tool.setuptools] packages): {missing}"
+from autotune.cli import main
 print("ok")
 """
 
@@ -42,7 +50,7 @@ def test_wheel_install_finds_its_data_files(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     done = subprocess.run(
-        [sys.executable, "-c", CHECK, str(target)], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, "-c", CHECK, str(target), str(ROOT)], cwd=tmp_path, env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
