@@ -190,3 +190,11 @@ def test_estimate_names_the_engine_rule_a_plan_breaks(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "cannot run: engine rule: vllm 0.34.0: kernels.attention=flashinfer: FLASHINFER_MLA needs" in err
     assert "\n" not in err
+
+
+def test_python_dash_m_runs_the_cli():
+    """`python -m autotune.cli` is the console script: same commands, same exit codes."""
+    done = subprocess.run([sys.executable, "-m", "autotune.cli", "presets"], capture_output=True, text=True)
+    assert done.returncode == 0 and "rtx-pro-6000-x8" in done.stdout
+    bad = subprocess.run([sys.executable, "-m", "autotune.cli", "search", "--model", "nope"], capture_output=True)
+    assert bad.returncode == 2
