@@ -113,13 +113,13 @@ def test_long_prompt_workload_simulates_a_p95_ttft_tail():
 
 def test_linear_layers_cost_no_more_per_token_as_the_context_grows():
     """Decode at 1M tokens of context: the GDN layers read the same state, only the full layers' KV grows."""
-    from autotune.perf import oplist
+    from autotune.perf import opcore, oplist
 
     model, hw = load_model("qwen3.5-397b-a17b"), load_preset("h200-x8")
     phase = PhasePlan(gpus=tuple(range(8)), tp=8)
-    c = oplist.context(model, phase, "vllm", hw, phase.gpus)
+    c = opcore.context(model, phase, "vllm", hw, phase.gpus)
     gdn, full = model.layers[0].attention, model.layers[3].attention
-    short, long = oplist.StepInput(8, 4096), oplist.StepInput(8, 1 << 20)
+    short, long = opcore.StepInput(8, 4096), opcore.StepInput(8, 1 << 20)
     kernel = lambda att, x: [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention"]  # noqa: E731
     assert kernel(gdn, short) == kernel(gdn, long)
     assert kernel(full, long)[0].nbytes > 100 * kernel(full, short)[0].nbytes

@@ -235,17 +235,23 @@ def main(argv: list[str] | None = None) -> int:
 def substitute(launch, timing_path: str | Path):
     """The launch with every process's executable replaced by this stand-in (same argv after it, same env), so
     the plan -> argv path runs unchanged and only what executes differs. The timing file is checked first."""
+    return substitute_with(launch, timing_path, Path(__file__), load_timing)
+
+
+def substitute_with(launch, timing_path: str | Path, script: Path, load) -> object:
+    """`launch` with each process run by the stand-in `script` (`--timing FILE -- <the argv>`), after `load`
+    checked the timing file (a bad one is the --stand-in flag's error)."""
     import dataclasses
 
     from autotune.specs.errors import MiTuneError
 
     path = Path(timing_path).resolve()
     try:
-        load_timing(path)
+        load(path)
     except (OSError, ValueError) as exc:
         raise MiTuneError(f"--stand-in {timing_path}: {exc}") from None
-    script = [sys.executable, str(Path(__file__).resolve()), "--timing", str(path), "--"]
-    processes = tuple(dataclasses.replace(p, argv=(*script, *p.argv)) for p in launch.processes)
+    argv = [sys.executable, str(script.resolve()), "--timing", str(path), "--"]
+    processes = tuple(dataclasses.replace(p, argv=(*argv, *p.argv)) for p in launch.processes)
     return dataclasses.replace(launch, processes=processes)
 
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from autotune.perf import efficiency as eff
 from autotune.perf import ep_balance, linear_attention, mla, precision, rates, tiles
 from autotune.perf.layers import attended_entries, indexer_scored
-from autotune.perf.opcore import (  # noqa: F401 - re-exported: oplist is where callers find the op list's types
+from autotune.perf.opcore import (
     Context,
     Op,
     StepInput,
@@ -27,7 +27,6 @@ from autotune.perf.opcore import (  # noqa: F401 - re-exported: oplist is where 
     _narrow_speed,
     _quant,
     _tile_speed,
-    context,
 )
 from autotune.perf.routing import distinct_experts
 from autotune.perf.sharding import dense_layout, head_over_dp

@@ -2,7 +2,7 @@
 then a costing pass over it with the box's rates table (perf/rates.py) and collectives on the topology
 (perf/comm.py). `step_ms` is the time a token takes through all `pp` stages.
 
-`step_fn` resolves a phase's choices once (oplist.Context) and returns the step cost as a function of the step
+`step_fn` resolves a phase's choices once (opcore.Context) and returns the step cost as a function of the step
 input, which is what serving.py evaluates at every candidate operating point.
 """
 
@@ -15,13 +15,9 @@ from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
+from autotune.perf.opcore import Context, Op, StepInput, _collective, context
 from autotune.perf.oplist import (
-    Context,
-    Op,
-    StepInput,
-    _collective,
     attention_ops,
-    context,
     dcp_ops,
     ffn_ops,
     head_ops,
@@ -265,7 +261,7 @@ def step_fn(
     model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, gpus: tuple[int, ...], label: str
 ) -> Callable[[StepInput], StepBreakdown]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
-    the phase's choices are resolved once (oplist.Context) for all the steps serving.py evaluates."""
+    the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)

@@ -134,18 +134,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def substitute(launch, timing_path: str | Path):
     """The launch with `sglang` replaced by this stand-in (same argv after it, same env)."""
-    import dataclasses
+    from autotune.engines.standin import substitute_with
 
-    from autotune.specs.errors import MiTuneError
-
-    path = Path(timing_path).resolve()
-    try:
-        load_timing(path)
-    except (OSError, ValueError) as exc:
-        raise MiTuneError(f"--stand-in {timing_path}: {exc}") from None
-    script = [sys.executable, str(Path(__file__).resolve()), "--timing", str(path), "--"]
-    processes = tuple(dataclasses.replace(p, argv=(*script, *p.argv)) for p in launch.processes)
-    return dataclasses.replace(launch, processes=processes)
+    return substitute_with(launch, timing_path, Path(__file__), load_timing)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import sys
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
-from autotune.perf import comm, oplist
+from autotune.perf import comm, opcore, oplist
 from autotune.perf.ops import cost_ops
 from autotune.specs import Accelerator, FfnSpec, Kernels, PhasePlan
 
@@ -88,7 +88,7 @@ def _context(model, hw, tp=1, dp=1, ep=1, kernels=Kernels()):
     phase = PhasePlan(
         gpus=tuple(range(tp * dp)), tp=tp, dp=dp, ep=ep, dp_attention=dp > 1, kernels=kernels
     )  # fmt: skip
-    return oplist.context(model, phase, "vllm", hw, phase.gpus)
+    return opcore.context(model, phase, "vllm", hw, phase.gpus)
 
 
 def _seconds(c, ops) -> float:
@@ -132,9 +132,9 @@ def attention_points(root, system, hw, model):
                 kv_elems_per_token=2 * kv_heads * head_dim, kv_read_elems_per_token=2 * kv_heads * head_dim,
             )  # fmt: skip
             if phase_name == "decode":
-                x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
+                x = opcore.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:  # a batch of whole prompts: each token attends its prefix, isl / 2 on average (causal)
-                x = oplist.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
+                x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
             # the kernels vLLM's attention backend runs per call: the KV-cache write, then attention
             # (FlashAttentionImpl.forward: reshape_and_cache_flash, vllm/v1/attention/backends/flash_attn.py:1490)
             ops = [op for op in oplist.attention_ops(c, att, x)
@@ -171,9 +171,9 @@ def mla_points(root, system, hw, model):
             c = _context(spec, hw, tp=tp, kernels=kernels)
             att = _heads(spec.layers[-1].attention, int(r.num_heads) * tp)
             if phase_name == "decode":
-                x = oplist.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
+                x = opcore.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:
-                x = oplist.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
+                x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
             yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import ep_balance
-from autotune.perf.oplist import context
+from autotune.perf.opcore import context
 from autotune.specs import PhasePlan
 
 H200 = load_preset("h200-x8")

@@ -8,7 +8,8 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import rates
-from autotune.perf.oplist import context, ffn_ops, layer_ops, linear_ops
+from autotune.perf.opcore import context
+from autotune.perf.oplist import ffn_ops, layer_ops, linear_ops
 from autotune.perf.ops import StepInput, cost_ops
 from autotune.specs import Kernels, PhasePlan
 

@@ -6,7 +6,8 @@ import dataclasses
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import precision
-from autotune.perf.oplist import context, linear_ops
+from autotune.perf.opcore import context
+from autotune.perf.oplist import linear_ops
 from autotune.specs import PhasePlan
 
 PCIE = load_preset("rtx-pro-6000-x8")  # sm_120: FP4 tensor cores

@@ -6,7 +6,8 @@ import dataclasses
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import tiles
-from autotune.perf.oplist import attention_ops, context, linear_ops
+from autotune.perf.opcore import context
+from autotune.perf.oplist import attention_ops, linear_ops
 from autotune.perf.ops import StepInput, cost_ops
 from autotune.specs import Kernels, PhasePlan
 
