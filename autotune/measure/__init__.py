@@ -19,13 +19,7 @@ from autotune.measure.format import format_outcome
 from autotune.measure.loop import measure
 from autotune.measure.records import Candidate, Fit, MeasureOptions, MeasureOutcome
 from autotune.measure.rows import (
-    BEST_MEASURED,
-    BEST_PREDICTED,
     COLUMNS,
-    HARDWARE_MEASURED,
-    MEASURE_DIR,
-    MEASURED_CSV,
-    RERANKED_CSV,
     append_row,
     latest_rows,
     read_rows,
@@ -34,14 +28,8 @@ from autotune.measure.run import bench_workload, measure_plan
 from autotune.measure.study import _open_study, candidates
 
 __all__ = [
-    "BEST_MEASURED",
-    "BEST_PREDICTED",
     "COLUMNS",
-    "HARDWARE_MEASURED",
     "LAMBDA",
-    "MEASURED_CSV",
-    "MEASURE_DIR",
-    "RERANKED_CSV",
     "Candidate",
     "Fit",
     "MeasureOptions",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from autotune.measure.records import MeasureOptions, MeasureOutcome
 from autotune.measure.rerank import _conclude
-from autotune.measure.rows import BEST_PREDICTED, COLUMNS, MEASURED_CSV, append_row, latest_rows, read_rows
+from autotune.measure.rows import COLUMNS, append_row, latest_rows, read_rows
 from autotune.measure.run import measure_plan
 from autotune.measure.study import _open_study, _prior_hardware, candidates
 from autotune.specs import MiTuneError, load_best, rundir
@@ -28,13 +28,13 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
         raise MiTuneError(f"--ready-timeout: expected seconds > 0, got {opts.ready_timeout_s:g}")
     if not (out / rundir.BEST).is_file():
         raise MiTuneError(f"{out}: no best.yaml (expected a run directory written by `mi-tune search`)")
-    source = out / BEST_PREDICTED if (out / BEST_PREDICTED).is_file() else out / rundir.BEST
+    source = out / rundir.BEST_PREDICTED if (out / rundir.BEST_PREDICTED).is_file() else out / rundir.BEST
     best = load_best(source)
     model, _ = resolve_model(best.model.path or best.model.name)
     hw = _prior_hardware(out, best)
     study, note = _open_study(out, best)
     notes = [note] if note else []
-    csv_path = out / MEASURED_CSV
+    csv_path = out / rundir.MEASURED_CSV
     done = latest_rows(read_rows(csv_path))
     cands = candidates(best, study, opts.top)
     restore = _sigterm_as_interrupt()  # a SIGTERM stops the running engine too (measure_plan's finally)

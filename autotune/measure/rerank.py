@@ -17,14 +17,7 @@ from autotune.measure.fit import (
 )
 from autotune.measure.judge import Judge, benched_of, judge_of
 from autotune.measure.records import Candidate, Fit, MeasureOutcome
-from autotune.measure.rows import (
-    BEST_MEASURED,
-    BEST_PREDICTED,
-    HARDWARE_MEASURED,
-    MEASURED_CSV,
-    RERANKED_CSV,
-    write_reranked,
-)
+from autotune.measure.rows import write_reranked
 from autotune.measure.study import candidates
 from autotune.specs import BestConfig, HardwareProfile, HardwareRef, rundir, save
 
@@ -34,7 +27,7 @@ RERANK_PLANS = 20  # distinct plans of the study re-predicted with the correctio
 def _conclude(out, best, source, model, hw, study, cands, rows, notes, apply: bool = False) -> MeasureOutcome:
     """Fit, re-predict, re-rank; best-measured.yaml from the best measured plan (best.yaml too with `apply`), the
     corrected profile beside it. Every prediction is made the way the search judged plans (judge.py)."""
-    files = {"measured": out / MEASURED_CSV}
+    files = {"measured": out / rundir.MEASURED_CSV}
     ok = [(c, r) for c in cands for r in rows if r["plan"] == c.label and r["status"] == "ok"]
     if not ok:
         notes.append("no plan was measured: nothing to fit; best.yaml unchanged")
@@ -42,27 +35,27 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes, apply: bo
     judge = judge_of(best, model)
     per_plan = [(cand, row, benched_of(best.workload, row)) for cand, row in ok]
     fit, fitted = _fit(per_plan, judge, hw, notes)
-    files["hardware"] = save(fitted, out / HARDWARE_MEASURED)
+    files["hardware"] = save(fitted, out / rundir.HARDWARE_MEASURED)
     column = "measured_goodput_tok_s" if best.workload.objective == "goodput" else "measured_total_tok_s"
     measured_value = {r["plan"]: float(r[column]) for _, r in ok}
     winner = max(ok, key=lambda cr: measured_value[cr[0].label])[0]
     reranked = _rerank(study, best, cands, judge, hw, fitted, measured_value)
-    files["reranked"] = write_reranked(out / RERANKED_CSV, reranked)
+    files["reranked"] = write_reranked(out / rundir.RERANKED_CSV, reranked)
     if reranked and reranked[0]["measured_tok_s"] == "":
         notes.append(
             f"with the corrections the top plan is one not measured ({reranked[0]['plan']}); "
             f"`mi-tune measure {out} --top {len(cands) + 1}` or more measures further down the ranking"
         )
     measured_best = _best_from(best, winner, judge, fitted)
-    files["best_measured"] = save(measured_best, out / BEST_MEASURED)
+    files["best_measured"] = save(measured_best, out / rundir.BEST_MEASURED)
     if apply:
-        if not (out / BEST_PREDICTED).is_file() and source.name == rundir.BEST:
-            (out / BEST_PREDICTED).write_text(source.read_text())
+        if not (out / rundir.BEST_PREDICTED).is_file() and source.name == rundir.BEST:
+            (out / rundir.BEST_PREDICTED).write_text(source.read_text())
         files["best"] = save(measured_best, out / rundir.BEST)
     else:
         notes.append(
-            f"best.yaml unchanged (the search's answer); the best measured plan is {BEST_MEASURED}: "
-            f"`mi-tune serve {out / BEST_MEASURED}`, or `mi-tune measure {out} --apply` to make it best.yaml"
+            f"best.yaml unchanged (the search's answer); the best measured plan is {rundir.BEST_MEASURED}: "
+            f"`mi-tune serve {out / rundir.BEST_MEASURED}`, or `mi-tune measure {out} --apply` to make it best.yaml"
         )
     return MeasureOutcome(out, rows, fit, winner.label, reranked, files, tuple(notes))
 
@@ -94,7 +87,7 @@ def _fit(per_plan, judge: Judge, hw: HardwareProfile, notes: list[str]) -> tuple
     fitted = dataclasses.replace(
         hw,
         corrections=corrections,
-        sources=(*hw.sources, f"measured-run: {MEASURED_CSV} ({len(per_plan)} plans)"),
+        sources=(*hw.sources, f"measured-run: {rundir.MEASURED_CSV} ({len(per_plan)} plans)"),
     )
     before = [p for (_, row, _), prior in zip(per_plan, priors, strict=True) for p in _pairs(prior, row)]
     after = [p for cand, row, w in per_plan for p in _pairs(at(cand, row, w, fitted), row)]

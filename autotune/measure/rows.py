@@ -8,15 +8,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autotune.measure.records import Candidate
-from autotune.specs import Prediction, rundir
+from autotune.specs import Prediction
 
-# the run directory's names (specs/rundir.py), under the names measure's callers import
-MEASURED_CSV = rundir.MEASURED_CSV
-MEASURE_DIR = rundir.MEASURE
-BEST_PREDICTED = rundir.BEST_PREDICTED  # the search's own best.yaml, kept when `--apply` replaces best.yaml
-BEST_MEASURED = rundir.BEST_MEASURED  # the best measured plan; best.yaml becomes it only with `--apply`
-HARDWARE_MEASURED = rundir.HARDWARE_MEASURED  # the run's hardware profile with the fitted corrections
-RERANKED_CSV = rundir.RERANKED_CSV
 COLUMNS = (
     "plan",
     "trial",

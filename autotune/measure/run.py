@@ -12,7 +12,7 @@ from pathlib import Path
 
 from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
 from autotune.measure.records import Candidate, MeasureOptions
-from autotune.measure.rows import MEASURE_DIR, plan_row
+from autotune.measure.rows import plan_row
 from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Prediction, Workload, rundir, save
 
 # Before the timed bench, one untimed round of short requests (WARMUP_OSL output tokens) at the benched concurrency
@@ -78,7 +78,7 @@ def measure_plan(
     figures the ones the search stood behind for the benched workload (judge.py), with their source."""
     from autotune.engines import build_launch
 
-    where = run_dir / MEASURE_DIR / f"{n:02d}-{_slug(cand.label)}"
+    where = run_dir / rundir.MEASURE / f"{n:02d}-{_slug(cand.label)}"
     where.mkdir(parents=True, exist_ok=True)
     plan_file = where / rundir.BEST
     judge, tag = judge_of(best, model), f"[{n}] {cand.label}"
