@@ -69,6 +69,9 @@ class EngineProfile:
     # vllm-ascend's NPU platform: HCCL collectives, ACL-graph decode launches and the platform options perf/ascend.py
     # models (PhasePlan.platform)
     ascend_platform: bool = False
+    # packages the server's Python must import besides the one that owns its executable (a platform plugin that the
+    # engine discovers by entry point: without it `vllm serve` starts on the wrong platform or none)
+    plugin_modules: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

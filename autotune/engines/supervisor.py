@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from autotune.capability.engine_profile import EngineProfile
 from autotune.capability.profiles import PROFILES
 from autotune.engines.flags import ROUTER_VERSIONS
 from autotune.engines.layout import reach_host
@@ -31,13 +32,18 @@ INTERRUPTED_EXIT = 130
 TAIL_LINES = 20  # output lines kept per process to say why it exited
 
 
+def _server_name(profile: EngineProfile) -> str:
+    """The executable or `python -m` top-level package an engine's server command runs."""
+    command = profile.server_command
+    return command[2].split(".")[0] if command[1:2] == ("-m",) else Path(command[0]).name
+
+
 def _install_hints() -> dict[str, str]:
     """Executable or `python -m` top-level package -> how to get it: the routers', then each engine profile's (the
     first profile whose server starts with an executable names its hint: vLLM 0.34.0 for `vllm`)."""
     hints = {name.replace("-", "_"): f"pip install {name}=={version}" for name, version in ROUTER_VERSIONS.items()}
     for profile in PROFILES.values():
-        command = profile.server_command
-        hints.setdefault(command[2].split(".")[0] if command[1:2] == ("-m",) else command[0], profile.install)
+        hints.setdefault(_server_name(profile), profile.install)
     return hints
 
 
@@ -63,22 +69,54 @@ def _search_path() -> str:
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])
 
 
-def resolve_argv(argv: tuple[str, ...]) -> list[str]:
-    """argv with its executable resolved on the search path; MiTuneError naming what is missing and how to get it."""
+def resolve_argv(argv: tuple[str, ...], engine: str = "") -> list[str]:
+    """argv with its executable resolved on the search path; MiTuneError naming what is missing and how to get it.
+    With `engine` (a server of that engine profile), the hint is that profile's install command and the profile's
+    plugin packages must import in the Python that runs the server."""
     path = _search_path()
     exe = shutil.which(argv[0], path=path)
     if exe is None:
-        raise MiTuneError(f"{argv[0]} not found on PATH; {_hint(Path(argv[0]).name)}")
+        raise MiTuneError(f"{argv[0]} not found on PATH; {_hint(Path(argv[0]).name, engine)}")
+    python, packages = exe, []
     if len(argv) > 2 and argv[1] == "-m":
-        package = argv[2].split(".")[0]
-        probe = [exe, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({package!r}) is None)"]
-        if subprocess.run(probe, env={**os.environ, "PATH": path}, capture_output=True).returncode != 0:
-            raise MiTuneError(f"{exe} cannot import {package}; {_hint(package)}")
+        packages.append(argv[2].split(".")[0])
+    elif engine in PROFILES and PROFILES[engine].plugin_modules:
+        python = _script_interpreter(exe) or sys.executable
+    packages += PROFILES[engine].plugin_modules if engine in PROFILES else ()
+    for package in packages:
+        if not _imports(python, package, path):
+            raise MiTuneError(f"{python} cannot import {package}; {_hint(package, engine)}")
     return [exe, *argv[1:]]
 
 
-def _hint(name: str) -> str:
+def _imports(python: str, package: str, path: str) -> bool:
+    probe = [python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({package!r}) is None)"]
+    return subprocess.run(probe, env={**os.environ, "PATH": path}, capture_output=True).returncode == 0
+
+
+def _script_interpreter(exe: str) -> str:
+    """The interpreter a console script names on its `#!` line ("" when it has none or it does not exist)."""
+    try:
+        with open(exe, "rb") as f:
+            first = f.readline(512).decode(errors="replace")
+    except OSError:
+        return ""
+    words = first[2:].split() if first.startswith("#!") else []
+    return words[0] if words and os.path.isfile(words[0]) and os.access(words[0], os.X_OK) else ""
+
+
+def _hint(name: str, engine: str = "") -> str:
+    """How to get `name`: the launch's engine profile's install command when it is that engine's executable or one of
+    its packages, else the table's (routers; engines by their executable)."""
+    profile = PROFILES.get(engine)
+    if profile is not None and name in (_server_name(profile), *profile.plugin_modules):
+        return f"install it with: {profile.install}"
     return f"install it with: {INSTALL_HINTS[name]}" if name in INSTALL_HINTS else "install it first"
+
+
+def _resolve(spec: ProcessSpec, engine: str) -> list[str]:
+    """A process's argv resolved; an engine server is checked against its engine profile (routers are not)."""
+    return resolve_argv(spec.argv, engine if spec.role != "router" else "")
 
 
 def _pump(name: str, stream: TextIO, out: TextIO, lock: threading.Lock, tail: deque) -> None:
@@ -188,7 +226,7 @@ def run_launch(
     """
     out, err = out or sys.stdout, err or sys.stderr
     specs = _in_start_order(launch)
-    argvs = [resolve_argv(spec.argv) for spec in specs]  # fail before anything starts
+    argvs = [_resolve(spec, launch.engine) for spec in specs]  # fail before anything starts
     lock, procs, pumps, tails = threading.Lock(), [], [], []
     first = None
     restore = _sigterm_as_interrupt()
@@ -240,7 +278,7 @@ class Started:
 
     def __init__(self, launch: Launch, out: TextIO, ready_timeout_s: float = READY_TIMEOUT_S):
         self.specs = _in_start_order(launch)
-        argvs = [resolve_argv(spec.argv) for spec in self.specs]  # fail before anything starts
+        argvs = [_resolve(spec, launch.engine) for spec in self.specs]  # fail before anything starts
         self.procs: list[subprocess.Popen] = []
         self.tails: list[deque] = []
         self._pumps: list[threading.Thread] = []

@@ -86,6 +86,39 @@ def test_missing_python_module_is_named():
         resolve_argv((PY, "-m", "sglang_router.launch_router"))
 
 
+def _ascend(*processes: ProcessSpec) -> Launch:
+    return Launch(
+        engine="vllm-ascend", engine_version="0.23.0.post1", endpoint="http://127.0.0.1:8000", processes=processes
+    )
+
+
+def test_a_missing_engine_executable_names_the_launchs_own_engine_install(monkeypatch, tmp_path):
+    """`vllm` of an Ascend plan is vLLM 0.23 with the plugin, not vLLM 0.34 (the executable's table hint)."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # no bin directory of a venv with vllm
+    spec = ProcessSpec(name="s", role="server", argv=("vllm", "serve", "m"))
+    with pytest.raises(
+        MiTuneError, match=r"vllm not found on PATH; install it with: pip install vllm==0\.23\.0 vllm-ascend="
+    ):
+        run_launch(_ascend(spec), out=io.StringIO())
+
+
+def test_an_engine_plugin_the_servers_python_cannot_import_is_named_before_anything_starts(monkeypatch, tmp_path):
+    """vLLM finds the NPU platform only through the vllm-ascend plugin: a `vllm` whose Python lacks vllm_ascend
+    would start on the wrong platform, so the launch stops first, naming the package and the install command."""
+    assert importlib.util.find_spec("vllm_ascend") is None
+    script = tmp_path / "vllm"
+    script.write_text(f"#!{PY}\nimport sys; sys.exit(0)\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    spec = ProcessSpec(name="s", role="server", argv=("vllm", "serve", "m"))
+    with pytest.raises(MiTuneError, match=rf"{PY} cannot import vllm_ascend; install it with: pip install vllm==0\.23"):
+        run_launch(_ascend(spec), out=io.StringIO())
+    # the same executable serves a vLLM (CUDA) plan: no plugin is asked for
+    assert resolve_argv(("vllm", "serve", "m"), "vllm") == [str(script), "serve", "m"]
+
+
 def test_resolves_commands_from_this_interpreters_bin_directory_even_off_path(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     name = os.path.basename(PY)

@@ -43,4 +43,8 @@ PROFILE = EngineProfile(
     auto_moe_kernel=vllm_0_34_0.auto_moe_kernel,  # vLLM 0.34's picks, as before the profiles (no CUDA arch matches)
     moe_configs=None,  # no fused-MoE Triton config files on Ascend
     ascend_platform=True,  # vllm_ascend/platform.py:130-134 NPUPlatform (autotune/perf/ascend.py)
+    # vLLM finds the NPU platform through the plugin's `vllm.platform_plugins` entry point
+    # (vllm/plugins/__init__.py:19-34 of 0.23.0), which calls vllm_ascend/__init__.py:38 register(): `vllm` alone has
+    # no NPU platform
+    plugin_modules=("vllm_ascend",),
 )
