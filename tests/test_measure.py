@@ -373,3 +373,31 @@ def test_a_measured_csv_of_older_columns_is_rewritten_with_its_rows(tmp_path):
     rows = read_rows(path)
     assert path.read_text().splitlines()[0] == ",".join(COLUMNS)
     assert [(r["plan"], r["prediction_source"]) for r in rows] == [("x", ""), ("y", "stored")]
+
+
+def test_plans_after_the_best_follow_the_searchs_ranking_not_the_screen(measured_run):
+    """measure benches best.yaml's plan, then the plans in the order the search judged them (summary.json's
+    top_plans: simulated where the search simulated), not the trials' screened objective."""
+    from autotune.measure.study import _open_study, candidates, ranked_plans
+
+    out, _, _ = measured_run
+    best = load_best(out / "best.yaml")
+    study, note = _open_study(out, best)
+    ranked, why = ranked_plans(out)
+    assert study is not None and not note and not why
+    others = [r for r in ranked if r[0] != best.plan.describe()]
+    assert len(others) >= 2
+    flipped = [others[1], others[0]]  # a ranking that disagrees with the study's objective order
+    got = [c.label for c in candidates(best, study, 3, flipped)]
+    assert got == [best.plan.describe(), others[1][0], others[0][0]]
+    by_value = [c.label for c in candidates(best, study, 3)]  # without a ranking: the study's objective order
+    assert by_value[0] == best.plan.describe() and len(set(by_value)) == 3
+
+
+def test_an_unreadable_summary_leaves_the_study_order_with_a_note(tmp_path):
+    from autotune.measure.study import ranked_plans
+
+    assert ranked_plans(tmp_path) == ([], "")  # no summary.json: nothing to say
+    (tmp_path / "summary.json").write_text('{"top_plans": [{"plan": "x", "spec": {"engine": 3}}]}')
+    ranked, why = ranked_plans(tmp_path)
+    assert ranked == [] and "summary.json: no readable top_plans" in why

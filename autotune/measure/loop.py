@@ -10,7 +10,7 @@ from autotune.measure.records import MeasureOptions, MeasureOutcome
 from autotune.measure.rerank import _conclude
 from autotune.measure.rows import COLUMNS, append_row, latest_rows, read_rows
 from autotune.measure.run import measure_plan
-from autotune.measure.study import _open_study, _prior_hardware, candidates
+from autotune.measure.study import _open_study, _prior_hardware, candidates, ranked_plans
 from autotune.specs import MiTuneError, load_best, rundir
 
 
@@ -36,7 +36,9 @@ def measure(run_dir: str | Path, opts: MeasureOptions, log: Callable[[str], None
     notes = [note] if note else []
     csv_path = out / rundir.MEASURED_CSV
     done = latest_rows(read_rows(csv_path))
-    cands = candidates(best, study, opts.top)
+    ranked, why = ranked_plans(out)
+    notes += [why] if why else []
+    cands = candidates(best, study, opts.top, ranked)
     restore = _sigterm_as_interrupt()  # a SIGTERM stops the running engine too (measure_plan's finally)
     try:
         for n, cand in enumerate(cands):

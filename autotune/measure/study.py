@@ -40,20 +40,45 @@ def _open_study(run_dir: Path, best: BestConfig):
         return None, f"study storage not reachable ({type(exc).__name__}: {exc}); measuring best.yaml's plan only"
 
 
-def candidates(best: BestConfig, study, k: int) -> list[Candidate]:
-    """best.yaml's plan, then the study's feasible trials by objective, one per distinct plan label and trial:
-    best.yaml holds its trial's plan with moot settings dropped (another label), so that trial is not measured
-    again under its stored label. Each carries the prediction the search stored for it."""
+def ranked_plans(run_dir: Path) -> tuple[list[tuple[str, Plan, int]], str]:
+    """The search's own ranking on the scale the best was chosen by (summary.json `top_plans`, in order: simulated
+    where the search simulated), as (label, plan, trial); ([], why) when the run directory has none readable."""
+    import json
+
+    path = run_dir / rundir.SUMMARY
+    try:
+        rows = json.loads(path.read_text()).get("top_plans", [])
+        return [(str(r["plan"]), from_dict(Plan, r["spec"], str(path)), int(r.get("trial", -1))) for r in rows], ""
+    except FileNotFoundError:
+        return [], ""
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, MiTuneError) as exc:
+        return [], f"{path}: no readable top_plans ({type(exc).__name__}); plans after the best follow the study"
+
+
+def candidates(best: BestConfig, study, k: int, ranked: list[tuple[str, Plan, int]] = ()) -> list[Candidate]:
+    """best.yaml's plan, then the search's ranking (`ranked_plans`: the order the search judged them in, not the
+    screen's), then the study's feasible trials by objective: one per distinct plan label and trial. best.yaml
+    holds its trial's plan with moot settings dropped (another label), so that trial is not measured again under
+    its stored label. Each carries the prediction the search stored for it (none for a plan the ranking adopted
+    after the search: it is predicted afresh)."""
     out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial, best.prediction)]
-    if study is not None:
-        trials = [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")]
-        for t in sorted(trials, key=lambda t: (-t.value, t.number)):
-            if len(out) >= k:
-                break
-            plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
-            label = plan.describe()
-            if all(c.label != label and c.trial != t.number for c in out):
-                out.append(Candidate(label, plan, t.number, _stored_prediction(t.user_attrs.get("prediction"))))
+    trials = (
+        [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")] if study else []
+    )
+    by_number = {t.number: t for t in trials}
+
+    def add(label: str, plan: Plan, number: int, stored: Prediction | None, trial_plan: bool = True) -> None:
+        """`trial_plan`: the plan is its trial's own (a trial already measured under another label is skipped)."""
+        if len(out) < k and all(c.label != label and (c.trial != number or not trial_plan) for c in out):
+            out.append(Candidate(label, plan, number, stored))
+
+    for label, plan, number in ranked:
+        t = by_number.get(number)
+        own = t is not None and from_dict(Plan, t.user_attrs["plan"], f"trial {number}").describe() == label
+        add(label, plan, number, _stored_prediction(t.user_attrs.get("prediction")) if own else None, own)
+    for t in sorted(trials, key=lambda t: (-t.value, t.number)):
+        plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
+        add(plan.describe(), plan, t.number, _stored_prediction(t.user_attrs.get("prediction")))
     return out[:k]
 
 
