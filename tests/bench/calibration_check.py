@@ -678,9 +678,12 @@ def leave_one_out(all_rows: list[Row], base: list[float]) -> tuple[list[float], 
         moved = [i for i in sets[name] if i not in exclude]
         if not moved:
             return prior
+        # ties go to the value nearest the shipped one in-sample, but nearest the prior when rows are held out: the
+        # shipped value was fitted with them, and a tie broken towards it would hand their answer back
+        anchor = prior if exclude else shipped
         return min(
             preds,
-            key=lambda v: (statistics.median(log_err(preds[v][i], measured[i]) for i in moved), abs(v - shipped)),
+            key=lambda v: (statistics.median(log_err(preds[v][i], measured[i]) for i in moved), abs(v - anchor)),
         )
 
     def fit_all(exclude: frozenset[int]) -> dict[str, float]:
