@@ -242,8 +242,9 @@ def test_engine_all_reduce_latency_grows_per_peer_at_every_world_size():
     h200 = modelled(load_preset("h200-x8"))
     tiny = {p: comm.all_reduce(h200, tuple(range(p)), 512, "custom") for p in (2, 4, 6, 8)}
     assert all(algo == "custom" for algo, _ in tiny.values())
-    times = [tiny[p][1] for p in (2, 4, 6, 8)]
-    assert times == sorted(times) and len(set(times)) == 4
+    t2, t4, t6, t8 = (tiny[p][1] for p in (2, 4, 6, 8))
+    assert t2 < t4 < t6 < t8
+    assert t8 - t6 > 0.4 * (t6 - t4)  # one more flag exchange per peer, as from 4 to 6 (old: 6 cost what 8 did)
 
 
 def test_pcie_ipc_and_custom_share_the_kernel_latency(pro):
