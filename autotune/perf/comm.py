@@ -321,12 +321,9 @@ def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
 
 
 def custom_latency_s(topo: Topology, group: tuple[int, ...]) -> float:
-    """Fixed time of the engines' custom all-reduce on `group`: the NVLink figure by world size where the group is
-    NVLinked, else the PCIe P2P figure (efficiency.CUSTOM_ALLREDUCE_LATENCY_US*)."""
-    if transport(topo, group) == "nvlink":
-        by_world = eff.CUSTOM_ALLREDUCE_NVLINK_LATENCY_US
-        return by_world.get(len(group), max(by_world.values())) * 1e-6
-    return eff.CUSTOM_ALLREDUCE_LATENCY_US * 1e-6
+    """Fixed time of the engines' custom all-reduce on `group`: a launch part plus one flag exchange per peer, the
+    same on NVLink and PCIe (comm_rates.engine_ar_latency_us; `topo` kept for the callers)."""
+    return cr.engine_ar_latency_us(len(group)) * 1e-6
 
 
 def _custom_wire_s(nbytes: float, unit_wire_s: float, latency_s: float) -> float:
@@ -338,12 +335,13 @@ def _pcie_ipc_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float
     points, sizes, _ = probed_curve(holder.hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS)
     if points:  # probe --bench timed FlashInfer's kernels on this box
         return _curve_time_s(points, sizes, len(group), nbytes)
-    return _pcie_ipc_wire_s(nbytes, _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY))
+    return _pcie_ipc_wire_s(nbytes, _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY), len(group))
 
 
-def _pcie_ipc_wire_s(nbytes: float, unit_wire_s: float) -> float:
-    """PCIe-IPC all-reduce time of `nbytes` at `unit_wire_s` seconds per byte (two-shot, _unit_wire_s)."""
-    return cr.PCIE_IPC_LATENCY_US * 1e-6 + nbytes * unit_wire_s
+def _pcie_ipc_wire_s(nbytes: float, unit_wire_s: float, p: int) -> float:
+    """PCIe-IPC all-reduce time of `nbytes` over p ranks at `unit_wire_s` seconds per byte (two-shot, _unit_wire_s);
+    its fixed time is the engines' P2P kernel latency (comm_rates.engine_ar_latency_us)."""
+    return cr.engine_ar_latency_us(p) * 1e-6 + nbytes * unit_wire_s
 
 
 @lru_cache(maxsize=65536)
@@ -409,7 +407,7 @@ def all_reduce_fn(
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box
                 return "pcie_ipc", _curve_time_s(ipc_points, ipc_sizes, p, nbytes)
-            return "pcie_ipc", _pcie_ipc_wire_s(nbytes, ipc_two)
+            return "pcie_ipc", _pcie_ipc_wire_s(nbytes, ipc_two, p)
         per_edge = _ring_all_reduce(p, nbytes)[1]
         model = ring.time_s(per_edge)
         measured = _curve_time_s(points, sizes, p, nbytes) if points else 0.0

@@ -82,11 +82,32 @@ PCIE_IPC_WORLD_SIZES = (2, 4, 8)
 # CUDA-graph capture size x hidden (flashinfer_pcie_ipc_all_reduce.py:126), capture size defaulting to
 # min(2 x max_num_seqs x query_len, 512) (config/vllm.py:2398-2405). Larger reductions (prefill chunks) go to NCCL.
 PCIE_IPC_FALLBACK_ROWS = 64
-# Latency and bandwidth: sglang pcie_ipc_ar.py:16-25, 8x sm_120 host, GPUs 0-3 / 4-7 on two NUMA nodes, no
-# switches, hidden 6144 bf16: 12 KiB 5.3 us, 96 KiB 15.3 us, 384 KiB 34.6 us, 100 MiB 8.5 ms (calibration id
+# Bandwidth: sglang pcie_ipc_ar.py:16-25, 8x sm_120 host, GPUs 0-3 / 4-7 on two NUMA nodes, no switches, hidden
+# 6144 bf16: 12 KiB 5.3 us, 96 KiB 15.3 us, 384 KiB 34.6 us, 100 MiB 8.5 ms (calibration id
 # sglang-pcie-ipc-allreduce-8x-sm120). Costed as two-shot traffic (each rank moves 2(p-1)/p of the message,
 # 4+4 islands across the sockets) on the link matrix: on that host (one root port per GPU, 63 GB/s Gen5 x16)
-# 7/4 x 100 MiB / (63 GB/s x e) = 8.5 ms - L gives e = 0.343; 12 KiB then leaves L = 5.3 - 1.0 = 4.3 us.
-# Check: 384 KiB -> 36.1 us (measured 34.6), 96 KiB -> 12.3 us (15.3).
-PCIE_IPC_LATENCY_US = 4.3
+# 7/4 x 100 MiB / (63 GB/s x e) = 8.5 ms - L gives e = 0.343 (the fixed time L: engine_ar_latency_us below).
 PCIE_IPC_EFFICIENCY = 0.343
+
+# --- Fixed time of the engines' P2P all-reduce kernels (custom all-reduce, FlashInfer PCIe-IPC) -----------------
+# One kernel whose blocks arrive at a barrier on every peer's flag before reading and again after
+# (sglang kernels/jit/csrc/distributed/custom_all_reduce.cuh:331-349 one-shot, :364-382 two-shot;
+# vllm csrc/custom_all_reduce.cuh barrier_at_start / barrier_at_end): a launch part plus one flag exchange per
+# peer, latency = ENGINE_AR_BASE_US + ENGINE_AR_PEER_US x (p - 1), the same form on NVLink and PCIe.
+# Fitted on both link types at once (least squares on the 512 B figures, wire time ~0):
+# - NVLink, sgl-project/sglang#2904 (H100 SXM, no CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us at p = 2 / 4 / 8 ->
+#   intercept 3.50, slope 0.354 us per peer (custom-allreduce-h100-nvlink-sglang2904);
+# - PCIe, 8 GPUs: FlashInfer PCIe-IPC 12 KiB 5.3 us (sglang-pcie-ipc-allreduce-8x-sm120, ~1.0 us of it wire) and
+#   the rtx6kpro custom PCIe kernel 7.5 us at 256 B - 1 KB (pcie-rtx6kpro-nccl-allreduce-8gpu): their geometric
+#   middle, 3.50 + 0.33 x 7 = 5.8 us, gives 0.33 us per peer -- the NVLink slope within 7%, so one figure serves
+#   both links (a second free constant per link would have one source each).
+# Checked against vllm-project/vllm#24111's H100 TP=6 two-stage rows (custom-allreduce-h100-tp6-vllm24111).
+# Priors where no public row is left (tests/bench/calibration_check.py): NCCL's ring LL base latency 6.6 us and its
+# NVLink LL per-step hardware latency 0.6 us (NVIDIA/nccl src/graph/tuning.cc:151, :159).
+ENGINE_AR_BASE_US = 3.5
+ENGINE_AR_PEER_US = 0.35
+
+
+def engine_ar_latency_us(p: int) -> float:
+    """Fixed time of one custom / PCIe-IPC all-reduce over p ranks, microseconds (see above)."""
+    return ENGINE_AR_BASE_US + ENGINE_AR_PEER_US * (p - 1)

@@ -74,11 +74,7 @@ SHM_EFFICIENCY = 0.20
 NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 
 # NCCL latency (per protocol and ring step), protocols, P2P level, channels, PCIe-IPC: perf/comm_rates.py.
-# pcie-rtx6kpro: custom one-shot PCIe all-reduce 7.5 us at 256 B - 1 KB.
-CUSTOM_ALLREDUCE_LATENCY_US = 7.5
-# The same kernel family over NVLink, by world size: sgl-project/sglang#2904 (H100 SXM, custom all-reduce, no
-# CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us and 4 KiB: 3.9 / 3.7 / 5.7 us at 2 / 4 / 8 GPUs -> the 512 B figures.
-CUSTOM_ALLREDUCE_NVLINK_LATENCY_US = {2: 3.7, 4: 4.8, 8: 5.9}
+# Custom / PCIe-IPC all-reduce latency: perf/comm_rates.py ENGINE_AR_BASE_US, ENGINE_AR_PEER_US.
 
 # Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms: the engine
 # profile's `scheduler_cpu_ms` (priors). Whether it adds to the step depends on the engine's scheduler

@@ -103,11 +103,14 @@ def transfer_s(
     topo: Topology,
     traffic: dict[tuple[int, int], float],
     level: int = _SYS,
-    p2p_eff: float = eff.PCIE_COLLECTIVE_EFFICIENCY,
+    p2p_eff: float | None = None,
 ) -> float:
-    """Seconds for a traffic matrix, bound by its most loaded link (loads weighted by path efficiency).
+    """Seconds for a traffic matrix, bound by its most loaded link (loads weighted by path efficiency; `p2p_eff`
+    defaults to efficiency.PCIE_COLLECTIVE_EFFICIENCY).
     A PCIe pair moves data P2P when the hardware allows it and its NCCL path rank is within `level`, else
     through host shared memory (slower where NCCL chose it, slowest where the hardware has no P2P)."""
+    if p2p_eff is None:  # read at call time (a default bound at import would keep the value the module had then)
+        p2p_eff = eff.PCIE_COLLECTIVE_EFFICIENCY
     load: dict[tuple, float] = defaultdict(float)
     capacity: dict[tuple, float] = {}
     shm_eff = p2p_eff * cr.NCCL_SHM_VS_P2P

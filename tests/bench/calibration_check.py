@@ -7,15 +7,19 @@ Each row is one public figure expressed as a plan (catalog model or shipped conf
 NVFP4 rows run as 4-bit, FP8 rows as FP8; box from a preset) or as one call of the collective model. Entries the
 model cannot express (other GPUs without a preset, multi-node, models without a config) are listed with why.
 Medians are printed over all rows and per row class (serving / collective / kernel / speculative / load balance).
-Rows a source contradicts itself on are shown apart with the reason (APART), neither fitted nor counted.
+Rows a source contradicts itself or a better-grounded source on are shown apart with the reason (APART), neither
+fitted nor counted.
 
 Leave-one-source-out (LOSO): the constants in FITTED were set from these public rows. For each row, every fitted
 constant is refitted (1-D grid search, the others at their shipped values, minimising the median
-|log(predicted/measured)|) on the rows it moves that come from OTHER sources (no row of the checked row's
-calibration entry takes part); a constant no other row moves falls back to its datasheet prior (efficiency 1.0,
-no imbalance, no minimum kernel time). The row is then predicted with all refitted values at once. Constants are
-patched by module attribute name (setattr), so the table survives the model's internal restructuring; a name no
-module holds is reported and left out.
+|log(predicted/measured)|) on the rows it sets that come from OTHER sources (no row of the checked row's
+calibration entry takes part). A constant sets a row when its elasticity on the row is at least DOMINANT_SHARE of
+the largest any fitted constant has there (a latency row does not set a bandwidth efficiency). A constant no other
+row sets falls back to its prior: a datasheet or NCCL tuning-table figure (efficiency 1.0, no imbalance, no minimum
+kernel time, NCCL's LL latencies), or another fitted constant's value. The row is then predicted with all refitted
+values at once. Constants are patched by module attribute name (setattr), so the table survives the model's
+internal restructuring; a name no module holds is reported and left out. The checkout this file sits in is put
+first on sys.path, so a worktree measures its own code.
 """
 
 from __future__ import annotations
@@ -36,17 +40,23 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 
-from autotune.catalog import load_preset
-from autotune.catalog.models import model_from_config
-from autotune.inputs import restrict_gpus
-from autotune.perf import comm, ep_balance, predict
-from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload
+# this checkout's autotune, not the one the venv installed: run as a file from a worktree, the checkout is not on
+# sys.path, and the check would silently measure the venv's checkout (/work/main) instead
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from autotune.catalog import load_preset  # noqa: E402
+from autotune.catalog.models import model_from_config  # noqa: E402
+from autotune.inputs import restrict_gpus  # noqa: E402
+from autotune.perf import comm, ep_balance, predict  # noqa: E402
+from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 EIGHT = tuple(range(8))
 
-# --- the constants fitted to public rows: (name, attribute path, grid of candidate values, datasheet prior) -----
+# --- the constants fitted to public rows: (name, attribute path, grid of candidate values, prior) ---------------
+# The prior is the value a constant takes when no row outside the held-out source is left to fit it: a datasheet
+# or NCCL tuning-table figure, or the path of another FITTED constant (listed before it) whose fitted value it takes.
 # The attribute path is looked up in PERF_MODULES in order: "NAME", "NAME.field" (a dataclass field) or
 # "NAME[key]" (a dict entry); "A|B" tries A, then B (the rates table's name, then the older one). Grids are
 # absolute values; the shipped value is always added. CACHES: module-level dicts cleared after a change.
@@ -70,19 +80,14 @@ FITTED = [
     ("shm_vs_p2p", "NCCL_SHM_VS_P2P", EFF, 1.0),  # rtx6kpro-asus-nccl-p2p-level
     ("shm_step_us", "NCCL_SHM_STEP_EXTRA_US", (0.0, 0.2, 0.4, 0.57, 0.8, 1.2, 1.6, 2.4), 0.0),  # same
     ("cross_socket", "NCCL_CROSS_SOCKET_DEFAULT_FRACTION", EFF, 1.0),  # pcie-rtx6kpro / nccl-allreduce-channels
-    ("ipc_latency_us", "PCIE_IPC_LATENCY_US", (1.0, 2.0, 3.0, 4.3, 5.0, 6.0, 8.0), 0.0),  # sglang-pcie-ipc
-    ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), 1.0),  # sglang-pcie-ipc
+    # sglang-pcie-ipc; prior: NCCL's PCIe efficiency (the same links; a P2P kernel's copies reach no more)
+    ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), "PCIE_COLLECTIVE_EFFICIENCY"),
     ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
-    ("custom_ar_us", "CUSTOM_ALLREDUCE_LATENCY_US", (2.0, 4.0, 6.0, 7.5, 9.0, 12.0), 0.0),  # pcie-rtx6kpro
-    *(
-        (
-            f"nvlink_car_us_{n}",
-            f"CUSTOM_ALLREDUCE_NVLINK_LATENCY_US[{n}]",
-            (2.0, 3.0, 3.7, 4.8, 5.9, 7.0, 9.0, 10.0),
-            0.0,
-        )
-        for n in (2, 4, 8)
-    ),  # custom-allreduce-h100-nvlink-sglang2904
+    ("nvlink_eff", "NVLINK_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # sglang2904 / vllm24111 two-stage rows
+    # the engines' P2P all-reduce latency, base + per peer x (p - 1) (comm_rates.engine_ar_latency_us); priors:
+    # NCCL's ring LL base latency and NVLink LL per-step latency (nccl src/graph/tuning.cc:151, :159)
+    ("engine_ar_base_us", "ENGINE_AR_BASE_US", (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0), 6.6),
+    ("engine_ar_peer_us", "ENGINE_AR_PEER_US", (0.1, 0.2, 0.3, 0.35, 0.45, 0.6, 0.8, 1.0), 0.6),
     ("expert_load_cv", "EXPERT_LOAD_CV", (0.1, 0.2, 0.35, 0.5, 0.65, 0.8, 1.0, 1.4, 2.0, 2.2), 0.0),  # eplb-*
     ("eplb_residual", "EPLB_RESIDUAL_IMBALANCE", (0.0, 0.05, 0.1, 0.15, 0.2, 0.3), 0.0),  # eplb-trtllm / kimi
     ("elementwise_us", "ELEMENTWISE_MIN_US", (0.0, 1.0, 2.0, 2.9, 4.0, 5.0, 5.5), 0.0),  # kernel-min-time-*
@@ -436,13 +441,15 @@ def rows() -> list[Row]:
             Row(ipc, f"AR 8 GPU {label} PCIe-IPC, no switches", "us", t_ipc, us(host, EIGHT, size, Comm("pcie_ipc")))
         )
     car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")  # NVLink 900 GB/s, as H100 SXM
-    for n, t512, t32k, t256k in ((2, 3.7, 4.5, 7.9), (4, 4.8, 4.8, 13.9), (8, 5.9, 7.8, 16.7)):
+    for n, times in ((2, (3.7, 4.5, 7.9)), (4, (4.8, 4.8, 13.9)), (8, (5.9, 7.8, 16.7))):  # 512 KiB, 1 MiB: apart
         group = tuple(range(n))
-        out += [
-            Row(car, f"custom AR {n} GPU NVLink 512 B", "us", t512, us(h200, group, 512, Comm("custom"))),
-            Row(car, f"custom AR {n} GPU NVLink 32 KiB", "us", t32k, us(h200, group, 32 * KIB, Comm("custom"))),
-            Row(car, f"custom AR {n} GPU NVLink 256 KiB", "us", t256k, us(h200, group, 256 * KIB, Comm("custom"))),
-        ]
+        for (size, label), t in zip(((512, "512 B"), (32 * KIB, "32 KiB"), (256 * KIB, "256 KiB")), times, strict=True):
+            out.append(Row(car, f"custom AR {n} GPU NVLink {label}", "us", t, us(h200, group, size, Comm("custom"))))
+    # vllm-project/vllm#24111, H100 TP=6, vLLM's custom all-reduce forced two-stage (ca_2stage), hidden 8192 bf16
+    six, v6 = tuple(range(6)), "custom-allreduce-h100-tp6-vllm24111"
+    for size, label, t in ((512 * KIB, "0.5 MiB", 15.0), (MIB, "1 MiB", 17.0), (2 * MIB, "2 MiB", 26.0),
+                           (4 * MIB, "4 MiB", 37.0)):  # fmt: skip
+        out.append(Row(v6, f"custom AR 6 GPU NVLink {label} two-stage", "us", t, us(h200, six, size, Comm("custom"))))
     out += [
         Row(
             "kernel-l20-hgemm-cublas",
@@ -533,10 +540,18 @@ def apart_rows() -> list[Row]:
     sizes = ((12 * KIB, "12 KiB", 205.1), (96 * KIB, "96 KiB", 584.9), (384 * KIB, "384 KiB", 1169.3),
              (100 * MIB, "100 MiB", 50400.0))  # fmt: skip
     ipc = "sglang-pcie-ipc-allreduce-8x-sm120"
-    return [
+    out = [
         Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t, us(switchless_host, EIGHT, size, nccl()))
         for size, label, t in sizes
     ]
+    car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")
+    for n, t512k, t1m in ((2, 12.5, 19.9), (4, 20.2, 31.1), (8, 22.1, 33.8)):
+        group = tuple(range(n))
+        out += [
+            Row(car, f"custom AR {n} GPU NVLink 512 KiB", "us", t512k, us(h200, group, 512 * KIB, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 1 MiB", "us", t1m, us(h200, group, MIB, Comm("custom"))),
+        ]
+    return out
 
 
 APART = (
@@ -544,7 +559,11 @@ APART = (
     "(pcie_ipc_ar.py:37-46) has NCCL-only TPOT 21.14 ms against 13.62 ms with the PCIe-IPC kernel at about one "
     "request (12 KiB reductions at hidden 6144): 7.5 ms over one step's 2 reductions per layer is 30-60 us per "
     "NCCL all-reduce for 60-120 layers, not 205 - 5.3 = 200 us; the column's timing likely includes "
-    "host-side time (its method is not stated). The entry's notes already use only the PCIe-IPC column."
+    "host-side time (its method is not stated). The entry's notes already use only the PCIe-IPC column. "
+    "custom-allreduce-h100-nvlink-sglang2904 at 512 KiB - 1 MiB: timed without CUDA graph; there the same PR's "
+    "vLLM-kernel column (26.9 / 40.2 us at 4 GPUs) is 1.6-2.7x vLLM's own CUDA-graph timing of that kernel on "
+    "H100 (vllm#24111 / #24532: 10-17 us at 0.5-1 MB, 4-6 GPUs), so the large sizes carry an overhead the "
+    "engines' graphs do not pay; the 512 B - 256 KiB rows stay counted as before."
 )
 
 NOT_EXPRESSIBLE = [
@@ -574,6 +593,11 @@ NOT_EXPRESSIBLE = [
         "vLLM's kernel column (9.1-10.1 us at 512 B): the model has one custom all-reduce latency for both engines",
     ),
     ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),
+    (
+        "custom-allreduce-h100-tp6-vllm24111",
+        "ca_1stage and pynccl columns: the model runs the custom all-reduce two-stage at 6 ranks (ca_2stage is "
+        "counted), and NCCL on NVLink has no row yet",
+    ),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
 ]
 
@@ -607,6 +631,39 @@ def fitted_constants() -> list[tuple[str, str, tuple[float, ...], float, float]]
     return found
 
 
+# A row takes part in fitting a constant only where that constant is among those that set the row: its elasticity
+# |d ln(predicted) / d ln(constant)| at the shipped value is at least DOMINANT_SHARE of the largest elasticity any
+# fitted constant has on that row (and at least MIN_ELASTICITY). Each constant is fitted alone (1-D, the others at
+# their shipped values), so a row another term sets would make it absorb that term's misfit: a 1 KB all-reduce
+# (all latency) set the PCIe-IPC bandwidth efficiency, a 4 MiB one (mostly wire) the kernel latency.
+DOMINANT_SHARE = 0.3
+MIN_ELASTICITY = 0.02
+
+
+def elasticity(preds: dict[float, list[float]], shipped: float, i: int) -> float:
+    """|d ln(prediction of row i) / d ln(constant)| between the shipped value's grid neighbours (0 where the
+    constant does not move the row; a difference in the constant, not its log, where a neighbour is 0)."""
+    grid = sorted(preds)
+    k = grid.index(shipped)
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    p_lo, p_hi = preds[lo][i], preds[hi][i]
+    if lo == hi or not all(x > 0 and math.isfinite(x) for x in (p_lo, p_hi)) or _same(p_lo, p_hi):
+        return 0.0
+    if lo <= 0:
+        return abs(math.log(p_hi / p_lo)) * shipped / (hi - lo) if shipped > 0 else abs(math.log(p_hi / p_lo))
+    return abs(math.log(p_hi / p_lo) / math.log(hi / lo))
+
+
+def rows_set_by(tables: dict[str, dict[float, list[float]]], shipped: dict[str, float]) -> dict[str, list[int]]:
+    """Per constant, the indices of the rows it sets (see DOMINANT_SHARE)."""
+    n = len(next(iter(next(iter(tables.values())).values())))
+    el = {name: [elasticity(preds, shipped[name], i) for i in range(n)] for name, preds in tables.items()}
+    top = [max((e[i] for e in el.values()), default=0.0) for i in range(n)]
+    return {
+        name: [i for i in range(n) if e[i] >= max(MIN_ELASTICITY, DOMINANT_SHARE * top[i])] for name, e in el.items()
+    }
+
+
 def leave_one_out(all_rows: list[Row], base: list[float]) -> tuple[list[float], dict[str, float]]:
     constants = fitted_constants()
     measured = [row.measured for row in all_rows]
@@ -614,27 +671,38 @@ def leave_one_out(all_rows: list[Row], base: list[float]) -> tuple[list[float], 
     for name, path, grid, _, _ in constants:
         table[name] = {v: evaluate(all_rows, {path: v}) for v in grid}
 
+    sets = rows_set_by(table, {name: shipped for name, _, _, _, shipped in constants})
+
     def fit(name: str, shipped: float, prior: float, exclude: frozenset[int]) -> float:
         preds = table[name]
-        moved = [
-            i
-            for i in range(len(all_rows))
-            if i not in exclude and any(not _same(p[i], base[i]) for p in preds.values())
-        ]
+        moved = [i for i in sets[name] if i not in exclude]
         if not moved:
             return prior
+        # ties go to the value nearest the shipped one in-sample, but nearest the prior when rows are held out: the
+        # shipped value was fitted with them, and a tie broken towards it would hand their answer back
+        anchor = prior if exclude else shipped
         return min(
             preds,
-            key=lambda v: (statistics.median(log_err(preds[v][i], measured[i]) for i in moved), abs(v - shipped)),
+            key=lambda v: (statistics.median(log_err(preds[v][i], measured[i]) for i in moved), abs(v - anchor)),
         )
 
-    in_sample = {path: fit(name, shipped, prior, frozenset()) for name, path, _, prior, shipped in constants}
+    def fit_all(exclude: frozenset[int]) -> dict[str, float]:
+        """Every constant fitted without the rows in `exclude`; a prior naming another constant's path takes that
+        constant's value from the same fit (FITTED lists it first)."""
+        values: dict[str, float] = {}
+        for name, path, _, prior, shipped in constants:
+            if isinstance(prior, str):
+                prior = values.get(prior, read_constant(prior))
+            values[path] = fit(name, shipped, prior, exclude)
+        return values
+
+    in_sample = fit_all(frozenset())
     loo, by_source = [], {}
     for i, row in enumerate(all_rows):
         by_source.setdefault(row.entry, set()).add(i)
     for row in all_rows:  # leave one SOURCE out: no row of the checked row's entry fits any constant
         held_out = frozenset(by_source[row.entry])
-        values = {path: fit(name, shipped, prior, held_out) for name, path, _, prior, shipped in constants}
+        values = fit_all(held_out)
         with overrides(values):
             loo.append(row.predict())
     return loo, in_sample

@@ -117,7 +117,9 @@ def test_pcie_ipc_reproduces_the_sglang_docstring_on_its_host(pro):
     host = dataclasses.replace(modelled(pro), links=links, pcie_switch_uplink_gbs=0.0)
     for size, measured_us in ((12 * KIB, 5.3), (96 * KIB, 15.3), (384 * KIB, 34.6), (100 * MB, 8500.0)):
         t_us = comm.all_reduce_s(host, EIGHT, size, Comm("pcie_ipc"), 1e12) * 1e6
-        assert t_us == pytest.approx(measured_us, rel=0.25)
+        # within 35%: the kernel latency is the engines' shared P2P-kernel figure (comm_rates.engine_ar_latency_us,
+        # fitted on NVLink and PCIe sources together: 6.0 us at 8 ranks, this table's 12 KiB row implies ~4.3)
+        assert t_us == pytest.approx(measured_us, rel=0.35)
 
 
 def test_pcie_ipc_needs_p2p_and_a_supported_world_size():
@@ -231,3 +233,24 @@ def test_breakdown_names_the_allreduce_algorithm_that_ran(pro):
     slower = step_cost(model, forced, "sglang", pro, EIGHT, StepInput(decode_seqs=32, decode_ctx=2000), "decode")
     assert set(slower.comm_ms) == {"allreduce:nccl"}
     assert slower.step_ms > decode.step_ms
+
+
+def test_engine_all_reduce_latency_grows_per_peer_at_every_world_size():
+    """The custom all-reduce's fixed time is a launch part plus one flag exchange per peer (comm_rates
+    engine_ar_latency_us): it rises at every world size, 6 included. The old per-world-size table had no 6 and
+    gave it the largest entry (5.9 us, the same as 8 GPUs)."""
+    h200 = modelled(load_preset("h200-x8"))
+    tiny = {p: comm.all_reduce(h200, tuple(range(p)), 512, "custom") for p in (2, 4, 6, 8)}
+    assert all(algo == "custom" for algo, _ in tiny.values())
+    t2, t4, t6, t8 = (tiny[p][1] for p in (2, 4, 6, 8))
+    assert t2 < t4 < t6 < t8
+    assert t8 - t6 > 0.4 * (t6 - t4)  # one more flag exchange per peer, as from 4 to 6 (old: 6 cost what 8 did)
+
+
+def test_pcie_ipc_and_custom_share_the_kernel_latency(pro):
+    """FlashInfer's PCIe-IPC kernel and the custom all-reduce pay the same fixed time at one world size (one
+    kernel, two barriers over the peers' flags); the old model had 4.3 us for one and 7.5 us for the other."""
+    hw = modelled(pro)
+    _, ipc_s = comm.all_reduce(hw, (0, 1), 2, "pcie_ipc")
+    _, custom_s = comm.all_reduce(hw, (0, 1), 2, "custom")
+    assert ipc_s == pytest.approx(custom_s, rel=0.02)
