@@ -71,14 +71,14 @@ def _tile_speed(sms: int, dtype: str, m: float, n: float) -> float:
     return tiles.gemm_tile_efficiency(m, n, sms)
 
 
-def _gemm_waves(ops: list, sms: int, dtype: str, m: float, n: float, count: float, source: str) -> None:
+def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: float, source: str) -> None:
     """Append the fixed time of the output-tile waves beyond the first of `count` narrow-dtype GEMMs of m x n
     outputs (tiles.gemm_extra_waves at the rates table's `gemm/<dtype>/wave` latency, tiles.GEMM_WAVE_FIXED_US);
     nothing for bf16, whose rates carry cuBLAS's own tile choice (see _tile_speed), and for FP4, whose kernels
     (CUTLASS / FlashInfer block-scaled) this FP8 figure does not describe."""
-    if dtype not in ("fp8", "int8"):
+    if dtype not in ("fp8", "int8") or ("gemm", dtype, "wave") not in c.table.entries:
         return
-    waves = count * tiles.gemm_extra_waves(m, n, sms)
+    waves = count * tiles.gemm_extra_waves(m, n, c.sms)
     if waves > 0:
         ops.append(Op("gemm", dtype, "wave", m, n, 0.0, 0.0, 0.0, waves, f"{source} (tile waves)"))
 

@@ -159,7 +159,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
            shape.split_count, "tp", split_speed)
     )  # fmt: skip
-    _gemm_waves(ops, c.sms, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
+    _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
             Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,
@@ -172,7 +172,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
-        _gemm_waves(ops, c.sms, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
+        _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
@@ -259,7 +259,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
-        _gemm_waves(ops, c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
+        _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
             quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
             ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
@@ -445,5 +445,5 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     speed *= _tile_speed(c.sms, dtype, m, n)
     nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
     ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
-    _gemm_waves(ops, c.sms, dtype, m, n, 1.0, source)
+    _gemm_waves(ops, c, dtype, m, n, 1.0, source)
     return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])
