@@ -71,6 +71,18 @@ def _tile_speed(sms: int, dtype: str, m: float, n: float) -> float:
     return tiles.gemm_tile_efficiency(m, n, sms)
 
 
+def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: float, source: str) -> None:
+    """Append the fixed time of the output-tile waves beyond the first of `count` narrow-dtype GEMMs of m x n
+    outputs (tiles.gemm_extra_waves at the rates table's `gemm/<dtype>/wave` latency, tiles.GEMM_WAVE_FIXED_US);
+    nothing for bf16, whose rates carry cuBLAS's own tile choice (see _tile_speed), and for FP4, whose kernels
+    (CUTLASS / FlashInfer block-scaled) this FP8 figure does not describe."""
+    if dtype not in ("fp8", "int8") or ("gemm", dtype, "wave") not in c.table.entries:
+        return
+    waves = count * tiles.gemm_extra_waves(m, n, c.sms)
+    if waves > 0:
+        ops.append(Op("gemm", dtype, "wave", m, n, 0.0, 0.0, 0.0, waves, f"{source} (tile waves)"))
+
+
 def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -> float:
     """Activation traffic of `count` GEMMs of `rows` rows: each reads its k-wide input, all write n outputs."""
     return rows * (count * k * in_bytes + n * precision.ACTIVATION_BYTES)
@@ -146,5 +158,6 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
-    """rates.narrow_k_speed for FP8 / FP4 GEMMs of reduction width `k` (the hidden size), 1 for wider dtypes."""
-    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype in ("fp8", "fp4") else 1.0
+    """rates.narrow_k_speed for FP4 GEMMs of reduction width `k` (the hidden size), 1 for the other dtypes: an FP8
+    GEMM's small-K penalty is the fixed time of its tile waves (_gemm_waves, public), not this prior."""
+    return rates.narrow_k_speed(hw.gpu.arch, k) if dtype == "fp4" else 1.0

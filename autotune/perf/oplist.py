@@ -24,6 +24,7 @@ from autotune.perf.opcore import (
     _act_bytes,
     _collective,
     _gemm,
+    _gemm_waves,
     _narrow_speed,
     _quant,
     _tile_speed,
@@ -89,6 +90,7 @@ class _AttentionShape(NamedTuple):
     kv_heads_per_rank: float  # KV heads of a rank (at least one: TP beyond the KV heads replicates them)
     q_per_kv: float  # query heads per KV head on a rank
     cache_row_bytes: float  # bytes the KV-cache write moves per new token (reads the new K/V, writes the cache)
+    prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
 
 
 def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
@@ -125,9 +127,19 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
         kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
         q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
         cache_row_bytes=att.kv_elems_per_token / kv_shard * (precision.ACTIVATION_BYTES + c.kv_elem_bytes),
+        prefill_speed=c.attention_speed * _prefill_head_dim_speed(c, att),
     )
     c.attention_shapes[id(att)] = (att, shape)
     return shape
+
+
+def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
+    """rates.prefill_head_dim_speed for a dense-prefix attention (every entry of the prefix, no compression or
+    indexer: FlashAttention's varlen prefill); 1 for the sparse / compressed kernels."""
+    if att.compress_ratio != 1 or att.index_heads:
+        return 1.0
+    probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
+    return rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed)
 
 
 def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, tokens: float) -> None:
@@ -147,6 +159,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
            shape.split_count, "tp", split_speed)
     )  # fmt: skip
+    _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
             Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,
@@ -159,6 +172,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c.sms, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
+        _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
@@ -195,7 +209,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         nbytes += tokens_per_rank * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               c.attention_speed)
+               shape.prefill_speed)
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
@@ -245,6 +259,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 c.dense_speed * _tile_speed(c.sms, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
+        _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
             quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
             ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
@@ -430,4 +445,5 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     speed *= _tile_speed(c.sms, dtype, m, n)
     nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
     ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
+    _gemm_waves(ops, c, dtype, m, n, 1.0, source)
     return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])

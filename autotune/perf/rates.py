@@ -12,6 +12,7 @@ the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up pe
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -46,8 +47,9 @@ FP8_VS_BF16_PROVENANCE = {
 }
 # The ratios above are measured at K = 4096-5376 (FP8_RATIO_K). At smaller K a tile runs fewer K iterations over
 # the same prologue / epilogue (FP8 adds the scale application to the epilogue), so the narrow dtype's advantage
-# shrinks: ratio(K) = 1 + (ratio - 1) x g(K) / g(FP8_RATIO_K), g(K) = K / (K + FP8_K_HALF). FP8_K_HALF = 1024 is
-# a prior (no public sweep over K at fixed m, n); at K = 1024 the H100 ratio 1.42 becomes 1.26.
+# shrinks. FP8 GEMMs pay it as a fixed time per wave of output tiles (tiles.GEMM_WAVE_FIXED_US, from DeepGEMM's
+# public K sweep); FP4 GEMMs, which that figure does not describe, keep a prior: ratio(K) = 1 + (ratio - 1) x
+# g(K) / g(FP8_RATIO_K), g(K) = K / (K + FP8_K_HALF), FP8_K_HALF = 1024 (no public sweep over K at fixed m, n).
 FP8_RATIO_K = 4096
 FP8_K_HALF = 1024.0
 # int8 and fp4 over fp8: no public serving-shape pair in calibration.yaml -> priors (int8 = fp8; fp4 1.5x fp8,
@@ -80,6 +82,7 @@ MIN_US = {
     "quant": 1.5,
     "sampling": 10.0,
 }
+GEMM_WAVE_PROVENANCE = "public:kernel-deepgemm-h800-grouped"  # tiles.GEMM_WAVE_FIXED_US
 MIN_US_PROVENANCE = {
     "gemm": "public:kernel-min-time-small-gemm",
     "norm": "public:kernel-min-time-rmsnorm-decode",
@@ -95,6 +98,15 @@ STREAM_FRACTION = 0.80
 ATTENTION_DECODE_FRACTION = 0.85
 ATTENTION_PREFILL_FRACTION = 0.60
 ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
+# Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
+# depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, non-causal,
+# H100 SXM5, 16k tokens per batch): 497 / 648 / 756 TFLOPS at 16k for head dims 64 / 128 / 256, i.e. 0.50 / 0.66 /
+# 0.76 of the 989 TFLOPS dense peak. Non-causal curves are used because the op list counts a causal query's
+# attended entries plus the diagonal blocks it computes whole (tiles.causal_diagonal_entries); the curves' rise
+# at short sequence lengths is the per-wave fixed time tiles.CTA_FIXED_US adds. Interpolated in log2(head dim),
+# held at the ends; an MLA prefill (q.k 192, v 128) takes the mean width, 160. Other archs: one fraction (above).
+PREFILL_HEAD_DIM_FRACTION = {"sm_90": ((64, 0.503), (128, 0.655), (256, 0.764))}
+PREFILL_HEAD_DIM_PROVENANCE = "public:kernel-fa3-h100-fwd-headdim"
 
 
 def narrow_k_speed(arch: str, k: float) -> float:
@@ -105,6 +117,26 @@ def narrow_k_speed(arch: str, k: float) -> float:
         return 1.0
     g = k / (k + FP8_K_HALF) / (FP8_RATIO_K / (FP8_RATIO_K + FP8_K_HALF))
     return (1.0 + (ratio - 1.0) * g) / ratio
+
+
+def prefill_head_dim_speed(arch: str, head_dim: float, probed: bool) -> float:
+    """Speed of a prefill attention kernel of `head_dim` (mean of the q.k and v widths) relative to the rates
+    table's prefill rate (ATTENTION_PREFILL_FRACTION of the dense peak): PREFILL_HEAD_DIM_FRACTION's figure over
+    that fraction on an arch that has one, else 1 (and 1 when `probe --bench` measured the prefill rate)."""
+    points = PREFILL_HEAD_DIM_FRACTION.get(arch)
+    if not points or probed or head_dim <= 0:
+        return 1.0
+    x = math.log2(head_dim)
+    (d0, f0), (d1, f1) = points[0], points[-1]
+    if head_dim <= d0:
+        return f0 / ATTENTION_PREFILL_FRACTION
+    if head_dim >= d1:
+        return f1 / ATTENTION_PREFILL_FRACTION
+    for (da, fa), (db, fb) in zip(points, points[1:], strict=False):
+        if head_dim <= db:
+            t = (x - math.log2(da)) / (math.log2(db) - math.log2(da))
+            return (fa + t * (fb - fa)) / ATTENTION_PREFILL_FRACTION
+    return f1 / ATTENTION_PREFILL_FRACTION
 
 
 @dataclass(frozen=True)
@@ -257,6 +289,8 @@ def build(hw: HardwareProfile) -> RatesTable:
                 entries[("grouped_moe", dtype, bucket)] = Rate(
                     base * GROUPED_VS_DENSE, stream, MIN_US["grouped_moe"], f"{base_prov}; grouped datasheet-prior"
                 )
+        if dtype in ("fp8", "int8"):  # one wave of output tiles beyond the first: a fixed latency only (tiles.py)
+            entries[("gemm", dtype, "wave")] = Rate(0.0, stream, tiles.GEMM_WAVE_FIXED_US, GEMM_WAVE_PROVENANCE)
     bf16_peak = hw.gpu.peak_tflops.get("bf16", 0.0)
     att_bw = stream * ATTENTION_DECODE_FRACTION / STREAM_FRACTION if probed_bw else hw.gpu.mem_bw_gbs * 0.85
     att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
@@ -266,8 +300,9 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("attention", "bf16", "decode")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if decode else att_prov
     )
+    prefill_prov = PREFILL_HEAD_DIM_PROVENANCE if arch in PREFILL_HEAD_DIM_FRACTION and not probed_bw else att_prov
     entries[("attention", "bf16", "prefill")] = Rate(
-        prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else att_prov
+        prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else prefill_prov
     )
     # one wave of attention CTAs: a fixed latency only (perf/tiles.py CTA_FIXED_US, a prior)
     entries[("attention", "bf16", "wave")] = Rate(0.0, decode_bw, tiles.CTA_FIXED_US, "datasheet-prior")

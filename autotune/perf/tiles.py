@@ -49,6 +49,14 @@ SMS_DEFAULT = 0
 # skinny shapes; those are memory bound, where the tile efficiency does not decide the time.
 GEMM_TILE = (128, 128)
 
+# Fixed time of one wave of narrow-dtype (FP8) GEMM output tiles beyond the first (the first is in the kernel's
+# minimum time, rates.MIN_US): the tile's pipeline fill, the scale epilogue and the store, which a short K loop does
+# not amortise. From calibration.yaml kernel-deepgemm-h800-grouped (DeepGEMM dense FP8 on H800, 132 SMs, 128 x 128
+# tiles): at m=4096, n=32768, k=512 (8,192 tiles, 62 waves) 590 TFLOPS, 233 us, where the same kernel's large-K
+# rate (1,304 TFLOPS at n=4096 k=7168) gives 105 us: 2.0 us per wave; n=7168 k=2048 (13.6 waves) and n=24576
+# k=1536 (46.5 waves) give 1.8 and 1.6 us. 2.0 is used.
+GEMM_WAVE_FIXED_US = 2.0
+
 # Attention CTAs (vLLM's FlashAttention, vllm/vllm_flash_attn/cute/interface.py): one per (sequence, KV head,
 # query block) with GQA packing, total_mblocks = batch x kv heads x m-blocks (:474-475); decode splits the KV only
 # while total_mblocks < SMs (num_splits = min(SMs // total_mblocks, ...), :387-398), so a batch with at least one
@@ -82,6 +90,14 @@ def gemm_tile_efficiency(m: float, n: float, sms: int) -> float:
         return 1.0
     tiles = m / GEMM_TILE[0] * math.ceil(n / GEMM_TILE[1])
     return min(1.0, tiles / sms)
+
+
+def gemm_extra_waves(m: float, n: float, sms: int) -> float:
+    """Waves of an m x n GEMM's output tiles beyond the first (rows counted fractionally, as gemm_tile_efficiency
+    does); 0 on a GPU without an SM count."""
+    if m <= 0 or n <= 0 or sms <= 0:
+        return 0.0
+    return max(0.0, m / GEMM_TILE[0] * math.ceil(n / GEMM_TILE[1]) / sms - 1.0)
 
 
 def attention_waves(ctas: float, sms: int) -> float:

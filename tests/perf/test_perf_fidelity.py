@@ -52,7 +52,7 @@ def test_fp8_speedup_shrinks_with_small_k():
 
     small = gemm_s(bf16, 512) / gemm_s(fp8, 512)
     large = gemm_s(bf16, 8192) / gemm_s(fp8, 8192)
-    assert 1.0 < small < large
+    assert small < large and large > 1.2
     assert rates.narrow_k_speed("sm_90", rates.FP8_RATIO_K) == pytest.approx(1.0)
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from autotune.catalog import load_model, load_preset
 from autotune.perf import tiles
 from autotune.perf.opcore import context
@@ -100,3 +102,40 @@ def test_causal_prefill_computes_the_diagonal_blocks_whole():
     kernel = next(op for op in ops if op.bucket == "prefill")
     useful = 2 * att.num_heads * att.score_dim * 128 * 256 * 16
     assert kernel.flops == useful * 1.5
+
+
+def test_fp8_gemm_pays_a_fixed_time_per_wave_of_tiles():
+    """DeepGEMM's K sweep (calibration.yaml kernel-deepgemm-h800-grouped): at m=4096 n=32768 k=512 FP8 runs at 590
+    TFLOPS against 1,304 at k=7168, because each of its 62 waves of 128 x 128 tiles pays a fixed ~2 us. The op list
+    adds those waves (beyond the first) for FP8 GEMMs and none for bf16 (old: no wave op, and the k=512 GEMM at
+    the large-K rate)."""
+    fp8 = context(LLAMA70, phase(kernels=Kernels(gemm_dtype="fp8")), "vllm", H200, (0,))
+    bf16 = context(dataclasses.replace(LLAMA70, dense_dtype="bf16"), phase(), "vllm", H200, (0,))
+    waves = [op for op in linear_ops(fp8, 4096, 32768, 512, "t") if op.bucket == "wave"]
+    assert len(waves) == 1 and waves[0].count == pytest.approx(4096 / 128 * 256 / 132 - 1)
+    assert cost_ops(fp8, waves).time_s == pytest.approx(waves[0].count * tiles.GEMM_WAVE_FIXED_US * 1e-6)
+    assert not [op for op in linear_ops(bf16, 4096, 32768, 512, "t") if op.bucket == "wave"]
+    assert not [op for op in linear_ops(fp8, 64, 4096, 512, "t") if op.bucket == "wave"]  # one wave: none extra
+
+    def tflops(k):
+        return 2 * 4096 * 32768 * k / cost_ops(fp8, [op for op in linear_ops(fp8, 4096, 32768, k, "t")
+                                                     if op.kind == "gemm"]).time_s / 1e12  # fmt: skip
+
+    assert tflops(512) < 0.6 * tflops(7168)  # DeepGEMM: 590 / 1,304 = 0.45
+
+
+def test_prefill_attention_rate_follows_the_head_dimension_on_hopper():
+    """FlashAttention-3 (calibration.yaml kernel-fa3-h100-fwd-headdim) reaches 497 / 648 / 756 TFLOPS at head dims
+    64 / 128 / 256 on H100: the same prefill FLOPs take longer at head dim 64 (old: one rate for every head dim)."""
+    c = context(LLAMA70, phase(), "vllm", H200, (0,))
+    x = StepInput(prefill_tokens=16384, prefill_ctx=8192)
+    base = LLAMA70.layers[0].attention
+
+    def per_flop(head_dim):
+        att = dataclasses.replace(base, num_heads=2048 // head_dim, num_kv_heads=2048 // head_dim,
+                                  score_dim=2 * head_dim)  # fmt: skip
+        ops = [op for op in attention_ops(c, att, x) if op.kind == "attention" and op.bucket == "prefill"]
+        return cost_ops(c, ops).time_s / sum(op.flops for op in ops)
+
+    assert per_flop(64) / per_flop(128) == pytest.approx(0.655 / 0.503, rel=0.01)
+    assert per_flop(256) < per_flop(128)
