@@ -29,7 +29,7 @@ from autotune.perf.opcore import (
     _quant,
     _tile_speed,
 )
-from autotune.perf.routing import distinct_experts
+from autotune.perf.routing import distinct_experts, router_ops
 from autotune.perf.sharding import dense_layout, head_over_dp
 from autotune.specs import (
     DTYPE_BYTES,
@@ -374,6 +374,8 @@ def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     phase = c.phase
     dense = dense_layout(ffn, phase, c.engine)
     _ffn_ops(ops, c, ffn, tokens)
+    if ffn.kind == "moe":  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
+        ops += router_ops(c, ffn, tokens)
     _comm_ops(ops, c, ffn, tokens, dense)
     # residual add + RMSNorm kernels (each fused with its residual add in vLLM/SGLang): bf16 reads of the residual
     # and the input, writes of both; the ones fused into an all-reduce (fusion.allreduce_rmsnorm) are gone

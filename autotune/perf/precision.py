@@ -21,9 +21,17 @@ def expert_dtype(model: ModelSpec, phase: PhasePlan) -> str:
     return model.expert_dtype
 
 
+# Weight-only checkpoint formats whose GEMMs run in bf16 on every chip: ModelOpt W4A16_NVFP4 (FP4 weights, bf16
+# activations: vLLM quantization/modelopt.py:771, an FP4 Marlin GEMM). INT4 AWQ/GPTQ need no entry (no int4 path).
+WEIGHT_ONLY_FORMATS = frozenset({"nvfp4_w4a16"})
+
+
 def compute_dtype(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, group: str) -> str:
     """Tensor-core dtype a GEMM runs in: the storage dtype if the chip has it, else the next wider one
-    (weight-only kernels such as Marlin dequantise fp8/fp4 weights to bf16 on chips without fp8)."""
+    (weight-only kernels such as Marlin dequantise fp8/fp4 weights to bf16 on chips without fp8); bf16 for a
+    weight-only format (WEIGHT_ONLY_FORMATS)."""
+    if (model.dense_format if group == "dense" else model.expert_format) in WEIGHT_ONLY_FORMATS:
+        return "bf16"
     stored = dense_dtype(model, phase) if group == "dense" else expert_dtype(model, phase)
     features = hw.gpu.features
     supported = {"fp4": features.fp4, "fp8": features.fp8, "int8": features.int8, "bf16": True}

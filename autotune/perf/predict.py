@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
+from autotune.capability.profiles import profile
 from autotune.perf import comm, precision, rates
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import speculation, step_fn
@@ -138,6 +139,7 @@ def _points(
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
+            mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed")
         point = partial(aggregated_point, step, **args)

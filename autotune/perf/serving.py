@@ -3,8 +3,11 @@
 Aggregated instances run continuous batching with chunked prefill: in steady state each step advances
 `B` decoding sequences by `E` tokens (1; with speculative decoding the expected accepted length, ops.speculation)
 and spends `P = B * E * isl / osl` prompt tokens (capped by the chunk budget, which the verified tokens share),
-so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. Disaggregated deployments run
-prefill-only instances and decode-only instances; the slower pool sets the rate and KV moves between them.
+so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. An engine that runs prompts in
+prefill-only steps (SGLang's default; the profile's `mixed_prefill_chunks`) stalls its B decoding sequences for
+them instead: each decode step carries the B * E / osl arriving prompts' prefill time (separate_point).
+Disaggregated deployments run prefill-only instances and decode-only instances; the slower pool sets the rate and
+KV moves between them.
 Values are steady-state means: the search's screen. Percentiles, bursts and length mixes come from the
 discrete-event simulator over these step costs (autotune/sim/serve.py), which re-ranks the screen's best plans.
 
@@ -50,13 +53,23 @@ def _prompt(w: Workload) -> tuple[float, float]:
 
 
 def aggregated_point(
-    step: StepFn, seqs: int, replicas: int, w: Workload, chunk: int, pp: int, spec: tuple[int, float] = (1, 1.0)
+    step: StepFn,
+    seqs: int,
+    replicas: int,
+    w: Workload,
+    chunk: int,
+    pp: int,
+    spec: tuple[int, float] = (1, 1.0),
+    mixed: bool = True,
 ) -> Point:
     """`seqs` requests resident in each of `replicas` identical instances; `spec` = (tokens verified, tokens
-    accepted) per decoding sequence and step (ops.speculation)."""
+    accepted) per decoding sequence and step (ops.speculation); `mixed`: prompt chunks ride in the decode steps
+    (the engine profile's `mixed_prefill_chunks`), else prompts run in prefill-only steps (separate_point)."""
     width, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
+    if seqs > 1 and not mixed:
+        return separate_point(step, seqs, replicas, w, chunk, pp, spec)
     if seqs <= 1:
         first = step(_prefill_input(min(chunk, prompt), prompt_ctx))
         decode = step(StepInput(decode_seqs=1, decode_ctx=decode_ctx))
@@ -91,6 +104,34 @@ def aggregated_point(
     waiting = max(0.0, seqs - decoding - 1)
     ttft = t_ms * max(1.0, prompt / prompt_tokens) + waiting / rate * 1e3
     return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
+
+
+def _prefill_batch(prompt: float, arrivals: float, chunk: int) -> float:
+    """Prompt tokens in one prefill-only step: the prompts that arrive during a decode step, packed up to the
+    chunk budget (a prompt longer than the budget runs in chunks of it)."""
+    return max(1.0, min(float(chunk), max(prompt, arrivals * prompt)))
+
+
+def separate_point(
+    step: StepFn, seqs: int, replicas: int, w: Workload, chunk: int, pp: int, spec: tuple[int, float] = (1, 1.0)
+) -> Point:
+    """Steady state of an engine that runs prompts in prefill-only steps (SGLang without --enable-mixed-chunk,
+    its default; sim/engine.py runs the same rule): while prompts wait, a prefill step takes the whole chunk
+    budget and the `seqs` decoding sequences wait for it. Per decode step seqs * accepted / osl requests finish
+    and as many prompts arrive (closed loop), so each decode step carries that share of prefill time: the step
+    a decoding request sees (TPOT) is decode + its share of prefill, and a prompt's first token comes when its
+    prefill steps end (it is sent at the step boundary that finished its predecessor)."""
+    _, accepted = spec
+    decode_ctx = w.isl + w.osl / 2
+    prompt, prompt_ctx = _prompt(w)
+    arrivals = seqs * accepted / w.osl  # prompts per decode step
+    batch = _prefill_batch(prompt, arrivals, chunk)
+    decode = step(StepInput(seqs / pp, decode_ctx))
+    fill = step(_prefill_input(batch / pp, prompt_ctx))
+    cycle_ms = decode.step_ms + arrivals * prompt * fill.step_ms / batch
+    rate = arrivals / cycle_ms * 1e3  # requests/s per instance
+    ttft = math.ceil(prompt / batch) * fill.step_ms
+    return Point(rate * replicas, ttft, cycle_ms / accepted, seqs * replicas, (fill, decode))
 
 
 @dataclass(frozen=True)
@@ -170,6 +211,7 @@ def aggregated_at_rate(
     pp: int,
     rate_rps: float,
     spec: tuple[int, float] = (1, 1.0),
+    mixed: bool = True,
 ) -> Point:
     """Aggregated instances (up to `limit` requests each) under an offered load below their capacity: each gets
     rate_rps / replicas and settles at the mean decoding batch `d` where the mixed step serves exactly that
@@ -186,6 +228,8 @@ def aggregated_at_rate(
         service = lone.ttft_ms + w.osl * lone.tpot_ms
         ttft = lone.ttft_ms + md1_wait_ms(r * service, service)
         return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
+    if not mixed:
+        return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec)
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
 
     def mean_step(d: float) -> tuple[float, StepBreakdown]:
@@ -216,6 +260,41 @@ def aggregated_at_rate(
     rho = min(1.0, d * advance / budget)
     ttft = first.step_ms * prompt / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * prompt / budget)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (mean,))
+
+
+def separate_at_rate(
+    step: StepFn, limit: int, w: Workload, chunk: int, pp: int, r: float, rate_rps: float, spec: tuple[int, float]
+) -> Point:
+    """aggregated_at_rate for prefill-only steps (separate_point): the mean decoding batch `d` whose cycle (a
+    decode step and its share of prefill) serves `r` requests per ms; TTFT = the prompt's prefill steps, plus
+    half a cycle (arrivals wait for the running step), plus M/D/1 queueing for the prefill work (rho = the share
+    of time spent in prefill)."""
+    _, accepted = spec
+    decode_ctx = w.isl + w.osl / 2
+    prompt, prompt_ctx = _prompt(w)
+
+    def cycle(d: float) -> tuple[float, float, StepBreakdown]:
+        """(cycle ms, its prefill ms, the decode step) with `d` decoding."""
+        arrivals = d * accepted / w.osl
+        batch = _prefill_batch(prompt, arrivals, chunk)
+        fill_ms = arrivals * prompt * step(_prefill_input(batch / pp, prompt_ctx)).step_ms / batch
+        decode = step(StepInput(max(d, 1e-3) / pp, decode_ctx))
+        return decode.step_ms + fill_ms, fill_ms, decode
+
+    lo, hi = 0.0, max(1.0, limit - 1.0)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if mid * accepted / w.osl / cycle(mid)[0] < r:
+            lo = mid
+        else:
+            hi = mid
+    cycle_ms, fill_ms, decode = cycle(hi)
+    tpot = (cycle_ms if hi >= 1.0 else cycle(1.0)[0]) / accepted
+    batch = _prefill_batch(prompt, hi * accepted / w.osl, chunk)
+    lone = math.ceil(prompt / batch) * step(_prefill_input(batch / pp, prompt_ctx)).step_ms
+    rho = min(1.0, fill_ms / cycle_ms)
+    ttft = lone + cycle_ms / 2 + md1_wait_ms(rho, lone)
+    return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (decode,))
 
 
 def disaggregated_at_rate(

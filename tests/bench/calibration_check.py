@@ -48,6 +48,8 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
 from autotune.perf import comm, ep_balance, predict  # noqa: E402
+from autotune.perf.ops import step_fn  # noqa: E402
+from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -201,7 +203,7 @@ def model(name: str, quant: str = ""):
     """A catalog/fixture config, optionally with the published checkpoint's quantization_config instead."""
     config = _config(name)
     if quant:
-        config["quantization_config"] = {"nvfp4": NVFP4, "fp8": FP8_TENSOR}[quant]
+        config["quantization_config"] = {"nvfp4": NVFP4, "fp8": FP8_TENSOR, "nvfp4_moe_only": NVFP4_MOE_ONLY}[quant]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{name}{'-' + quant if quant else ''}" / "config.json"
         path.parent.mkdir()
@@ -237,7 +239,7 @@ class Row:
     @property
     def kind(self) -> str:
         """Row class for the per-class medians: serving / collective / kernel / speculative / load balance."""
-        if self.unit == "out tok/s/GPU" or self.label.startswith("Qwen3.5"):
+        if self.unit in SERVING_UNITS or self.label.startswith("Qwen3.5"):
             return "serving"
         prefix = self.entry.split("-")[0]
         return {"kernel": "kernel", "mtp": "speculative", "dspark": "speculative", "eplb": "load balance"}.get(
@@ -532,7 +534,63 @@ def rows() -> list[Row]:
             "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
         ),
     ]
+    return out + concurrency_rows()
+
+
+# --- end-to-end rows at a fixed concurrency (issue 16, e2e16) ---------------------------------------------------
+# nvidia/Qwen3.5-397B-A17B-NVFP4 (V1): NVFP4 on the MoE blocks' linear operators only (the card, as quoted in
+# SemiAnalysisAI/InferenceX#2205); the ignore list is reconstructed from that description, not copied.
+NVFP4_MOE_ONLY = dict(NVFP4, ignore=["lm_head", "*self_attn*", "*linear_attn*", "*mlp.gate", "mtp*"])
+SERVING_UNITS = ("out tok/s/GPU", "decode tok/s", "TPOT ms", "in tok/s/node")
+
+
+def at_concurrency(m, preset, gpus, engine, isl, osl, c, metric, **layout) -> Callable[[], float]:
+    """Steady-state prediction of a closed loop of `c` requests: output tok/s/GPU, aggregate decode tok/s (c
+    sequences over the mean TPOT) or the mean TPOT (ms)."""
+
+    def run() -> float:
+        plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=tuple(range(gpus)), **layout)})
+        p = predict(plan, m(), box(preset, 0), Workload(isl=isl, osl=osl, concurrency=c))
+        if not p.feasible:
+            return float("nan")
+        tpot = p.tpot_ms["mean"]
+        return {"out": p.output_tok_s_per_gpu, "decode": c * 1e3 / tpot, "tpot": tpot}[metric]
+
+    return run
+
+
+def concurrency_rows() -> list[Row]:
+    r1, ix = (lambda: model("deepseek-v3")), "inferencex-sglang-r1-fp8-h200-tp8-conc"  # noqa: E731
+    out = []
+    for c, tok_s, tpot in ((8, 74.6, 12.8), (16, 111.9, 17.2), (32, 151.1, 25.6), (64, 223.6, 34.6)):
+        label = f"DeepSeek-R1 FP8 TP8 8xH200 SGLang 1k/1k c={c}"
+        out.append(Row(ix, label, "out tok/s/GPU", tok_s, at_concurrency(r1, "h200-x8", 8, "sglang", 1024, 1024, c,
+                                                                          "out", tp=8)))  # fmt: skip
+        out.append(Row(ix, label + " TPOT", "TPOT ms", tpot, at_concurrency(r1, "h200-x8", 8, "sglang", 1024, 1024, c,
+                                                                              "tpot", tp=8)))  # fmt: skip
+    # ctx=0 decode, MTP off: a 64-token prompt and the page's 512 output tokens; TP4 on GPUs 0-3, fp8 KV off
+    rtx, kv = "rtx6kpro-vllm-qwen35-397b-awq-nvfp4-decode", Kernels(kv_cache_dtype="auto")
+    awq = lambda: model("qwen3.5-397b-a17b-awq")  # noqa: E731
+    nvfp4 = lambda: model("qwen3.5-397b-a17b", "nvfp4_moe_only")  # noqa: E731
+    for name, m, values in (("AWQ", awq, (104, 509, 1272, 2796)), ("NVFP4 (MoE only)", nvfp4, (79, 406, 987, 2294))):
+        for c, value in zip((1, 8, 32, 128), values, strict=True):
+            run = at_concurrency(m, "rtx-pro-6000-x8", 4, "vllm", 64, 512, c, "decode", tp=4, kernels=kv,
+                                 batching=Batching(max_running=128, chunked_prefill_tokens=8192))  # fmt: skip
+            out.append(Row(rtx, f"Qwen3.5-397B {name} TP4 vLLM decode c={c}", "decode tok/s", value, run))
+    h20 = "lmsys-sglang-r1-h20-prefill-tp8"
+    out.append(Row(h20, "DeepSeek-R1 FP8 prefill TP8 8xH20 SGLang 4k prompts", "in tok/s/node", 16500, h20_prefill))
     return out
+
+
+def h20_prefill() -> float:
+    """Input tok/s of one SGLang prefill instance (TP8 on 8x H20, R1 FP8 block, FP8 KV as the entry's FlashMLA-FP8)
+    saturated with 4,096-token prompts at SGLang's default 8,192-token chunk (serving.prefill_pool)."""
+    m, hw = model("deepseek-v3"), box("h20-x8")
+    phase = PhasePlan(
+        gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"), batching=Batching(chunked_prefill_tokens=8192)
+    )
+    step = step_fn(m, phase, "sglang", hw, EIGHT, "prefill")
+    return prefill_pool(step, 1, Workload(isl=4096, osl=1), 8192, 1).requests_per_s * 4096
 
 
 def apart_rows() -> list[Row]:

@@ -69,3 +69,40 @@ def test_top_level_expert_dtype_is_read_under_any_method(tmp_path):
 def test_qwen35_mtp_head_is_read(tmp_path):
     spec = _spec(tmp_path, _config("qwen3-235b-a22b", mtp_num_hidden_layers=1))
     assert "mtp" in spec.draft_heads
+
+
+def _mixed(expert_algo: str) -> dict:
+    """A ModelOpt MIXED_PRECISION quantization_config (NVIDIA's NVFP4 2.0 layout): routed experts in
+    `expert_algo`, attention and shared experts FP8, the linear-attention gates excluded."""
+    layers = {
+        "model.layers.0.mlp.experts.0.gate_proj": {"quant_algo": expert_algo, "group_size": 16},
+        "model.layers.0.mlp.shared_experts.gate_proj": {"quant_algo": "FP8"},
+        "model.layers.0.self_attn.q_a_proj": {"quant_algo": "FP8"},
+    }
+    return {
+        "quant_method": "modelopt",
+        "quant_algo": "MIXED_PRECISION",
+        "quantized_layers": layers,
+        "exclude_modules": ["lm_head", "*linear_attn.in_proj_a*", "*linear_attn.in_proj_b*"],
+    }
+
+
+@pytest.mark.parametrize(("algo", "fmt"), [("NVFP4", "nvfp4"), ("W4A16_NVFP4", "nvfp4_w4a16")])
+def test_modelopt_mixed_precision_is_read_per_layer_group(tmp_path, algo, fmt):
+    spec = _spec(tmp_path, _config("deepseek-v3", quantization_config=_mixed(algo), torch_dtype="bfloat16"))
+    assert (spec.dense_dtype, spec.dense_format) == ("fp8", "fp8_tensor")
+    assert (spec.expert_dtype, spec.expert_format) == ("fp4", fmt)
+
+
+def test_modelopt_mixed_precision_without_layers_is_one_line_error(tmp_path):
+    from autotune.specs.errors import SpecError
+
+    quant = {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}
+    with pytest.raises(SpecError, match="quantized_layers"):
+        _spec(tmp_path, _config("deepseek-v3", quantization_config=quant))
+
+
+def test_awq_modules_to_not_convert_keep_attention_wide(tmp_path):
+    quant = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["self_attn", "gate"]}
+    spec = _spec(tmp_path, _config("deepseek-v3", quantization_config=quant, torch_dtype="bfloat16"))
+    assert (spec.dense_dtype, spec.expert_dtype, spec.expert_format) == ("bf16", "int4", "int4_awq")

@@ -48,3 +48,16 @@ def test_nvfp4_layers_quantise_one_input_per_gemm_pair_under_vllm_fusions():
     fp8 = dataclasses.replace(LLAMA70, dense_dtype="fp8", dense_format="fp8_tensor")
     c8 = context(fp8, PhasePlan(gpus=(0,)), "vllm", PCIE, (0,))
     assert [op.count for op in layer_ops(c8, fp8.layers[0], x) if op.kind == "quant"] == [2, 2]
+
+
+def test_w4a16_nvfp4_computes_in_bf16_without_activation_quant():
+    """ModelOpt W4A16_NVFP4 (MIXED_PRECISION checkpoints) is weight-only: FP4 weights streamed at 4 bits, bf16
+    tensor cores, no scaled_fp4_quant in front (vLLM modelopt.py:771), unlike NVFP4 W4A4 on the same chip."""
+    spec = dataclasses.replace(LLAMA70, dense_dtype="fp4", dense_format="nvfp4_w4a16")
+    c = context(spec, PhasePlan(gpus=(0,)), "vllm", PCIE, (0,))
+    assert c.dense_dtype == "bf16" and c.dense_quant_bytes == 0.0
+    gemm = [op for op in linear_ops(c, 256, 8192, 8192, "t") if op.kind == "gemm"]
+    assert gemm and all(op.dtype == "bf16" for op in gemm)
+    w4a4 = context(dataclasses.replace(LLAMA70, dense_dtype="fp4", dense_format="nvfp4"), PhasePlan(gpus=(0,)),
+                   "vllm", PCIE, (0,))  # fmt: skip
+    assert w4a4.dense_dtype == "fp4" and c.dense_bytes == w4a4.dense_bytes  # same 4-bit weights streamed

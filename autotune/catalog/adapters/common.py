@@ -78,21 +78,62 @@ def _formats(root: Fields) -> tuple[str, str, str, str]:
         dense, expert, dense_fmt, expert_fmt = "fp4", "fp4", "nvfp4", "nvfp4"
     elif method == "modelopt" and algo == "FP8":  # vLLM ModelOptFp8Config, per-tensor (quantization/modelopt.py:461)
         dense, expert, dense_fmt, expert_fmt = "fp8", "fp8", "fp8_tensor", "fp8_tensor"
+    elif method == "modelopt" and algo == "MIXED_PRECISION":
+        dense, expert, dense_fmt, expert_fmt = _modelopt_mixed(quant, base)
     elif method in _INT4_METHODS and quant.get("bits", 4) == 4:
         dense, expert, dense_fmt, expert_fmt = "int4", "int4", _INT4_METHODS[method], _INT4_METHODS[method]
     elif method == "compressed-tensors":
         dtype, fmt = _compressed_tensors(quant)
         dense, expert, dense_fmt, expert_fmt = dtype, dtype, fmt, fmt
     else:
-        supported = "fp8, mxfp4, modelopt (NVFP4, FP8), awq / gptq (4-bit), compressed-tensors"
+        supported = "fp8, mxfp4, modelopt (NVFP4, FP8, MIXED_PRECISION), awq / gptq (4-bit), compressed-tensors"
         raise SpecError(f"quantization_config.quant_method '{method}' is not supported (supported: {supported})")
     expert_override = quant.get("expert_dtype") or root.get("expert_dtype")
     if expert_override in _STORED_DTYPES and expert_override != expert:
         expert, expert_fmt = expert_override, _STORED_DTYPES[expert_override]
-    ignored = [str(p) for p in (quant.get("ignore") or quant.get("exclude_modules") or [])]
-    if any("attn" in p for p in ignored):  # attention (and with it the dense group) left at the torch dtype
+    # ModelOpt ignore / exclude_modules, compressed-tensors ignore, AWQ modules_to_not_convert (vLLM
+    # quantization/auto_awq.py:248-250 leaves those layers unquantised)
+    skipped = quant.get("ignore") or quant.get("exclude_modules") or quant.get("modules_to_not_convert") or []
+    ignored = [str(p) for p in skipped]
+    # attention (and with it the dense group) left at the torch dtype; MIXED_PRECISION: quantized_layers decides
+    if algo != "MIXED_PRECISION" and any("attn" in p for p in ignored):
         dense, dense_fmt = base, base
     return dense, expert, dense_fmt, expert_fmt
+
+
+# ModelOpt per-layer algorithms (vLLM quantization/modelopt.py:150-163 LINEAR_ALGOS) -> (dtype, format).
+# W4A16_NVFP4 is weight-only: FP4 weights with bf16 activations (modelopt.py:771, an FP4 Marlin GEMM).
+_MODELOPT_ALGOS = {
+    "FP8": ("fp8", "fp8_tensor"),
+    "FP8_PER_CHANNEL_PER_TOKEN": ("fp8", "fp8_tensor"),
+    "FP8_PB_WO": ("fp8", "fp8_block"),
+    "MXFP8": ("fp8", "mxfp8"),
+    "NVFP4": ("fp4", "nvfp4"),
+    "W4A16_NVFP4": ("fp4", "nvfp4_w4a16"),
+}
+
+
+def _modelopt_mixed(quant: dict, base: str) -> tuple[str, str, str, str]:
+    """(dense dtype, expert dtype, dense format, expert format) of a ModelOpt MIXED_PRECISION checkpoint (NVIDIA's
+    NVFP4 2.0 releases: NVFP4 routed experts, FP8 attention and shared experts): the algorithm of its routed
+    experts' and attention layers' entries in `quantized_layers` (vLLM modelopt.py:1779-1805 reads the same
+    mapping); a group with no entry stays at the torch dtype."""
+    layers = quant.get("quantized_layers") or (quant.get("quantization") or {}).get("quantized_layers") or {}
+    if not layers:
+        raise SpecError("quantization_config: ModelOpt MIXED_PRECISION needs a non-empty 'quantized_layers' mapping")
+
+    def group(is_member) -> tuple[str, str]:
+        algos = [str((info or {}).get("quant_algo", "")).upper() for name, info in layers.items() if is_member(name)]
+        if not algos:
+            return base, base
+        if algos[0] not in _MODELOPT_ALGOS:
+            known = ", ".join(_MODELOPT_ALGOS)
+            raise SpecError(f"quantization_config.quantized_layers: quant_algo '{algos[0]}' is not supported ({known})")
+        return _MODELOPT_ALGOS[algos[0]]
+
+    expert = group(lambda name: ".experts." in name and "shared_expert" not in name)
+    dense = group(lambda name: "attn" in name)
+    return dense[0], expert[0], dense[1], expert[1]
 
 
 # a top-level expert_dtype -> the format it is stored in
