@@ -53,20 +53,6 @@ def read_facts(table: RuleTable) -> tuple[str, ...]:
     return tuple(names)
 
 
-# The known facts an answer reads besides its rules' (capability/facts.py derived_facts: kernels.gemm_dtype, tp,
-# dp, batching.max_running, batching.chunked_prefill_tokens, dcp; fact_values: tp and dp for ep).
-ANSWER_INPUTS = ("kernels.gemm_dtype", "tp", "dp", "batching.max_running", "batching.chunked_prefill_tokens", "dcp")
-_ABSENT = object()  # a fact not known yet (distinct from any value, None included)
-
-
-def answer_reads(admission: Admission, engines: tuple[str, ...]) -> tuple[str, ...]:
-    """The known facts an `admission` answer about `engines` can depend on (its memo key, sampler.py)."""
-    names = dict.fromkeys(ANSWER_INPUTS)
-    for engine in engines:
-        names.update(dict.fromkeys(admission._compiled(engine).read))
-    return tuple(names)
-
-
 def _rule_reads(rule) -> frozenset[str]:
     """The facts one rule's verdict reads: its field, its conditions' facts and their `same_as` facts."""
     names = {rule.field, *rule.when, *rule.needs}

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from autotune.capability.facts import phase_field_facts
-from autotune.search.admit import _ABSENT, Admission, answer_reads, default_facts, fact_values, parse_speculative
+from autotune.search.admit import Admission, default_facts, fact_values, parse_speculative
 from autotune.search.space import Space, dynamic_requirements
 from autotune.specs import PhasePlan, Plan, SpecError, from_dict
 from autotune.specs.plan import expert_parallel_size
@@ -249,26 +249,17 @@ def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> 
 
 
 class CachedAdmission:
-    """An Admission whose answers are memoised by (engine, field, values, the known facts an answer can read): a
-    long search asks the same questions at every trial, and each answer evaluates the engine's rule table. An
-    answer reads only the facts the engines' rules read (admit.read_facts), the inputs of the derived facts
-    and of the value's own facts (admit.ANSWER_INPUTS), so the memo is keyed by those alone: partial plans that
-    differ elsewhere share one answer (tests/search/test_admission_memo.py compares each with a fresh one)."""
+    """An Admission whose answers are memoised by (engine, field, values, what is known so far): a long search
+    asks the same questions at every trial, and each answer evaluates the engine's rule table."""
 
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
         self._cache: dict[tuple, Any] = {}
-        self._reads: dict[tuple[str, ...], tuple[str, ...]] = {}  # engines -> the known facts an answer reads
         self.memo: dict[tuple, Any] = {}  # sampler.py _phase_layouts by (space, choices, phase, deployment)
 
-    def _read(self, engines: tuple[str, ...]) -> tuple[str, ...]:
-        if engines not in self._reads:
-            self._reads[engines] = answer_reads(self.admission, engines)
-        return self._reads[engines]
-
-    def _ask(self, method: str, engines: tuple[str, ...], args: tuple, known: dict[str, Any]):
+    def _ask(self, method: str, args: tuple, known: dict[str, Any]):
         try:
-            key = (method, args, tuple(known.get(name, _ABSENT) for name in self._read(engines)))
+            key = (method, args, frozenset(known.items()))
             hash(key)
         except TypeError:  # an unhashable fact: ask without the cache
             return getattr(self.admission, method)(*args, known)
@@ -277,7 +268,7 @@ class CachedAdmission:
         return self._cache[key]
 
     def refusal(self, engine: str, field: str, value: Any, known: dict[str, Any]) -> str:
-        return self._ask("refusal", (engine,), (engine, field, value), known)
+        return self._ask("refusal", (engine, field, value), known)
 
     def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
-        return self._ask("admitted", engines, (engines, field, values), known)
+        return self._ask("admitted", (engines, field, values), known)

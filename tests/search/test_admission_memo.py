@@ -45,25 +45,3 @@ def test_incremental_verdicts_equal_the_whole_table(model_name, preset):
         plan, _ = sample_plan(space, choices, lambda name, options: rng.choice(list(options)), 8, admission)
         plans += plan is not None
     assert checked.asked > 500 and checked.refused > 20 and plans > 10  # the check saw refusals and plans
-
-
-class FreshChecked(CachedAdmission):
-    """A CachedAdmission whose every answer, memoised or not, is compared with a fresh Admission's."""
-
-    def _ask(self, method, engines, args, known):
-        got = super()._ask(method, engines, args, known)
-        fresh = getattr(Admission(self.admission.box), method)(*args, known)
-        assert got == fresh, (method, args)
-        self.asked += 1
-        return got
-
-
-@pytest.mark.parametrize("model_name,preset", [("deepseek-v3", "rtx-pro-6000-x8"), ("qwen3-235b-a22b", "h200-x8")])
-def test_memo_keyed_by_the_facts_an_answer_reads_gives_fresh_answers(model_name, preset):
-    space, model, hw = load_space(), load_model(model_name), load_preset(preset)
-    choices = study_choices(SearchRequest(model, hw, Workload(), space, 8))
-    admission, rng = FreshChecked(Admission(capability.box_facts(hw, model))), random.Random(model_name)
-    admission.asked = 0
-    for _ in range(80):
-        sample_plan(space, choices, lambda name, options: rng.choice(list(options)), 8, admission)
-    assert admission.asked > 500 and len(admission._cache) < admission.asked  # answers were shared
