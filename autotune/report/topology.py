@@ -109,9 +109,8 @@ def topology_plot(hw: HardwareProfile, plan: Plan, path: Path) -> Path:
     """The box (sockets, PCIe switches, GPUs, NVLink, link bandwidths) with each GPU labelled by the phase,
     replica, pipeline stage and DP rank the plan gives it."""
     import matplotlib.patches as patches
-    import matplotlib.pyplot as plt
 
-    from autotune.report.plots import _save
+    from autotune.report.plots import _save, subplots
 
     topo, slots = topology(hw), placement(plan)
     sockets: dict[int, dict[int, list[int]]] = {}
@@ -122,7 +121,7 @@ def topology_plot(hw: HardwareProfile, plan: Plan, path: Path) -> Path:
     gw, gap = 1.3, 0.3
     sw_w = per_switch * gw + (per_switch + 1) * gap
     so_w = switches * sw_w + (switches + 1) * gap
-    fig, ax = plt.subplots(figsize=(min(14.0, max(8.0, 0.75 * len(sockets) * (so_w + 1.5))), 5.0))
+    fig, ax = subplots(figsize=(min(14.0, max(8.0, 0.75 * len(sockets) * (so_w + 1.5))), 5.0))
     centers: dict[int, tuple[float, float]] = {}
     for k, sw in enumerate(s for _, s in sorted(sockets.items())):
         x0 = k * (so_w + 1.5)

@@ -7,18 +7,22 @@ With `group=True`, TPE (optuna 5.1 samplers/_tpe/sampler.py) at every trial
   history and the split are the same for every group of one trial.
 The decomposition is a partition refinement: adding a trial's parameters a second time changes nothing (each
 group either lies inside them or outside), so adding only the trials not yet seen gives the same groups in the
-same order. The split of one trial's sampling is computed once and shared by its groups. Both are exact:
-`tests/search/test_tpe.py` checks the proposals against the stock sampler's, trial by trial.
+same order. The split of one trial's sampling is computed once and shared by its groups. Two more per-trial
+costs go: the decomposition is handed out as a shallow copy (add_distributions builds new dicts and never
+changes the old ones, so the deep copy protects nothing), and a finished trial's internal representation
+(`_get_internal_repr`: the index of each categorical value) is computed once per group of parameters, not at
+every later trial. All are exact: `tests/search/test_tpe.py` checks the proposals against the stock
+sampler's, trial by trial.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+import numpy as np
 import optuna.samplers._tpe.sampler as _tpe_module
 from optuna.samplers import TPESampler
-from optuna.search_space.group_decomposed import _GroupDecomposedSearchSpace
+from optuna.search_space.group_decomposed import _GroupDecomposedSearchSpace, _SearchSpaceGroup
 from optuna.trial import TrialState
 
 
@@ -39,7 +43,9 @@ class _IncrementalGroups(_GroupDecomposedSearchSpace):
             if trial.number not in self._added:
                 self._added.add(trial.number)
                 self._search_space.add_distributions(trial.distributions)
-        return copy.deepcopy(self._search_space)
+        snapshot = _SearchSpaceGroup()
+        snapshot._search_spaces = list(self._search_space.search_spaces)  # its dicts are never changed in place
+        return snapshot
 
 
 class FastTPESampler(TPESampler):
@@ -49,6 +55,25 @@ class FastTPESampler(TPESampler):
         super().__init__(**kwargs)
         if self._group_decomposed_search_space is not None:
             self._group_decomposed_search_space = _IncrementalGroups(True)  # TPESampler's own include_pruned
+        self._rows: dict[tuple, dict[int, tuple | None]] = {}  # (study, group names) -> trial -> internal repr
+
+    def _get_internal_repr(self, trials, search_space, study) -> dict[str, np.ndarray]:
+        """TPESampler._get_internal_repr, each finished trial's row of a group computed once."""
+        names = tuple(search_space)
+        rows = self._rows.setdefault((study._study_id, names), {})
+        kept = []
+        for trial in trials:
+            row = rows.get(trial.number, rows) if trial.state.is_finished() else rows
+            if row is rows:  # not memoised (or a running trial: its parameters can still grow)
+                params = self._get_params(trial, study)
+                row = None
+                if search_space.keys() <= params.keys():
+                    row = tuple(search_space[name].to_internal_repr(params[name]) for name in names)
+                if trial.state.is_finished():
+                    rows[trial.number] = row
+            if row is not None:
+                kept.append(row)
+        return {name: np.asarray([row[i] for row in kept]) for i, name in enumerate(names)}
 
     def sample_relative(self, study, trial, search_space):
         split = _tpe_module._split_trials
