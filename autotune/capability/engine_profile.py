@@ -64,7 +64,8 @@ class EngineProfile:
     states_per_request: int  # linear-attention state copies a running request pins (before speculative tokens)
     # ---- automatic kernel choices
     triton_mla_archs: tuple[str, ...]  # archs where `auto` attention on an MLA model is the Triton MLA kernel
-    auto_moe_kernel: Callable[[str, str, bool, int], str]  # (expert dtype, arch, deepep, ep) -> kernels.moe value
+    # (expert dtype, arch, deepep, ep, checkpoint expert format) -> kernels.moe value
+    auto_moe_kernel: Callable[[str, str, bool, int, str], str]
     moe_configs: MoeConfigFiles | None  # None: the engine reads no tuned fused-MoE Triton files
     # vllm-ascend's NPU platform: HCCL collectives, ACL-graph decode launches and the platform options perf/ascend.py
     # models (PhasePlan.platform)

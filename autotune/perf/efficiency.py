@@ -108,7 +108,7 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
     130-147, Marlin first on CUDA; SGLang quantization/awq/awq.py:356-390, awq_marlin)."""
     if expert_format in ("int4_awq", "int4_gptq") or expert_dtype == "int4":
         return "marlin"
-    return profile(engine).auto_moe_kernel(expert_dtype, arch, deepep, ep)
+    return profile(engine).auto_moe_kernel(expert_dtype, arch, deepep, ep, expert_format)
 
 
 # MoE expert parallel: coefficient of variation of the routed experts' popularity (std / mean of the experts'

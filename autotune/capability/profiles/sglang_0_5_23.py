@@ -20,12 +20,17 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
     return Batching(max_running=1024, chunked_prefill_tokens=tokens)
 
 
-def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto: FP8 = DeepGEMM only with an a2a backend (DeepEP), else Triton
     (srt/layers/quantization/fp8.py:1520-1542); FP4 (V4.x MXFP4) experts = flashinfer_mxfp4
-    (arg_groups/model_overrides/deepseek_v4.py:66-88); bf16: the Triton fused MoE."""
+    (arg_groups/model_overrides/deepseek_v4.py:66-88); NVFP4 (ModelOpt) experts: Marlin below SM100
+    (srt/layers/quantization/modelopt_quant.py:2377-2381), FlashInfer CUTLASS on SM120/SM110
+    (srt/arg_groups/overrides.py:1513-1521) and valued so on SM100 (its own CUTLASS FP4 MoE there has no value of
+    its own here); bf16: the Triton fused MoE."""
     if expert_dtype == "fp8":
         return "deep_gemm" if deepep else "triton"
+    if expert_dtype == "fp4" and expert_format == "nvfp4":
+        return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "marlin"
     return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
 
 

@@ -21,18 +21,25 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
     return Batching(max_running=256, chunked_prefill_tokens=2048)
 
 
-def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int) -> str:
+def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto (the oracles in vllm/model_executor/layers/fused_moe/oracle/): block FP8 on SM90 Triton
     first for ep == 1 and FlashInfer CUTLASS for ep > 1 (vllm/model_executor/layers/fused_moe/oracle/fp8.py:127-139),
     on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else
-    Marlin; bf16: FlashInfer CUTLASS on SM100/SM120
+    Marlin; NVFP4 (ModelOpt): the FlashInfer kernels first
+    (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:238-247; TRT-LLM and CuteDSL on the SM100 family only,
+    vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py:227-234; CUTLASS on SM90/100/120,
+    vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-146), valued as flashinfer_cutlass
+    (the TRT-LLM kernel has no value of its own here), Marlin below SM100; bf16: FlashInfer CUTLASS on SM100/SM120
     (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:68-80), Triton on SM90 (FlashInfer moved back), SM89."""
     if expert_dtype == "fp8":
         if arch == "sm_90":
             return "triton" if ep == 1 else "flashinfer_cutlass"
         return {"sm_100": "flashinfer_cutlass", "sm_120": "deep_gemm"}.get(arch, "triton")
     if expert_dtype == "fp4":
-        return "deep_gemm" if arch in ("sm_100", "sm_120") else "marlin"
+        blackwell = arch in ("sm_100", "sm_120")
+        if expert_format == "nvfp4":
+            return "flashinfer_cutlass" if blackwell else "marlin"
+        return "deep_gemm" if blackwell else "marlin"
     return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
 
 
