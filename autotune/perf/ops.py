@@ -15,6 +15,7 @@ from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
+from autotune.perf.memo import BoundedMemo
 from autotune.perf.opcore import Context, Op, StepInput, _collective, context
 from autotune.perf.oplist import (
     attention_ops,
@@ -28,7 +29,7 @@ from autotune.perf.oplist import (
 )
 from autotune.perf.routing import distinct_experts
 from autotune.perf.sharding import dense_layout, dense_shards, head_over_dp
-from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
+from autotune.specs import AttentionSpec, FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
 from autotune.specs.hardware import on_fabric
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
@@ -56,6 +57,7 @@ GB = 1e9
 TFLOP = 1e12
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
+ATTENTION_MEMO_MAX = 16384  # entries of the cross-plan memo of costed attention halves (_attention_terms)
 
 
 @dataclass
@@ -172,6 +174,72 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     return cost
 
 
+def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
+    """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
+    compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
+    terms, out = c.rate_terms, []
+    platform = c.phase.platform if profile(c.engine).ascend_platform else None
+    for op in ops:
+        key = op[:3]
+        if op.kind == "collective":
+            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
+            out.append((key, name, seconds, 0.0))
+            continue
+        flops_per_s, bytes_per_s, min_s = terms.get(key) or _rate_terms(c, key)
+        speed, share = op.speed, 1.0
+        if platform is not None:
+            speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
+            share = ascend.op_share(platform, op.kind, c.phase.tp)
+        t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
+        t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
+        out.append((key, None, max(t_compute, t_memory) + min_s * op.count, t_compute))
+    return tuple(out)
+
+
+def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
+    """Add `times` x the ops of `op_terms` (_op_terms) to `cost`, exactly as cost_ops adds them."""
+    comm_s, by_rate = cost.comm_s, cost.by_rate
+    compute_s = memory_s = 0.0
+    for key, name, seconds, t_compute in op_terms:
+        seconds *= times
+        if name is not None:
+            if seconds > 0:
+                comm_s[name] = comm_s.get(name, 0.0) + seconds
+        else:
+            t_compute *= times
+            compute_s += t_compute
+            memory_s += seconds - t_compute
+        by_rate[key] = by_rate.get(key, 0.0) + seconds
+    cost.compute_s += compute_s
+    cost.memory_s += memory_s
+    return cost
+
+
+_ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def _attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
+    """_op_terms of attention_ops(c, att, x), remembered across plans: plans that differ in what the attention half
+    does not read (FFN, experts, collectives, batching, engine) share it. The key is what oplist.attention_ops and
+    _op_terms read of the Context: the model (by identity; `att` is one of its layer kinds), the rates table (by
+    identity) and SM count, tp / dp / dcp, the dense and KV dtypes' resolved sizes and kernel speeds, and the
+    vllm-ascend platform options when the engine runs on it. attention_ops issues no collective (dcp_ops does)."""
+    phase = c.phase
+    platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+    key = (
+        id(att), x, id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
+        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+        c.kv_elem_bytes, c.attention_speed,
+    )  # fmt: skip
+    hit = _ATTENTION_TERMS.get(key)
+    if hit is not None and hit[0] is att and hit[1] is c.model and hit[2] is c.table:
+        return hit[3]
+    op_terms = _op_terms(c, attention_ops(c, att, x))
+    if all(name is None for _, name, _, _ in op_terms):  # a collective's cost depends on more than the key
+        _ATTENTION_TERMS.put(key, (att, c.model, c.table, op_terms))  # the objects keep their ids from reuse
+    return op_terms
+
+
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     """The costed FFN half of a layer (oplist.ffn_ops), remembered per Context: layer kinds that differ only in
     attention (V4's compressed / sparse / windowed layers) share it within a step. Callers must not mutate it."""
@@ -211,14 +279,14 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
     ffn_half = _ffn_cost(c, layer.ffn, step_tokens(x))
     dcp = dcp_ops(c, att, x)
     if c.phase.overlap.two_batch:  # overlap transform: communication hidden behind the other micro-batch
-        parts = [cost_ops(c, attention_ops(c, att, x)), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
+        parts = [_add_terms(Cost(), _attention_terms(c, att, x), 1.0), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
         for part in parts:
             total.add(part, times)
         busy = sum(part.compute_s + part.memory_s for part in parts)
         comm_s = sum(sum(part.comm_s.values()) for part in parts)
         total.overlap_saved_s += min(busy, comm_s) * (1 - OVERLAP_RESIDUE) * times
         return
-    cost_ops(c, attention_ops(c, att, x), total, times)
+    _add_terms(total, _attention_terms(c, att, x), times)
     total.add(ffn_half, times)
     if dcp:
         cost_ops(c, dcp, total, times)
@@ -306,7 +374,7 @@ def _step(
     else:
         for layer, count in groups:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer
             layer_x, times = inputs[layer.in_prefill], count / phase.pp
-            cost_ops(c, attention_ops(c, layer.attention, layer_x), total, times)
+            _add_terms(total, _attention_terms(c, layer.attention, layer_x), times)
             if phase.dcp > 1:
                 cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
         for ffn, in_prefill, count in ffn_groups:
