@@ -58,6 +58,7 @@ TFLOP = 1e12
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
 ATTENTION_MEMO_MAX = 16384  # entries of the cross-plan memo of costed attention halves (_attention_terms)
+FFN_MEMO_MAX = 16384  # entries of the cross-plan memo of costed FFN halves (_shared_ffn_cost)
 
 
 @dataclass
@@ -248,8 +249,37 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:
             c.ffn_memo.clear()
-        hit = c.ffn_memo[key] = _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
+        hit = c.ffn_memo[key] = _shared_ffn_cost(c, ffn, tokens)
     return hit
+
+
+_FFN_COSTS = BoundedMemo(FFN_MEMO_MAX)
+
+
+def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
+    """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)), remembered across plans that resolve the FFN half alike.
+    The key is what oplist.ffn_ops (GEMMs, router, collectives, norms), cost_ops and _overlapped_shared read: the
+    model and FFN (by value), the box and its rates table (by identity), the engine profile's tp_spans_dp and
+    ascend_platform, tp / dp / ep / dense_dp, fusion.allreduce_rmsnorm, comm.allreduce / all2all and the parsed
+    NCCL environment, the stage's GPUs, the PCIe-IPC size limit (read only under comm.allreduce pcie_ipc:
+    comm.all_reduce_fn), the dense and expert dtypes' resolved sizes and kernel speeds, the EP imbalance and the
+    vllm-ascend platform options when the engine runs on it."""
+    phase, engine = c.phase, profile(c.engine)
+    key = (
+        ffn, tokens, id(c.model), id(c.hw), id(c.table), engine.tp_spans_dp, engine.ascend_platform,
+        tuple(sorted(phase.platform.items())) if engine.ascend_platform else None,
+        phase.tp, phase.dp, phase.ep, phase.dense_dp, phase.fusion.get("allreduce_rmsnorm", False),
+        phase.comm.allreduce, phase.comm.all2all, c.nccl, c.stage,
+        c.ipc_max if phase.comm.allreduce == "pcie_ipc" else None,
+        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes, c.sms,
+        c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
+    )  # fmt: skip
+    hit = _FFN_COSTS.get(key)
+    if hit is not None and hit[0] is c.model and hit[1] is c.hw and hit[2] is c.table:
+        return hit[3]
+    cost = _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
+    _FFN_COSTS.put(key, (c.model, c.hw, c.table, cost))  # the objects keep their ids from being reused
+    return cost
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
