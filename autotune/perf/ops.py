@@ -20,6 +20,9 @@ from autotune.perf.opcore import Context, Op, StepInput, _collective, context
 from autotune.perf.oplist import (
     attention_ops,
     dcp_ops,
+    ffn_comm_ops,
+    ffn_kernel_ops,
+    ffn_norm_ops,
     ffn_ops,
     head_ops,
     layer_input,
@@ -58,7 +61,7 @@ TFLOP = 1e12
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
 ATTENTION_MEMO_MAX = 16384  # entries of the cross-plan memo of costed attention halves (_attention_terms)
-FFN_MEMO_MAX = 16384  # entries of the cross-plan memo of costed FFN halves (_shared_ffn_cost)
+FFN_MEMO_MAX = 16384  # entries of the cross-plan memo of costed FFN kernels (_ffn_kernel_terms)
 
 
 @dataclass
@@ -253,33 +256,39 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     return hit
 
 
-_FFN_COSTS = BoundedMemo(FFN_MEMO_MAX)
+_FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
 
 
 def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
-    """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)), remembered across plans that resolve the FFN half alike.
-    The key is what oplist.ffn_ops (GEMMs, router, collectives, norms), cost_ops and _overlapped_shared read: the
-    model and FFN (by value), the box and its rates table (by identity), the engine profile's tp_spans_dp and
-    ascend_platform, tp / dp / ep / dense_dp, fusion.allreduce_rmsnorm, comm.allreduce / all2all and the parsed
-    NCCL environment, the stage's GPUs, the PCIe-IPC size limit (read only under comm.allreduce pcie_ipc:
-    comm.all_reduce_fn), the dense and expert dtypes' resolved sizes and kernel speeds, the EP imbalance and the
-    vllm-ascend platform options when the engine runs on it."""
-    phase, engine = c.phase, profile(c.engine)
+    """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
+    collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
+    (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
+    Context, and _add_terms adds all three in that order, as cost_ops would."""
+    if tokens <= 0 or profile(c.engine).ascend_platform:
+        return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
+    kernels, norms = _ffn_kernel_terms(c, ffn, tokens)
+    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens)) + norms, 1.0)
+
+
+def _ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple]:
+    """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
+    key is what those builders and _op_terms read: the model (by identity) and FFN (by value), the rates table
+    (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
+    fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
+    kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
+    phase = c.phase
     key = (
-        ffn, tokens, id(c.model), id(c.hw), id(c.table), engine.tp_spans_dp, engine.ascend_platform,
-        tuple(sorted(phase.platform.items())) if engine.ascend_platform else None,
-        phase.tp, phase.dp, phase.ep, phase.dense_dp, phase.fusion.get("allreduce_rmsnorm", False),
-        phase.comm.allreduce, phase.comm.all2all, c.nccl, c.stage,
-        c.ipc_max if phase.comm.allreduce == "pcie_ipc" else None,
-        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes, c.sms,
+        ffn, tokens, id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.ep, phase.dense_dp,
+        profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
+        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
         c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
     )  # fmt: skip
-    hit = _FFN_COSTS.get(key)
-    if hit is not None and hit[0] is c.model and hit[1] is c.hw and hit[2] is c.table:
-        return hit[3]
-    cost = _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
-    _FFN_COSTS.put(key, (c.model, c.hw, c.table, cost))  # the objects keep their ids from being reused
-    return cost
+    hit = _FFN_KERNEL_TERMS.get(key)
+    if hit is not None and hit[0] is c.model and hit[1] is c.table:
+        return hit[2]
+    terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
+    _FFN_KERNEL_TERMS.put(key, (c.model, c.table, terms))  # the objects keep their ids from being reused
+    return terms
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
