@@ -1,0 +1,132 @@
+"""The costed halves of a layer remembered across plans: the attention half's op terms (costing._op_terms) and
+the FFN half's kernel and norm terms, in bounded memos. Plans that differ only in what a half does not read
+(collectives, batching, the other half's kernels, the engine) share it; each key is built from exactly what the
+half's builders (perf/oplist.py) and the costing pass read, listed in the function's docstring. A memo is
+cleared when full, and by `cache_clear` (the name lru_cache uses, so tests/bench/calibration_check.py clears it
+with the perf caches after patching a constant)."""
+
+from __future__ import annotations
+
+import itertools
+
+from autotune.capability.profiles import profile
+from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.opcore import Context, StepInput
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
+from autotune.specs import AttentionSpec, FfnSpec
+
+ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
+FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
+PREFIX_MEMO_MAX = 4096  # distinct Context parts of the attention keys remembered (_attention_prefix)
+
+
+class BoundedMemo(dict):
+    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+
+    def put(self, key, value):
+        if len(self) >= self.max_entries:
+            self.clear()
+        self[key] = value
+        return value
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+_ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def _attention_prefix(c: Context) -> int:
+    """The Context's part of attention_terms' key, as a number (one per distinct part, built once per Context):
+    what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
+    specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
+    resolved sizes and kernel speeds, and the vllm-ascend platform options when the engine runs on it."""
+    hit = c.memo_keys.get("attention")
+    if hit is None:
+        phase = c.phase
+        platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+        prefix = (
+            id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
+            c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+            c.kv_elem_bytes, c.attention_speed,
+        )  # fmt: skip
+        hit = c.memo_keys["attention"] = _number(prefix)
+    return hit
+
+
+_PREFIXES = BoundedMemo(PREFIX_MEMO_MAX)
+_NEXT_PREFIX = itertools.count()
+
+
+def _number(prefix: tuple) -> int:
+    """A number for `prefix`, the same while it is remembered; a forgotten prefix gets a new one (never reused)."""
+    hit = _PREFIXES.get(prefix)
+    return hit if hit is not None else _PREFIXES.put(prefix, next(_NEXT_PREFIX))
+
+
+def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
+    """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
+    may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
+    the layer kind and the input. attention_ops issues no collective (dcp_ops does)."""
+    key = (_attention_prefix(c), id(att), x)
+    hit = _ATTENTION_TERMS.get(key)
+    if hit is not None and hit[0] is att and hit[1] is c.model and hit[2] is c.table:
+        return hit[3]
+    op_terms = _op_terms(c, attention_ops(c, att, x))
+    if all(name is None for _, name, _, _ in op_terms):  # a collective's cost depends on more than the key
+        _ATTENTION_TERMS.put(key, (att, c.model, c.table, op_terms))  # the objects keep their ids from reuse
+    return op_terms
+
+
+_ATTENTION_SUMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x: StepInput) -> None:
+    """Add the attention halves of every layer kind of `groups` (perf/layers.layer_groups of the Context's model,
+    each kind times its layers / pp) at its input (`inputs`: x or x's decode part, by the kind's in_prefill) to
+    the step's fresh `total`, in the order of `groups`. Without dcp the result is remembered across plans by
+    the attention prefix, pp and x, which is all the additions read; it is restored as the same floats and the
+    same by_rate entries in the same order."""
+    phase = c.phase
+    key = (_attention_prefix(c), phase.pp, x)
+    hit = _ATTENTION_SUMS.get(key) if phase.dcp == 1 else None
+    if hit is not None and hit[0] is c.model and hit[1] is c.table:
+        total.compute_s, total.memory_s = hit[2], hit[3]
+        total.by_rate.update(hit[4])
+        return
+    for layer, count in groups:
+        layer_x, times = inputs[layer.in_prefill], count / phase.pp
+        _add_terms(total, attention_terms(c, layer.attention, layer_x), times)
+        if phase.dcp > 1:
+            cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
+    if phase.dcp == 1 and not total.comm_s:
+        _ATTENTION_SUMS.put(key, (c.model, c.table, total.compute_s, total.memory_s, dict(total.by_rate)))
+
+
+_FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
+
+
+def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple]:
+    """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
+    key is what those builders and _op_terms read: the model (by identity) and FFN (by value), the rates table
+    (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
+    fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
+    kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
+    phase = c.phase
+    key = (
+        ffn, tokens, id(c.model), id(c.table), c.sms, profile(c.engine).ascend_platform,
+        phase.tp, phase.dp, phase.ep, phase.dense_dp,
+        profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
+        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+        c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
+    )  # fmt: skip
+    hit = _FFN_KERNEL_TERMS.get(key)
+    if hit is not None and hit[0] is c.model and hit[1] is c.table:
+        return hit[2]
+    terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
+    _FFN_KERNEL_TERMS.put(key, (c.model, c.table, terms))  # the objects keep their ids from being reused
+    return terms
