@@ -7,6 +7,7 @@ with the perf caches after patching a constant)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from autotune.capability.profiles import profile
@@ -17,7 +18,7 @@ from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
-PREFIX_MEMO_MAX = 4096  # distinct Context parts of the attention keys remembered (_attention_prefix)
+PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
 
 
 class BoundedMemo(dict):
@@ -55,7 +56,7 @@ def _attention_prefix(c: Context) -> int:
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed,
         )  # fmt: skip
-        hit = c.memo_keys["attention"] = _number(prefix)
+        hit = c.memo_keys["attention"] = number(prefix)
     return hit
 
 
@@ -63,10 +64,22 @@ _PREFIXES = BoundedMemo(PREFIX_MEMO_MAX)
 _NEXT_PREFIX = itertools.count()
 
 
-def _number(prefix: tuple) -> int:
-    """A number for `prefix`, the same while it is remembered; a forgotten prefix gets a new one (never reused)."""
+def number(prefix: tuple) -> int:
+    """A number for `prefix` (a memo key's part shared by many lookups, hashed once), the same while it is
+    remembered; a forgotten prefix gets a new one, and a number is never reused."""
     hit = _PREFIXES.get(prefix)
     return hit if hit is not None else _PREFIXES.put(prefix, next(_NEXT_PREFIX))
+
+
+def plain(value, leave_out: tuple[str, ...] = ()):
+    """A hashable copy of a plan value for a memo key: a dataclass as its type and fields (all but `leave_out`,
+    field by field, so a field added later joins the key), a dict as its sorted items."""
+    if dataclasses.is_dataclass(value):
+        fields = (f.name for f in dataclasses.fields(value) if f.name not in leave_out)
+        return (type(value).__name__, *(plain(getattr(value, name)) for name in fields))
+    if isinstance(value, dict):
+        return tuple(sorted((k, plain(v)) for k, v in value.items()))
+    return value
 
 
 def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from autotune.capability.profiles import profile
-from autotune.perf import ascend, precision
+from autotune.perf import ascend, halves, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
@@ -53,6 +53,9 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
 ]
 
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
+STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
+STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
+_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> (model, box, StepBreakdown)
 
 
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
@@ -162,7 +165,22 @@ def step_fn(
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     ffn_groups = _ffn_groups(groups)
-    return lambda x: _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
+    # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
+    # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
+    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
+    prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
+    number = halves.number(prefix)
+
+    def cost(x: StepInput) -> StepBreakdown:
+        key = (number, x)
+        hit = _STEPS.get(key)
+        if hit is not None and hit[0] is model and hit[1] is hw:
+            return hit[2]
+        step = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
+        _STEPS.put(key, (model, hw, step))  # the objects keep their ids from being reused
+        return step
+
+    return cost
 
 
 def step_cost(
