@@ -13,7 +13,8 @@ import itertools
 from autotune.capability.profiles import profile
 from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
+from autotune.perf.sharding import head_over_dp
 from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
@@ -71,12 +72,19 @@ def number(prefix: tuple) -> int:
     return hit if hit is not None else _PREFIXES.put(prefix, next(_NEXT_PREFIX))
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
+
+
 def plain(value, leave_out: tuple[str, ...] = ()):
     """A hashable copy of a plan value for a memo key: a dataclass as its type and fields (all but `leave_out`,
     field by field, so a field added later joins the key), a dict as its sorted items."""
-    if dataclasses.is_dataclass(value):
-        fields = (f.name for f in dataclasses.fields(value) if f.name not in leave_out)
-        return (type(value).__name__, *(plain(getattr(value, name)) for name in fields))
+    kind = type(value)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value)) if is_data else ()
+    if names:
+        return (kind.__name__, *[plain(getattr(value, name)) for name in names if name not in leave_out])
     if isinstance(value, dict):
         return tuple(sorted((k, plain(v)) for k, v in value.items()))
     return value
@@ -144,3 +152,28 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
     _FFN_KERNEL_TERMS.put(key, (c.model, c.table, terms))  # the objects keep their ids from being reused
     return terms
+
+
+_HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def head_cost(c: Context, rows: float) -> Cost:
+    """cost_ops(c, oplist.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
+    DP ranks (then it issues no collective). Keyed on what head_ops and cost_ops read besides: the model (by
+    identity), the rates table (by identity) and SM count, tp / dp, and the vllm-ascend platform options when the
+    engine runs on it. Callers must not mutate the Cost."""
+    if head_over_dp(c.engine, c.phase):
+        return cost_ops(c, head_ops(c, rows))
+    prefix = c.memo_keys.get("head")
+    if prefix is None:
+        phase = c.phase
+        platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+        parts = ("head", id(c.model), id(c.table), c.sms, phase.tp, phase.dp, platform)
+        prefix = c.memo_keys["head"] = number(parts)
+    key = (prefix, rows)
+    hit = _HEADS.get(key)
+    if hit is not None and hit[0] is c.model and hit[1] is c.table:
+        return hit[2]
+    cost = cost_ops(c, head_ops(c, rows))
+    _HEADS.put(key, (c.model, c.table, cost))  # the objects keep their ids from being reused
+    return cost

@@ -220,7 +220,7 @@ def _step(
         for ffn, in_prefill, count in ffn_groups:
             total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill])), count / phase.pp)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
-    head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
+    head = halves.head_cost(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
     if profile(engine).ascend_platform and not x.prefill_tokens:
