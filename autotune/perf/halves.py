@@ -57,7 +57,7 @@ def _attention_prefix(c: Context) -> int:
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed,
         )  # fmt: skip
-        hit = c.memo_keys["attention"] = number(prefix)
+        hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
 
 
@@ -65,11 +65,18 @@ _PREFIXES = BoundedMemo(PREFIX_MEMO_MAX)
 _NEXT_PREFIX = itertools.count()
 
 
-def number(prefix: tuple) -> int:
+def number(prefix: tuple, alive: tuple = ()) -> int:
     """A number for `prefix` (a memo key's part shared by many lookups, hashed once), the same while it is
-    remembered; a forgotten prefix gets a new one, and a number is never reused."""
+    remembered; a forgotten prefix gets a new one, and a number is never reused. `alive`: the objects whose id()
+    the prefix holds, kept alive while it is remembered so that no other object takes their id meanwhile (the
+    memos' entries then hold only plain values: fewer objects for the garbage collector to walk)."""
     hit = _PREFIXES.get(prefix)
-    return hit if hit is not None else _PREFIXES.put(prefix, next(_NEXT_PREFIX))
+    return hit[0] if hit is not None else _PREFIXES.put(prefix, (next(_NEXT_PREFIX), alive))[0]
+
+
+def step_input(x: StepInput) -> tuple[float, ...]:
+    """StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key."""
+    return (x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, x.decode_width)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
@@ -94,13 +101,13 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
     may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
     the layer kind and the input. attention_ops issues no collective (dcp_ops does)."""
-    key = (_attention_prefix(c), id(att), x)
+    key = (_attention_prefix(c), id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
-    if hit is not None and hit[0] is att and hit[1] is c.model and hit[2] is c.table:
-        return hit[3]
+    if hit is not None:
+        return hit
     op_terms = _op_terms(c, attention_ops(c, att, x))
     if all(name is None for _, name, _, _ in op_terms):  # a collective's cost depends on more than the key
-        _ATTENTION_TERMS.put(key, (att, c.model, c.table, op_terms))  # the objects keep their ids from reuse
+        _ATTENTION_TERMS.put(key, op_terms)
     return op_terms
 
 
@@ -114,11 +121,11 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
     the attention prefix, pp and x, which is all the additions read; it is restored as the same floats and the
     same by_rate entries in the same order."""
     phase = c.phase
-    key = (_attention_prefix(c), phase.pp, x)
+    key = (_attention_prefix(c), phase.pp, step_input(x))
     hit = _ATTENTION_SUMS.get(key) if phase.dcp == 1 else None
-    if hit is not None and hit[0] is c.model and hit[1] is c.table:
-        total.compute_s, total.memory_s = hit[2], hit[3]
-        total.by_rate.update(hit[4])
+    if hit is not None:
+        total.compute_s, total.memory_s = hit[0], hit[1]
+        total.by_rate.update(hit[2])
         return
     for layer, count in groups:
         layer_x, times = inputs[layer.in_prefill], count / phase.pp
@@ -126,7 +133,7 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
         if phase.dcp > 1:
             cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
     if phase.dcp == 1 and not total.comm_s:
-        _ATTENTION_SUMS.put(key, (c.model, c.table, total.compute_s, total.memory_s, dict(total.by_rate)))
+        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, dict(total.by_rate)))
 
 
 _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
@@ -138,19 +145,23 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
     kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
-    phase = c.phase
-    key = (
-        ffn, tokens, id(c.model), id(c.table), c.sms, profile(c.engine).ascend_platform,
-        phase.tp, phase.dp, phase.ep, phase.dense_dp,
-        profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
-        c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
-        c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
-    )  # fmt: skip
+    prefix = c.memo_keys.get("ffn")
+    if prefix is None:
+        phase = c.phase
+        parts = (
+            "ffn", id(c.model), id(c.table), c.sms, profile(c.engine).ascend_platform,
+            phase.tp, phase.dp, phase.ep, phase.dense_dp,
+            profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
+            c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+            c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
+        )  # fmt: skip
+        prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
+    key = (prefix, ffn, tokens)
     hit = _FFN_KERNEL_TERMS.get(key)
-    if hit is not None and hit[0] is c.model and hit[1] is c.table:
-        return hit[2]
+    if hit is not None:
+        return hit
     terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
-    _FFN_KERNEL_TERMS.put(key, (c.model, c.table, terms))  # the objects keep their ids from being reused
+    _FFN_KERNEL_TERMS.put(key, terms)
     return terms
 
 
@@ -169,11 +180,11 @@ def head_cost(c: Context, rows: float) -> Cost:
         phase = c.phase
         platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
         parts = ("head", id(c.model), id(c.table), c.sms, phase.tp, phase.dp, platform)
-        prefix = c.memo_keys["head"] = number(parts)
+        prefix = c.memo_keys["head"] = number(parts, (c.model, c.table))
     key = (prefix, rows)
     hit = _HEADS.get(key)
-    if hit is not None and hit[0] is c.model and hit[1] is c.table:
-        return hit[2]
+    if hit is not None:
+        return hit
     cost = cost_ops(c, head_ops(c, rows))
-    _HEADS.put(key, (c.model, c.table, cost))  # the objects keep their ids from being reused
+    _HEADS.put(key, cost)
     return cost

@@ -55,7 +55,7 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
 STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
-_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> (model, box, StepBreakdown)
+_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown
 
 
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
@@ -169,16 +169,14 @@ def step_fn(
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
     prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
-    number = halves.number(prefix)
+    number = halves.number(prefix, (model, hw))
 
     def cost(x: StepInput) -> StepBreakdown:
-        key = (number, x)
+        key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
-        if hit is not None and hit[0] is model and hit[1] is hw:
-            return hit[2]
-        step = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
-        _STEPS.put(key, (model, hw, step))  # the objects keep their ids from being reused
-        return step
+        if hit is None:
+            hit = _STEPS.put(key, _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label))
+        return hit
 
     return cost
 
