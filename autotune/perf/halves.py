@@ -141,7 +141,7 @@ _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
 
 def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple]:
     """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
-    key is what those builders and _op_terms read: the model (by identity) and FFN (by value), the rates table
+    key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
     kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
@@ -156,7 +156,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
-    key = (prefix, ffn, tokens)
+    key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves
     hit = _FFN_KERNEL_TERMS.get(key)
     if hit is not None:
         return hit
