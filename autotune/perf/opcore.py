@@ -115,6 +115,7 @@ class Context:
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
+    memo_keys: dict = field(default_factory=dict, compare=False)  # the Context's part of halves.py's memo keys
     sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)

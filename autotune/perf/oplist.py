@@ -368,23 +368,38 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
 def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     """The FFN half of a layer and the layer's collectives and norms: a function of the FFN and the layer's
     token count only, so layers of different attention share it."""
-    ops: list[Op] = []
     if tokens <= 0:
-        return ops
-    phase = c.phase
-    dense = dense_layout(ffn, phase, c.engine)
+        return []
+    return ffn_kernel_ops(c, ffn, tokens) + ffn_comm_ops(c, ffn, tokens) + ffn_norm_ops(c, ffn, tokens)
+
+
+def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
+    """ffn_ops' GEMMs (dense or shared, routed experts) and router, in ffn_ops' order (tokens > 0)."""
+    ops: list[Op] = []
     _ffn_ops(ops, c, ffn, tokens)
     if ffn.kind == "moe":  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
         ops += router_ops(c, ffn, tokens)
-    _comm_ops(ops, c, ffn, tokens, dense)
-    # residual add + RMSNorm kernels (each fused with its residual add in vLLM/SGLang): bf16 reads of the residual
-    # and the input, writes of both; the ones fused into an all-reduce (fusion.allreduce_rmsnorm) are gone
-    kernels = eff.NORMS_PER_LAYER - _fused_norms(ffn, phase, dense)
-    rows = tokens / phase.dp
-    if kernels > 0:
-        nbytes = kernels * 4 * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
-        ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion"))
     return ops
+
+
+def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
+    """ffn_ops' collectives (tokens > 0)."""
+    ops: list[Op] = []
+    _comm_ops(ops, c, ffn, tokens, dense_layout(ffn, c.phase, c.engine))
+    return ops
+
+
+def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
+    """ffn_ops' residual add + RMSNorm kernels (each fused with its residual add in vLLM/SGLang): bf16 reads of the
+    residual and the input, writes of both; the ones fused into an all-reduce (fusion.allreduce_rmsnorm) are gone
+    (tokens > 0). Reads tp / dp / ep, fusion.allreduce_rmsnorm, comm.all2all and the dense layout (_fused_norms)."""
+    phase = c.phase
+    kernels = eff.NORMS_PER_LAYER - _fused_norms(ffn, phase, dense_layout(ffn, phase, c.engine))
+    rows = tokens / phase.dp
+    if kernels <= 0:
+        return []
+    nbytes = kernels * 4 * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
+    return [Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
 
 
 def dcp_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:

@@ -9,16 +9,17 @@ input, which is what serving.py evaluates at every candidate operating point.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from autotune.capability.profiles import profile
-from autotune.perf import ascend, comm, precision
+from autotune.perf import ascend, halves, precision
 from autotune.perf import efficiency as eff
+from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
 from autotune.perf.opcore import Context, Op, StepInput, _collective, context
 from autotune.perf.oplist import (
-    attention_ops,
     dcp_ops,
+    ffn_comm_ops,
     ffn_ops,
     head_ops,
     layer_input,
@@ -29,7 +30,6 @@ from autotune.perf.oplist import (
 from autotune.perf.routing import distinct_experts
 from autotune.perf.sharding import dense_layout, dense_shards, head_over_dp
 from autotune.specs import FfnSpec, HardwareProfile, LayerSpec, ModelSpec, PhasePlan, StepBreakdown
-from autotune.specs.hardware import on_fabric
 
 __all__ = [  # the op list's names stay importable from here (tests, memory.py, calibration_check.py)
     "Context",
@@ -52,124 +52,10 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
     "step_fn",
 ]
 
-GB = 1e9
-TFLOP = 1e12
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
-MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
-
-
-@dataclass
-class Cost:
-    compute_s: float = 0.0
-    memory_s: float = 0.0  # memory-bound (or minimum-latency-bound) time beyond the compute time of the same ops
-    comm_s: dict[str, float] = field(default_factory=dict)
-    overlap_saved_s: float = 0.0
-    by_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (class, dtype, bucket) -> s
-
-    def add_comm(self, name: str, seconds: float) -> None:
-        if seconds > 0:
-            self.comm_s[name] = self.comm_s.get(name, 0.0) + seconds
-
-    def add(self, other: Cost, times: float = 1.0) -> None:
-        self.compute_s += other.compute_s * times
-        self.memory_s += other.memory_s * times
-        self.overlap_saved_s += other.overlap_saved_s * times
-        comm_s = self.comm_s
-        for name, seconds in other.comm_s.items():
-            seconds *= times
-            if seconds > 0:  # add_comm, inlined: this runs for every layer kind of every step
-                comm_s[name] = comm_s.get(name, 0.0) + seconds
-        by_rate = self.by_rate
-        for key, seconds in other.by_rate.items():
-            by_rate[key] = by_rate.get(key, 0.0) + seconds * times
-
-    @property
-    def time_s(self) -> float:
-        return self.compute_s + self.memory_s + sum(self.comm_s.values()) - self.overlap_saved_s
-
-
-def collective_s(c: Context, op: Op) -> tuple[str, float]:
-    """(name it is reported under, seconds) of a collective op on the topology (comm.py). All-reduces are
-    remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
-    collectives are linear in bytes on their group (comm.nccl_cost_fn, resolved once per Context)."""
-    name = op.bucket
-    if name == "allreduce":
-        key = (op.group, op.nbytes)
-        hit = c.allreduce_memo.get(key)
-        if hit is None:
-            fn = c.comm_fns.get((name, op.group))
-            if fn is None:
-                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(c.hw, op.group, c.phase.comm, c.ipc_max)
-            algo, seconds = fn(op.nbytes)
-            if len(c.allreduce_memo) >= MEMO_MAX:
-                c.allreduce_memo.clear()
-            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
-        return hit
-    fn = c.comm_fns.get((name, op.group))
-    if fn is None:
-        fn = c.comm_fns[(name, op.group)] = comm.nccl_cost_fn(c.hw, name, op.group, c.nccl)
-    return name, fn(op.nbytes) * c.table.collective_scale
-
-
-def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
-    """vllm-ascend collectives: HCCL on the group's HCCS mesh or PCIe path (perf/ascend.py)."""
-    hw, group = c.hw, op.group
-    pairs = [(i, j) for i in group for j in group if i != j]
-    fabric = bool(pairs) and all(on_fabric(hw.links[i][j]) for i, j in pairs)
-    if fabric:
-        gbs = min(hw.accelerators[i].nvlink_gbs for i in group)
-    else:
-        gbs = min(hw.accelerators[i].pcie_gbs for i in group)
-        labels = {hw.links[i][j] for i, j in pairs}
-        if "PIX" in labels and hw.pcie_switch_uplink_gbs:  # chips behind one card switch share its uplink
-            gbs = min(gbs, hw.pcie_switch_uplink_gbs / 2)
-        if "SYS" in labels and hw.host.inter_socket_gbs:
-            gbs = min(gbs, hw.host.inter_socket_gbs)
-    seconds = ascend.hccl_s(op.bucket, op.nbytes, len(group), fabric, gbs, platform) * c.table.collective_scale
-    return f"hccl:{op.bucket}", seconds
-
-
-def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
-    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
-    r = c.table.get(*key)
-    terms = c.rate_terms[key] = (r.tflops * TFLOP, r.gbs * GB, r.min_us * 1e-6)
-    return terms
-
-
-def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:
-    """The costing pass: op time = count x the kernel's fixed latency (launch, prologue, tail: the rate's
-    `min_us`) + max(flops / rate / kernel speed, bytes / bandwidth), the kernel-variant speed dividing the memory
-    term too for attention only (a GEMM / grouped-MoE variant streams the same weights at the same bandwidth);
-    collectives on the topology (comm.py). Adds `times` x the ops' cost to `into` (a new Cost when None) and
-    returns it: a step accumulates its layer kinds without intermediate Costs."""
-    cost = Cost() if into is None else into
-    terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
-    platform = c.phase.platform if profile(c.engine).ascend_platform else None  # vllm-ascend (perf/ascend.py)
-    compute_s = memory_s = 0.0
-    for op in ops:
-        key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
-        if op.kind == "collective":
-            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
-            seconds *= times
-            if seconds > 0:
-                comm_s[name] = comm_s.get(name, 0.0) + seconds
-        else:
-            rate = terms.get(key) or _rate_terms(c, key)
-            flops_per_s, bytes_per_s, min_s = rate
-            speed, share = op.speed, 1.0
-            if platform is not None:
-                speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
-                share = ascend.op_share(platform, op.kind, c.phase.tp)
-            t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
-            t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
-            seconds = (max(t_compute, t_memory) + min_s * op.count) * times
-            t_compute *= times
-            compute_s += t_compute
-            memory_s += seconds - t_compute
-        by_rate[key] = by_rate.get(key, 0.0) + seconds
-    cost.compute_s += compute_s
-    cost.memory_s += memory_s
-    return cost
+STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
+STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
+_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown
 
 
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
@@ -180,8 +66,19 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:
             c.ffn_memo.clear()
-        hit = c.ffn_memo[key] = _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
+        hit = c.ffn_memo[key] = _shared_ffn_cost(c, ffn, tokens)
     return hit
+
+
+def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
+    """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
+    collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
+    (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
+    Context, and _add_terms adds all three in that order, as cost_ops would."""
+    if tokens <= 0 or profile(c.engine).ascend_platform:
+        return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
+    kernels, norms = ffn_kernel_terms(c, ffn, tokens)
+    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens)) + norms, 1.0)
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
@@ -211,14 +108,14 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
     ffn_half = _ffn_cost(c, layer.ffn, step_tokens(x))
     dcp = dcp_ops(c, att, x)
     if c.phase.overlap.two_batch:  # overlap transform: communication hidden behind the other micro-batch
-        parts = [cost_ops(c, attention_ops(c, att, x)), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
+        parts = [_add_terms(Cost(), attention_terms(c, att, x), 1.0), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
         for part in parts:
             total.add(part, times)
         busy = sum(part.compute_s + part.memory_s for part in parts)
         comm_s = sum(sum(part.comm_s.values()) for part in parts)
         total.overlap_saved_s += min(busy, comm_s) * (1 - OVERLAP_RESIDUE) * times
         return
-    cost_ops(c, attention_ops(c, att, x), total, times)
+    _add_terms(total, attention_terms(c, att, x), times)
     total.add(ffn_half, times)
     if dcp:
         cost_ops(c, dcp, total, times)
@@ -268,7 +165,20 @@ def step_fn(
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     ffn_groups = _ffn_groups(groups)
-    return lambda x: _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
+    # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
+    # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
+    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
+    prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
+    number = halves.number(prefix, (model, hw))
+
+    def cost(x: StepInput) -> StepBreakdown:
+        key = (number, halves.step_input(x))
+        hit = _STEPS.get(key)
+        if hit is None:
+            hit = _STEPS.put(key, _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label))
+        return hit
+
+    return cost
 
 
 def step_cost(
@@ -303,16 +213,12 @@ def _step(
     if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
         for layer, count in groups:
             _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp)
-    else:
-        for layer, count in groups:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer
-            layer_x, times = inputs[layer.in_prefill], count / phase.pp
-            cost_ops(c, attention_ops(c, layer.attention, layer_x), total, times)
-            if phase.dcp > 1:
-                cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
+    else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
+        add_attention_halves(total, c, groups, inputs, x)
         for ffn, in_prefill, count in ffn_groups:
             total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill])), count / phase.pp)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
-    head = cost_ops(c, head_ops(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0)))
+    head = halves.head_cost(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
     if profile(engine).ascend_platform and not x.prefill_tokens:

@@ -44,9 +44,25 @@ def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
     return ""
 
 
+_KINDS: dict[int, tuple[ModelSpec, tuple]] = {}  # id(model) -> (model, its distinct attention specs)
+
+
+def _attention_kinds(model: ModelSpec) -> tuple:
+    """The distinct attention specs of the model's layers, in the iteration order of their set (hashing every
+    layer's spec for every phase checked was a twentieth of a prediction), remembered per model object."""
+    hit = _KINDS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    kinds = tuple({layer.attention for layer in model.layers})
+    if len(_KINDS) >= 64:
+        _KINDS.clear()
+    _KINDS[id(model)] = (model, kinds)
+    return kinds
+
+
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
     ranks = phase.stage_ranks
-    for att in {layer.attention for layer in model.layers}:  # hybrids: the linear and the full layers' heads
+    for att in _attention_kinds(model):  # hybrids: the linear and the full layers' heads
         what = "linear-attention" if att.is_linear else "attention"
         if att.num_heads % phase.tp:
             return f"tp={phase.tp} does not divide {att.num_heads} {what} heads"

@@ -151,7 +151,7 @@ class Rate:
 class RatesTable:
     arch: str
     entries: dict[tuple[str, str, str], Rate]  # (op class, dtype, bucket) -> rate
-    collective_scale: float = 1.0  # measured-run multiplier on collective time (ops.collective_s)
+    collective_scale: float = 1.0  # measured-run multiplier on collective time (costing.collective_s)
 
     def get(self, op_class: str, dtype: str, bucket: str) -> Rate:
         hit = self.entries.get((op_class, dtype, bucket))

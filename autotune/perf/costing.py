@@ -1,0 +1,172 @@
+"""The costing pass: an op list's time on the box's rates table (perf/rates.py) and its collectives on the topology
+(perf/comm.py), accumulated in a Cost. `cost_ops` costs and adds in one pass; `_op_terms` / `_add_terms` split
+it in two (each op's seconds before the `times` scaling, then the same additions in the same order), so that
+perf/halves.py can remember the terms across plans and predictions stay bit-identical."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autotune.capability.profiles import profile
+from autotune.perf import ascend, comm
+from autotune.perf.opcore import Context, Op
+from autotune.specs.hardware import on_fabric
+
+GB = 1e9
+TFLOP = 1e12
+MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
+
+
+@dataclass
+class Cost:
+    compute_s: float = 0.0
+    memory_s: float = 0.0  # memory-bound (or minimum-latency-bound) time beyond the compute time of the same ops
+    comm_s: dict[str, float] = field(default_factory=dict)
+    overlap_saved_s: float = 0.0
+    by_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (class, dtype, bucket) -> s
+
+    def add_comm(self, name: str, seconds: float) -> None:
+        if seconds > 0:
+            self.comm_s[name] = self.comm_s.get(name, 0.0) + seconds
+
+    def add(self, other: Cost, times: float = 1.0) -> None:
+        self.compute_s += other.compute_s * times
+        self.memory_s += other.memory_s * times
+        self.overlap_saved_s += other.overlap_saved_s * times
+        comm_s = self.comm_s
+        for name, seconds in other.comm_s.items():
+            seconds *= times
+            if seconds > 0:  # add_comm, inlined: this runs for every layer kind of every step
+                comm_s[name] = comm_s.get(name, 0.0) + seconds
+        by_rate = self.by_rate
+        for key, seconds in other.by_rate.items():
+            by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+
+    @property
+    def time_s(self) -> float:
+        return self.compute_s + self.memory_s + sum(self.comm_s.values()) - self.overlap_saved_s
+
+
+def collective_s(c: Context, op: Op) -> tuple[str, float]:
+    """(name it is reported under, seconds) of a collective op on the topology (comm.py). All-reduces are
+    remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
+    collectives are linear in bytes on their group (comm.nccl_cost_fn, resolved once per Context)."""
+    name = op.bucket
+    if name == "allreduce":
+        key = (op.group, op.nbytes)
+        hit = c.allreduce_memo.get(key)
+        if hit is None:
+            fn = c.comm_fns.get((name, op.group))
+            if fn is None:
+                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(c.hw, op.group, c.phase.comm, c.ipc_max)
+            algo, seconds = fn(op.nbytes)
+            if len(c.allreduce_memo) >= MEMO_MAX:
+                c.allreduce_memo.clear()
+            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
+        return hit
+    fn = c.comm_fns.get((name, op.group))
+    if fn is None:
+        fn = c.comm_fns[(name, op.group)] = comm.nccl_cost_fn(c.hw, name, op.group, c.nccl)
+    return name, fn(op.nbytes) * c.table.collective_scale
+
+
+def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
+    """vllm-ascend collectives: HCCL on the group's HCCS mesh or PCIe path (perf/ascend.py)."""
+    hw, group = c.hw, op.group
+    pairs = [(i, j) for i in group for j in group if i != j]
+    fabric = bool(pairs) and all(on_fabric(hw.links[i][j]) for i, j in pairs)
+    if fabric:
+        gbs = min(hw.accelerators[i].nvlink_gbs for i in group)
+    else:
+        gbs = min(hw.accelerators[i].pcie_gbs for i in group)
+        labels = {hw.links[i][j] for i, j in pairs}
+        if "PIX" in labels and hw.pcie_switch_uplink_gbs:  # chips behind one card switch share its uplink
+            gbs = min(gbs, hw.pcie_switch_uplink_gbs / 2)
+        if "SYS" in labels and hw.host.inter_socket_gbs:
+            gbs = min(gbs, hw.host.inter_socket_gbs)
+    seconds = ascend.hccl_s(op.bucket, op.nbytes, len(group), fabric, gbs, platform) * c.table.collective_scale
+    return f"hccl:{op.bucket}", seconds
+
+
+def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
+    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
+    r = c.table.get(*key)
+    terms = c.rate_terms[key] = (r.tflops * TFLOP, r.gbs * GB, r.min_us * 1e-6)
+    return terms
+
+
+def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:
+    """The costing pass: op time = count x the kernel's fixed latency (launch, prologue, tail: the rate's
+    `min_us`) + max(flops / rate / kernel speed, bytes / bandwidth), the kernel-variant speed dividing the memory
+    term too for attention only (a GEMM / grouped-MoE variant streams the same weights at the same bandwidth);
+    collectives on the topology (comm.py). Adds `times` x the ops' cost to `into` (a new Cost when None) and
+    returns it: a step accumulates its layer kinds without intermediate Costs."""
+    cost = Cost() if into is None else into
+    terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
+    platform = c.phase.platform if profile(c.engine).ascend_platform else None  # vllm-ascend (perf/ascend.py)
+    compute_s = memory_s = 0.0
+    for op in ops:
+        key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
+        if op.kind == "collective":
+            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
+            seconds *= times
+            if seconds > 0:
+                comm_s[name] = comm_s.get(name, 0.0) + seconds
+        else:
+            rate = terms.get(key) or _rate_terms(c, key)
+            flops_per_s, bytes_per_s, min_s = rate
+            speed, share = op.speed, 1.0
+            if platform is not None:
+                speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
+                share = ascend.op_share(platform, op.kind, c.phase.tp)
+            t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
+            t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
+            seconds = (max(t_compute, t_memory) + min_s * op.count) * times
+            t_compute *= times
+            compute_s += t_compute
+            memory_s += seconds - t_compute
+        by_rate[key] = by_rate.get(key, 0.0) + seconds
+    cost.compute_s += compute_s
+    cost.memory_s += memory_s
+    return cost
+
+
+def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
+    """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
+    compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
+    terms, out = c.rate_terms, []
+    platform = c.phase.platform if profile(c.engine).ascend_platform else None
+    for op in ops:
+        key = op[:3]
+        if op.kind == "collective":
+            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
+            out.append((key, name, seconds, 0.0))
+            continue
+        flops_per_s, bytes_per_s, min_s = terms.get(key) or _rate_terms(c, key)
+        speed, share = op.speed, 1.0
+        if platform is not None:
+            speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
+            share = ascend.op_share(platform, op.kind, c.phase.tp)
+        t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
+        t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
+        out.append((key, None, max(t_compute, t_memory) + min_s * op.count, t_compute))
+    return tuple(out)
+
+
+def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
+    """Add `times` x the ops of `op_terms` (_op_terms) to `cost`, exactly as cost_ops adds them."""
+    comm_s, by_rate = cost.comm_s, cost.by_rate
+    compute_s = memory_s = 0.0
+    for key, name, seconds, t_compute in op_terms:
+        seconds *= times
+        if name is not None:
+            if seconds > 0:
+                comm_s[name] = comm_s.get(name, 0.0) + seconds
+        else:
+            t_compute *= times
+            compute_s += t_compute
+            memory_s += seconds - t_compute
+        by_rate[key] = by_rate.get(key, 0.0) + seconds
+    cost.compute_s += compute_s
+    cost.memory_s += memory_s
+    return cost

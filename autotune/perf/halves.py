@@ -1,0 +1,190 @@
+"""The costed halves of a layer remembered across plans: the attention half's op terms (costing._op_terms) and
+the FFN half's kernel and norm terms, in bounded memos. Plans that differ only in what a half does not read
+(collectives, batching, the other half's kernels, the engine) share it; each key is built from exactly what the
+half's builders (perf/oplist.py) and the costing pass read, listed in the function's docstring. A memo is
+cleared when full, and by `cache_clear` (the name lru_cache uses, so tests/bench/calibration_check.py clears it
+with the perf caches after patching a constant)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from autotune.capability.profiles import profile
+from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.opcore import Context, StepInput
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
+from autotune.perf.sharding import head_over_dp
+from autotune.specs import AttentionSpec, FfnSpec
+
+ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
+FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
+PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
+
+
+class BoundedMemo(dict):
+    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+
+    def put(self, key, value):
+        if len(self) >= self.max_entries:
+            self.clear()
+        self[key] = value
+        return value
+
+    def cache_clear(self=None) -> None:  # noqa: N805 - also called on the class (calibration_check clears every
+        if self is not None:  # perf module's attribute that has a cache_clear): a no-op there
+            self.clear()
+
+
+_ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def _attention_prefix(c: Context) -> int:
+    """The Context's part of attention_terms' key, as a number (one per distinct part, built once per Context):
+    what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
+    specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
+    resolved sizes and kernel speeds, and the vllm-ascend platform options when the engine runs on it."""
+    hit = c.memo_keys.get("attention")
+    if hit is None:
+        phase = c.phase
+        platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+        prefix = (
+            id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
+            c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+            c.kv_elem_bytes, c.attention_speed,
+        )  # fmt: skip
+        hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
+    return hit
+
+
+_PREFIXES = BoundedMemo(PREFIX_MEMO_MAX)
+_NEXT_PREFIX = itertools.count()
+
+
+def number(prefix: tuple, alive: tuple = ()) -> int:
+    """A number for `prefix` (a memo key's part shared by many lookups, hashed once), the same while it is
+    remembered; a forgotten prefix gets a new one, and a number is never reused. `alive`: the objects whose id()
+    the prefix holds, kept alive while it is remembered so that no other object takes their id meanwhile (the
+    memos' entries then hold only plain values: fewer objects for the garbage collector to walk)."""
+    hit = _PREFIXES.get(prefix)
+    return hit[0] if hit is not None else _PREFIXES.put(prefix, (next(_NEXT_PREFIX), alive))[0]
+
+
+def step_input(x: StepInput) -> tuple[float, ...]:
+    """StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key."""
+    return (x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, x.decode_width)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
+
+
+def plain(value, leave_out: tuple[str, ...] = ()):
+    """A hashable copy of a plan value for a memo key: a dataclass as its type and fields (all but `leave_out`,
+    field by field, so a field added later joins the key), a dict as its sorted items."""
+    kind = type(value)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value)) if is_data else ()
+    if names:
+        return (kind.__name__, *[plain(getattr(value, name)) for name in names if name not in leave_out])
+    if isinstance(value, dict):
+        return tuple(sorted((k, plain(v)) for k, v in value.items()))
+    return value
+
+
+def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
+    """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
+    may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
+    the layer kind and the input. attention_ops issues no collective (dcp_ops does)."""
+    key = (_attention_prefix(c), id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
+    hit = _ATTENTION_TERMS.get(key)
+    if hit is not None:
+        return hit
+    op_terms = _op_terms(c, attention_ops(c, att, x))
+    if all(name is None for _, name, _, _ in op_terms):  # a collective's cost depends on more than the key
+        _ATTENTION_TERMS.put(key, op_terms)
+    return op_terms
+
+
+_ATTENTION_SUMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x: StepInput) -> None:
+    """Add the attention halves of every layer kind of `groups` (perf/layers.layer_groups of the Context's model,
+    each kind times its layers / pp) at its input (`inputs`: x or x's decode part, by the kind's in_prefill) to
+    the step's fresh `total`, in the order of `groups`. Without dcp the result is remembered across plans by
+    the attention prefix, pp and x, which is all the additions read; it is restored as the same floats and the
+    same by_rate entries in the same order."""
+    phase = c.phase
+    key = (_attention_prefix(c), phase.pp, step_input(x))
+    hit = _ATTENTION_SUMS.get(key) if phase.dcp == 1 else None
+    if hit is not None:
+        total.compute_s, total.memory_s = hit[0], hit[1]
+        total.by_rate.update(hit[2])
+        return
+    for layer, count in groups:
+        layer_x, times = inputs[layer.in_prefill], count / phase.pp
+        _add_terms(total, attention_terms(c, layer.attention, layer_x), times)
+        if phase.dcp > 1:
+            cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
+    if phase.dcp == 1 and not total.comm_s:
+        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, dict(total.by_rate)))
+
+
+_FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
+
+
+def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple]:
+    """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
+    key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
+    (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
+    fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
+    kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
+    prefix = c.memo_keys.get("ffn")
+    if prefix is None:
+        phase = c.phase
+        parts = (
+            "ffn", id(c.model), id(c.table), c.sms, profile(c.engine).ascend_platform,
+            phase.tp, phase.dp, phase.ep, phase.dense_dp,
+            profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
+            c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
+            c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
+        )  # fmt: skip
+        prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
+    key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves
+    hit = _FFN_KERNEL_TERMS.get(key)
+    if hit is not None:
+        return hit
+    terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
+    _FFN_KERNEL_TERMS.put(key, terms)
+    return terms
+
+
+_HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def head_cost(c: Context, rows: float) -> Cost:
+    """cost_ops(c, oplist.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
+    DP ranks (then it issues no collective). Keyed on what head_ops and cost_ops read besides: the model (by
+    identity), the rates table (by identity) and SM count, tp / dp, and the vllm-ascend platform options when the
+    engine runs on it. Callers must not mutate the Cost."""
+    if head_over_dp(c.engine, c.phase):
+        return cost_ops(c, head_ops(c, rows))
+    prefix = c.memo_keys.get("head")
+    if prefix is None:
+        phase = c.phase
+        platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+        parts = ("head", id(c.model), id(c.table), c.sms, phase.tp, phase.dp, platform)
+        prefix = c.memo_keys["head"] = number(parts, (c.model, c.table))
+    key = (prefix, rows)
+    hit = _HEADS.get(key)
+    if hit is not None:
+        return hit
+    cost = cost_ops(c, head_ops(c, rows))
+    _HEADS.put(key, cost)
+    return cost

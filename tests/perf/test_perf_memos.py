@@ -1,0 +1,65 @@
+"""The cross-plan memos (perf/halves.py, ops.step_fn) change no prediction: plans predicted after many others (memos
+warm, shared with plans that differ in some fields) equal the same plans predicted with every memo empty."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import pytest
+
+from autotune import capability
+from autotune.catalog import load_preset
+from autotune.catalog.models import load_model
+from autotune.perf import halves, predict
+from autotune.search import SearchRequest, load_space
+from autotune.search.admit import Admission
+from autotune.search.sampler import sample_plan
+from autotune.search.study import study_choices
+from autotune.specs import Workload
+
+
+def _plans(model, hw, workload, n: int, seed: int) -> list:
+    space = load_space()
+    choices = study_choices(SearchRequest(model, hw, workload, space, hw.num_gpus))
+    admission, rng, plans = Admission(capability.box_facts(hw, model)), random.Random(seed), []
+    while len(plans) < n:
+        plan, _ = sample_plan(space, choices, lambda _n, o: rng.choice(list(o)), hw.num_gpus, admission)
+        if plan is not None:
+            plans.append(plan)
+    return plans
+
+
+def _clear_memos() -> None:
+    for name, module in list(sys.modules.items()):
+        if name.startswith("autotune.perf."):
+            for value in vars(module).values():
+                if isinstance(value, halves.BoundedMemo):
+                    value.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("model_name", "preset"), [("deepseek-v4.1-flash", "rtx-pro-6000-x8"), ("qwen3-235b-a22b", "h200-x8")]
+)
+def test_warm_memos_predict_what_empty_ones_do(model_name, preset):
+    model, hw, workload = load_model(model_name), load_preset(preset), Workload()
+    plans = _plans(model, hw, workload, 60, seed=7)
+    _clear_memos()
+    warm = [predict(plan, model, hw, workload) for plan in plans]  # each plan meets the memos of those before it
+    assert sum(p.feasible for p in warm) >= 10
+    filled = sum(len(v) for v in vars(halves).values() if isinstance(v, halves.BoundedMemo))
+    assert filled > 0  # the memos were used
+    for plan, seen in zip(plans, warm, strict=True):
+        _clear_memos()
+        assert predict(plan, model, hw, workload) == seen, plan
+
+
+def test_a_full_memo_is_cleared_not_grown():
+    memo = halves.BoundedMemo(3)
+    for i in range(7):
+        memo.put(i, i * i)
+        assert len(memo) <= 3
+    assert memo.get(6) == 36
+    halves.BoundedMemo.cache_clear()  # on the class: nothing to clear (calibration_check calls every cache_clear)
+    memo.cache_clear()
+    assert not memo
