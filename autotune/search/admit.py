@@ -105,7 +105,8 @@ class Admission:
 
     A verdict is incremental: the rules broken by what is known before the value are found once for all the
     values offered, memoised by the values of the facts the engine's rules read (`read_facts`: a search asks
-    about the same few facts under many partial plans), and only the rules that read a fact the value sets or
+    about the same few facts under many partial plans; each verdict also stores the rules its facts break, so
+    the next dimension finds the value it took already done), and only the rules that read a fact the value sets or
     changes are evaluated again; the first broken rule in the table's order is the verdict, as
     rules.violations_of's first would be (tests/search/test_admission_memo.py)."""
 
@@ -161,12 +162,11 @@ class Admission:
         # only the value's facts and the facts derived from them can differ from `base`
         changed = [k for k in (*set_here, *derived) if k not in base or not _same_fact(facts[k], base[k])]
         again = {i for name in changed for i in compiled.readers.get(name, ())}
-        first = min(
-            (*(i for i in before if i not in again),
-             *(i for i in again if compiled.breaks(i, facts))),
-            default=None,
-        )  # fmt: skip
-        return compiled.verdict(first, facts)
+        broken = (*(i for i in before if i not in again), *(i for i in again if compiled.breaks(i, facts)))
+        key = self._key(engine, facts)  # these facts are the next dimension's `base` when the value is taken
+        if key is not None and key not in self._before:
+            self._before[key] = tuple(sorted(broken))
+        return compiled.verdict(min(broken, default=None), facts)
 
     def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
         """The values at least one of `engines` accepts."""

@@ -29,6 +29,16 @@ class Checked(Admission):
         self.refused += bool(got)
         return got
 
+    def _broken_before(self, engine, base):
+        """Every rule broken before a value (memoised, or stored by the verdict of the value taken before) is
+        one violations_of reports, in its order."""
+        found = super()._broken_before(engine, base)
+        compiled = self._compiled(engine)
+        expected = [str(v) for v in violations_of(capability.table(engine), base)]
+        assert [compiled.verdict(i, base) for i in found] == expected, engine
+        self.before_checked += 1
+        return found
+
 
 @pytest.mark.parametrize(
     "model_name,preset", [("deepseek-v3", "rtx-pro-6000-x8"), ("deepseek-v4.1-flash", "rtx-pro-6000-x8"),
@@ -38,10 +48,11 @@ def test_incremental_verdicts_equal_the_whole_table(model_name, preset):
     space, model, hw = load_space(), load_model(model_name), load_preset(preset)
     choices = study_choices(SearchRequest(model, hw, Workload(), space, 8))
     checked = Checked(capability.box_facts(hw, model))
-    checked.asked = checked.refused = 0
+    checked.asked = checked.refused = checked.before_checked = 0
     admission, rng = CachedAdmission(checked), random.Random(model_name)
     plans = 0
     for _ in range(60):
         plan, _ = sample_plan(space, choices, lambda name, options: rng.choice(list(options)), 8, admission)
         plans += plan is not None
     assert checked.asked > 500 and checked.refused > 20 and plans > 10  # the check saw refusals and plans
+    assert checked.before_checked > 100
