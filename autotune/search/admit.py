@@ -53,6 +53,18 @@ def read_facts(table: RuleTable) -> tuple[str, ...]:
     return tuple(names)
 
 
+# The plan facts capability.derived_facts and fact_values read besides the box (capability/facts.py:72-88,
+# fact_values above); tests/search/test_admission_memo.py checks derived_facts reads no other.
+DERIVED_INPUTS = (
+    "kernels.gemm_dtype",
+    "tp",
+    "dp",
+    "batching.max_running",
+    "batching.chunked_prefill_tokens",
+    "dcp",
+)
+
+
 def _rule_reads(rule) -> frozenset[str]:
     """The facts one rule's verdict reads: its field, its conditions' facts and their `same_as` facts."""
     names = {rule.field, *rule.when, *rule.needs}
@@ -122,6 +134,14 @@ class Admission:
         if engine not in self._read:
             self._read[engine] = _Compiled.of(capability.table(engine))
         return self._read[engine]
+
+    def verdict_reads(self, engines: tuple[str, ...]) -> tuple[str, ...]:
+        """The facts of `known` that refusal and admitted for `engines` read: their rules' facts (read_facts) and
+        the inputs of the derived facts (DERIVED_INPUTS); a verdict is a function of their values (and types)."""
+        names = dict.fromkeys(DERIVED_INPUTS)
+        for engine in engines:
+            names.update(dict.fromkeys(self._compiled(engine).read))
+        return tuple(names)
 
     def _key(self, engine: str, facts: dict[str, Any]) -> tuple | None:
         key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._compiled(engine).read))
