@@ -53,6 +53,18 @@ def read_facts(table: RuleTable) -> tuple[str, ...]:
     return tuple(names)
 
 
+# The plan facts capability.derived_facts and fact_values read besides the box (capability/facts.py:72-88,
+# fact_values above); tests/search/test_admission_memo.py checks derived_facts reads no other.
+DERIVED_INPUTS = (
+    "kernels.gemm_dtype",
+    "tp",
+    "dp",
+    "batching.max_running",
+    "batching.chunked_prefill_tokens",
+    "dcp",
+)
+
+
 def _rule_reads(rule) -> frozenset[str]:
     """The facts one rule's verdict reads: its field, its conditions' facts and their `same_as` facts."""
     names = {rule.field, *rule.when, *rule.needs}
@@ -105,7 +117,8 @@ class Admission:
 
     A verdict is incremental: the rules broken by what is known before the value are found once for all the
     values offered, memoised by the values of the facts the engine's rules read (`read_facts`: a search asks
-    about the same few facts under many partial plans), and only the rules that read a fact the value sets or
+    about the same few facts under many partial plans; each verdict also stores the rules its facts break, so
+    the next dimension finds the value it took already done), and only the rules that read a fact the value sets or
     changes are evaluated again; the first broken rule in the table's order is the verdict, as
     rules.violations_of's first would be (tests/search/test_admission_memo.py)."""
 
@@ -121,6 +134,14 @@ class Admission:
         if engine not in self._read:
             self._read[engine] = _Compiled.of(capability.table(engine))
         return self._read[engine]
+
+    def verdict_reads(self, engines: tuple[str, ...]) -> tuple[str, ...]:
+        """The facts of `known` that refusal and admitted for `engines` read: their rules' facts (read_facts) and
+        the inputs of the derived facts (DERIVED_INPUTS); a verdict is a function of their values (and types)."""
+        names = dict.fromkeys(DERIVED_INPUTS)
+        for engine in engines:
+            names.update(dict.fromkeys(self._compiled(engine).read))
+        return tuple(names)
 
     def _key(self, engine: str, facts: dict[str, Any]) -> tuple | None:
         key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._compiled(engine).read))
@@ -161,12 +182,11 @@ class Admission:
         # only the value's facts and the facts derived from them can differ from `base`
         changed = [k for k in (*set_here, *derived) if k not in base or not _same_fact(facts[k], base[k])]
         again = {i for name in changed for i in compiled.readers.get(name, ())}
-        first = min(
-            (*(i for i in before if i not in again),
-             *(i for i in again if compiled.breaks(i, facts))),
-            default=None,
-        )  # fmt: skip
-        return compiled.verdict(first, facts)
+        broken = (*(i for i in before if i not in again), *(i for i in again if compiled.breaks(i, facts)))
+        key = self._key(engine, facts)  # these facts are the next dimension's `base` when the value is taken
+        if key is not None and key not in self._before:
+            self._before[key] = tuple(sorted(broken))
+        return compiled.verdict(min(broken, default=None), facts)
 
     def admitted(self, engines: tuple[str, ...], field: str, values: tuple[Any, ...], known: dict[str, Any]):
         """The values at least one of `engines` accepts."""

@@ -248,6 +248,9 @@ def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> 
         return str(exc).removeprefix("plan: ")
 
 
+_MISSING = object()  # a fact not known yet (None is a value: the engine default)
+
+
 class CachedAdmission:
     """An Admission whose answers are memoised by (engine, field, values, what is known so far): a long search
     asks the same questions at every trial, and each answer evaluates the engine's rule table."""
@@ -255,11 +258,19 @@ class CachedAdmission:
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
         self._cache: dict[tuple, Any] = {}
+        self._reads: dict[tuple[str, ...], tuple[str, ...]] = {}  # engines -> Admission.verdict_reads
         self.memo: dict[tuple, Any] = {}  # sampler.py _phase_layouts by (space, choices, phase, deployment)
 
     def _ask(self, method: str, args: tuple, known: dict[str, Any]):
+        """The answer, memoised by the values (and types: True is not 1) of the facts it reads: the rest of
+        `known` (the other dimensions sampled so far) does not change it, so neighbours share answers."""
+        engines = args[0] if isinstance(args[0], tuple) else (args[0],)
+        reads = self._reads.get(engines)
+        if reads is None:
+            reads = self._reads[engines] = self.admission.verdict_reads(engines)
+        values = [known.get(name, _MISSING) for name in reads]
         try:
-            key = (method, args, frozenset(known.items()))
+            key = (method, args, tuple(values), tuple(map(type, values)))
             hash(key)
         except TypeError:  # an unhashable fact: ask without the cache
             return getattr(self.admission, method)(*args, known)
