@@ -101,34 +101,7 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
     term too for attention only (a GEMM / grouped-MoE variant streams the same weights at the same bandwidth);
     collectives on the topology (comm.py). Adds `times` x the ops' cost to `into` (a new Cost when None) and
     returns it: a step accumulates its layer kinds without intermediate Costs."""
-    cost = Cost() if into is None else into
-    terms, comm_s, by_rate = c.rate_terms, cost.comm_s, cost.by_rate
-    platform = c.phase.platform if profile(c.engine).ascend_platform else None  # vllm-ascend (perf/ascend.py)
-    compute_s = memory_s = 0.0
-    for op in ops:
-        key = op[:3]  # (class, dtype, bucket); collectives: ("collective", "", the collective)
-        if op.kind == "collective":
-            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
-            seconds *= times
-            if seconds > 0:
-                comm_s[name] = comm_s.get(name, 0.0) + seconds
-        else:
-            rate = terms.get(key) or _rate_terms(c, key)
-            flops_per_s, bytes_per_s, min_s = rate
-            speed, share = op.speed, 1.0
-            if platform is not None:
-                speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
-                share = ascend.op_share(platform, op.kind, c.phase.tp)
-            t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
-            t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
-            seconds = (max(t_compute, t_memory) + min_s * op.count) * times
-            t_compute *= times
-            compute_s += t_compute
-            memory_s += seconds - t_compute
-        by_rate[key] = by_rate.get(key, 0.0) + seconds
-    cost.compute_s += compute_s
-    cost.memory_s += memory_s
-    return cost
+    return _add_terms(Cost() if into is None else into, _op_terms(c, ops), times)
 
 
 def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:

@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import time
 
-from autotune import capability
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.perf import predict
-from autotune.search import SearchRequest, load_space
-from autotune.search.admit import Admission
-from autotune.search.sampler import sample_plan
-from autotune.search.study import study_choices
+from autotune.search.random_plans import random_plans
 from autotune.specs import Workload
 
 CASES = (
@@ -29,17 +24,6 @@ CASES = (
     ("qwen3-235b-a22b", "h200-x8"),
 )
 TARGET_PER_S = 2000.0
-
-
-def sampled_plans(model, hw, workload, n: int, seed: int = 0) -> list:
-    space = load_space()
-    choices = study_choices(SearchRequest(model, hw, workload, space, hw.num_gpus))
-    admission, rng, plans = Admission(capability.box_facts(hw, model)), random.Random(seed), []
-    while len(plans) < n:
-        plan, _ = sample_plan(space, choices, lambda _n, o: rng.choice(list(o)), hw.num_gpus, admission)
-        if plan is not None:
-            plans.append(plan)
-    return plans
 
 
 def rate_per_s(plans, model, hw, workload) -> float:
@@ -63,7 +47,7 @@ def main() -> None:
         model, hw = load_model(model_name), load_preset(preset)
         rounds = []
         for seed in range(3):  # fresh plans each round: the first evaluation of each plan is what a search pays
-            plans = sampled_plans(model, hw, workload, args.plans, seed)
+            plans = random_plans(model, hw, workload, args.plans, seed)
             rounds.append((rate_per_s(plans, model, hw, workload), rate_per_s(plans, model, hw, workload)))
         cold, warm = max(r[0] for r in rounds), max(r[1] for r in rounds)
         print(f"{model_name:22} {preset:16} {args.plans:6d} {cold:13,.0f} {warm:13,.0f}")

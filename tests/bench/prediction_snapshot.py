@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -23,14 +22,10 @@ from pathlib import Path
 # would otherwise compare the venv's checkout with itself)
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from autotune import capability  # noqa: E402
 from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.models import load_model  # noqa: E402
 from autotune.perf import predict  # noqa: E402
-from autotune.search import SearchRequest, load_space  # noqa: E402
-from autotune.search.admit import Admission  # noqa: E402
-from autotune.search.sampler import sample_plan  # noqa: E402
-from autotune.search.study import study_choices  # noqa: E402
+from autotune.search.random_plans import random_plans  # noqa: E402
 from autotune.sim.serve import simulate_prediction  # noqa: E402
 from autotune.specs import Plan, Workload  # noqa: E402
 from autotune.specs.io import from_dict, to_dict  # noqa: E402
@@ -43,19 +38,6 @@ CASES = (  # (model, preset, workload fields)
     ("glm-5.3-flash", "rtx-pro-6000-x8", {}),
 )
 SIMULATE_EVERY = 4
-
-
-def _plans(model, hw, workload, n: int, seed: int) -> list[Plan]:
-    space = load_space()
-    choices = study_choices(SearchRequest(model, hw, workload, space, hw.num_gpus))
-    admission, rng, plans = Admission(capability.box_facts(hw, model)), random.Random(seed), []
-    tries = 0
-    while len(plans) < n and tries < 50 * n:
-        tries += 1
-        plan, _ = sample_plan(space, choices, lambda _n, o: rng.choice(list(o)), hw.num_gpus, admission)
-        if plan is not None:
-            plans.append(plan)
-    return plans
 
 
 def _exact(value):
@@ -82,7 +64,7 @@ def write(path: str, n: int) -> None:
     for model_name, preset, fields in CASES:
         model, hw, workload = load_model(model_name), load_preset(preset), Workload(**fields)
         rows = []
-        for plan in _plans(model, hw, workload, 20 * n, seed=0):
+        for plan in random_plans(model, hw, workload, 20 * n, seed=0):
             steady_ok = predict(plan, model, hw, workload).feasible
             if steady_ok or len(rows) % 10 == 0:  # feasible plans, and some refused ones for their reasons
                 simulate = len(rows) % SIMULATE_EVERY == 0

@@ -3,31 +3,15 @@ warm, shared with plans that differ in some fields) equal the same plans predict
 
 from __future__ import annotations
 
-import random
 import sys
 
 import pytest
 
-from autotune import capability
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.perf import halves, predict
-from autotune.search import SearchRequest, load_space
-from autotune.search.admit import Admission
-from autotune.search.sampler import sample_plan
-from autotune.search.study import study_choices
+from autotune.search.random_plans import random_plans
 from autotune.specs import Workload
-
-
-def _plans(model, hw, workload, n: int, seed: int) -> list:
-    space = load_space()
-    choices = study_choices(SearchRequest(model, hw, workload, space, hw.num_gpus))
-    admission, rng, plans = Admission(capability.box_facts(hw, model)), random.Random(seed), []
-    while len(plans) < n:
-        plan, _ = sample_plan(space, choices, lambda _n, o: rng.choice(list(o)), hw.num_gpus, admission)
-        if plan is not None:
-            plans.append(plan)
-    return plans
 
 
 def _clear_memos() -> None:
@@ -43,7 +27,7 @@ def _clear_memos() -> None:
 )
 def test_warm_memos_predict_what_empty_ones_do(model_name, preset):
     model, hw, workload = load_model(model_name), load_preset(preset), Workload()
-    plans = _plans(model, hw, workload, 60, seed=7)
+    plans = random_plans(model, hw, workload, 60, seed=7)
     _clear_memos()
     warm = [predict(plan, model, hw, workload) for plan in plans]  # each plan meets the memos of those before it
     assert sum(p.feasible for p in warm) >= 10
