@@ -61,6 +61,8 @@ def candidates(best: BestConfig, study, k: int, ranked: list[tuple[str, Plan, in
     holds its trial's plan with moot settings dropped (another label), so that trial is not measured again under
     its stored label. Each carries the prediction the search stored for it (none for a plan the ranking adopted
     after the search: it is predicted afresh)."""
+    from autotune.search.study import stored_prediction
+
     out = [Candidate(best.plan.describe(), best.plan, best.provenance.trial, best.prediction)]
     trials = (
         [t for t in study.trials if t.state.is_finished() and t.value and t.user_attrs.get("plan")] if study else []
@@ -75,18 +77,8 @@ def candidates(best: BestConfig, study, k: int, ranked: list[tuple[str, Plan, in
     for label, plan, number in ranked:
         t = by_number.get(number)
         own = t is not None and from_dict(Plan, t.user_attrs["plan"], f"trial {number}").describe() == label
-        add(label, plan, number, _stored_prediction(t.user_attrs.get("prediction")) if own else None, own)
+        add(label, plan, number, stored_prediction(t) if own else None, own)
     for t in sorted(trials, key=lambda t: (-t.value, t.number)):
         plan = from_dict(Plan, t.user_attrs["plan"], f"trial {t.number}")
-        add(plan.describe(), plan, t.number, _stored_prediction(t.user_attrs.get("prediction")))
+        add(plan.describe(), plan, t.number, stored_prediction(t))
     return out[:k]
-
-
-def _stored_prediction(raw) -> Prediction | None:
-    """A trial's stored prediction (user attr "prediction"), or None when it has none or an unreadable one."""
-    if not isinstance(raw, dict):
-        return None
-    try:
-        return from_dict(Prediction, raw, "stored prediction")
-    except (MiTuneError, TypeError, ValueError):
-        return None

@@ -35,9 +35,8 @@ class BoundedMemo(dict):
         self[key] = value
         return value
 
-    def cache_clear(self=None) -> None:  # noqa: N805 - also called on the class (calibration_check clears every
-        if self is not None:  # perf module's attribute that has a cache_clear): a no-op there
-            self.clear()
+    def cache_clear(self) -> None:
+        self.clear()
 
 
 _ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)

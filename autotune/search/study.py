@@ -251,7 +251,7 @@ def _result(
             continue
         raw = t.user_attrs.get("plan")
         plan = from_dict(Plan, raw, "storage") if raw else None
-        prediction = predicted.get(_key(t.params)) or _stored_prediction(t)
+        prediction = predicted.get(_key(t.params)) or stored_prediction(t)
         if prediction is None:
             prediction = evaluate_or_reason(req, plan, t.user_attrs.get("reason", ""))
         records.append(TrialRecord(t.number, plan, prediction, objective_value(prediction), dict(t.params)))
@@ -346,7 +346,8 @@ def _comparer(req: SearchRequest, choices):
     return compare
 
 
-def _stored_prediction(trial) -> Prediction | None:
+def stored_prediction(trial) -> Prediction | None:
+    """A trial's stored prediction (user attr "prediction"), or None when it has none or an unreadable one."""
     raw = trial.user_attrs.get("prediction")
     if not isinstance(raw, dict):
         return None

@@ -145,9 +145,8 @@ def read_constant(paths: str):
 def _clear_caches() -> None:
     for mod in _perf_modules():
         for obj in vars(mod).values():
-            if callable(getattr(obj, "cache_clear", None)) and getattr(obj, "__module__", "").startswith(
-                "autotune.perf"
-            ):
+            is_cache = callable(getattr(obj, "cache_clear", None)) and not isinstance(obj, type)  # not a class
+            if is_cache and getattr(obj, "__module__", "").startswith("autotune.perf"):
                 obj.cache_clear()
         for name in CACHES:
             if isinstance(getattr(mod, name, None), dict):

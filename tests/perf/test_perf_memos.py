@@ -44,6 +44,5 @@ def test_a_full_memo_is_cleared_not_grown():
         memo.put(i, i * i)
         assert len(memo) <= 3
     assert memo.get(6) == 36
-    halves.BoundedMemo.cache_clear()  # on the class: nothing to clear (calibration_check calls every cache_clear)
     memo.cache_clear()
     assert not memo
