@@ -7,12 +7,15 @@ Timing (all keys optional, ms):
 Tokens are emitted at absolute deadlines (the first from the request's arrival, the others from the first), so
 scheduling jitter does not accumulate and a late first token does not shorten the gaps after it.
 Other keys: `model` (the id /v1/models lists; default: the engine argv's model), `startup_s` (seconds before it
-listens, like weights loading), `fail` (print this line and exit 1 at once: an engine that cannot start).
+listens, like weights loading), `fail` (print this line and exit 1 at once: an engine that cannot start),
+`tokens_per_step` (speculative decoding: tokens a sequence advances per verify step, bonus included; 0 = none).
 
 `python standin.py --timing FILE -- <engine argv>` takes --host/--port (and --served-model-name / --model-path /
 `serve MODEL`) from the engine argv it stands in for and ignores every other flag. Input tokens: a completions
 prompt of token ids counts one per id; text counts one per whitespace-separated word.
-Endpoints: GET /health, GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed or not).
+Endpoints: GET /health, GET /v1/models, POST /v1/completions and /v1/chat/completions (streamed or not), and with
+tokens_per_step GET /metrics: the speculative counters of the engine it stands in for (SGLang when its argv names
+sglang, else vLLM), counted per finished request as measure/acceptance.py reads them.
 This file runs as a script with the standard library only (fast start); `substitute` is the mi-tune side.
 """
 
@@ -36,6 +39,7 @@ TIMING_KEYS = {
     "tpot_ms": 10.0,
     "tpot_ms_per_running": 0.0,
     "startup_s": 0.0,
+    "tokens_per_step": 0.0,
 }
 DEFAULT_MAX_TOKENS = 16
 
@@ -79,8 +83,30 @@ def engine_args(argv: list[str]) -> tuple[str, int, str]:
 
 
 class StandIn:
-    def __init__(self, timing: dict, model: str):
-        self.timing, self.model, self.running = timing, model, 0
+    def __init__(self, timing: dict, model: str, family: str = "vllm"):
+        self.timing, self.model, self.running, self.family = timing, model, 0, family
+        self.counters: dict[str, float] = {}
+
+    def count_speculation(self, output_tokens: int) -> None:
+        """Count a finished request's verify steps the way the engine's counters would (tokens after the first
+        come tokens_per_step at a time)."""
+        per_step = self.timing["tokens_per_step"]
+        if per_step < 1 or output_tokens < 1:
+            return
+        steps = -(-(output_tokens - 1) // per_step) if output_tokens > 1 else 0
+        if self.family == "sglang":
+            names = {"sglang:generation_tokens_total": output_tokens, "sglang:num_requests_total": 1,
+                     "sglang:spec_verify_calls_total": steps}  # fmt: skip
+        else:
+            names = {"vllm:spec_decode_num_drafts_total": steps,
+                     "vllm:spec_decode_num_accepted_tokens_total": output_tokens - 1 - steps}  # fmt: skip
+        for name, value in names.items():
+            self.counters[name] = self.counters.get(name, 0.0) + value
+
+    def metrics_text(self) -> bytes:
+        lines = [f"# TYPE {name} counter\n{name}{{model_name=\"{self.model}\"}} {value}" for name, value in
+                 sorted(self.counters.items())]  # fmt: skip
+        return ("\n".join(lines) + "\n").encode()
 
     def ttft_s(self, input_tokens: int) -> float:
         t = self.timing
@@ -95,6 +121,8 @@ class StandIn:
             method, path, body, arrived = await _read_request(reader)
             if method == "GET" and path == "/health":
                 await _send(writer, 200, b"", "text/plain")
+            elif method == "GET" and path == "/metrics" and self.timing["tokens_per_step"]:
+                await _send(writer, 200, self.metrics_text(), "text/plain")
             elif method == "GET" and path == "/v1/models":
                 doc = {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "mi-tune"}]}
                 await _send(writer, 200, json.dumps(doc).encode())
@@ -140,6 +168,7 @@ class StandIn:
                 "completion_tokens": max_tokens,
                 "total_tokens": input_tokens + max_tokens,
             }
+            self.count_speculation(max_tokens)
             if stream:
                 if usage_wanted:
                     await _chunk(writer, {"object": "chunk", "model": self.model, "choices": [], "usage": usage})
@@ -193,10 +222,10 @@ async def _send(writer: asyncio.StreamWriter, status: int, body: bytes, ctype: s
     await writer.drain()
 
 
-async def _serve(timing: dict, host: str, port: int, model: str) -> None:
+async def _serve(timing: dict, host: str, port: int, model: str, family: str = "vllm") -> None:
     if timing["startup_s"]:
         await asyncio.sleep(timing["startup_s"])
-    server = await asyncio.start_server(StandIn(timing, model).handle, host, port)
+    server = await asyncio.start_server(StandIn(timing, model, family).handle, host, port)
     print(f"stand-in engine: listening on {host}:{port}, model {model}, timing {json.dumps(timing)}", flush=True)
     async with server:
         await server.serve_forever()
@@ -227,7 +256,8 @@ def standin_main(argv: list[str] | None, prog: str, label: str, load: Callable, 
 def main(argv: list[str] | None = None) -> int:
     def start(timing, rest):
         host, port, model = engine_args(rest)
-        return _serve(timing, host, port, timing["model"] or model)
+        family = "sglang" if any("sglang" in arg for arg in rest) else "vllm"
+        return _serve(timing, host, port, timing["model"] or model, family)
 
     return standin_main(argv, "standin", "stand-in engine", load_timing, start)
 

@@ -26,6 +26,9 @@ def format_outcome(outcome: MeasureOutcome) -> str:
             f"prediction error on the measured plans, mean |ln(predicted/measured)| over TTFT, TPOT, tok/s: "
             f"{fit.error_before:.3f} -> {fit.error_after:.3f} (in-sample)"
         )
+        if fit.acceptance:
+            shown = ", ".join(f"{method} {a:.3f}" for method, a in fit.acceptance.items())
+            lines.append(f"speculative acceptance measured by the engine (per draft token, used from here on): {shown}")
         lines.append("re-ranked with the corrections (objective, tok/s):")
         for r in outcome.reranked[:5]:
             measured = f", measured {r['measured_tok_s']:,.0f}" if r["measured_tok_s"] != "" else ""

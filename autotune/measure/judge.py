@@ -84,7 +84,25 @@ def compared(
 
 
 def benched_of(searched: Workload, row: dict) -> Workload:
-    """The workload a measured.csv row was benched at: a closed loop at the row's concurrency."""
+    """The workload a measured.csv row was benched at: a closed loop at the row's concurrency, and the speculative
+    acceptance the engine counted when it counted one (so the fit corrects op times, not the acceptance)."""
     if searched.arrival == "closed" and row.get("concurrency"):
-        return dataclasses.replace(searched, concurrency=int(row["concurrency"]))
-    return searched
+        searched = dataclasses.replace(searched, concurrency=int(row["concurrency"]))
+    accepted = float(row.get("measured_draft_acceptance") or 0.0)
+    return dataclasses.replace(searched, draft_acceptance=accepted) if accepted > 0 else searched
+
+
+def measured_acceptance(rows: list[dict], plans: list[Plan]) -> dict[str, float]:
+    """Speculative method -> the mean per-draft-token acceptance measured over the rows of plans using it."""
+    seen: dict[str, list[float]] = {}
+    for row, plan in zip(rows, plans, strict=True):
+        accepted = float(row.get("measured_draft_acceptance") or 0.0)
+        if accepted > 0:
+            seen.setdefault(plan.decoding.speculative.method, []).append(accepted)
+    return {method: round(sum(v) / len(v), 4) for method, v in sorted(seen.items())}
+
+
+def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float]) -> Workload:
+    """`workload` with the measured acceptance of the plan's speculative method, when one was measured."""
+    accepted = acceptance.get(plan.decoding.speculative.method, 0.0)
+    return dataclasses.replace(workload, draft_acceptance=accepted) if accepted > 0 else workload

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from autotune.specs import Plan, Prediction
@@ -36,6 +36,7 @@ class Fit:
     rows: int  # measured figures the fit used
     error_before: float  # mean |ln(predicted / measured)| over the measured plans' TTFT, TPOT and total tok/s
     error_after: float  # the same with the corrections (in-sample: the plans the fit saw)
+    acceptance: dict[str, float] = field(default_factory=dict)  # speculative method -> measured per-draft acceptance
 
 
 @dataclass(frozen=True)

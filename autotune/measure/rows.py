@@ -29,6 +29,8 @@ COLUMNS = (
     "measured_tpot_p99_ms",
     "measured_goodput_tok_s",
     "failed_requests",
+    "measured_tokens_per_step",  # speculative decoding: tokens advanced per verify step, the engine's counters
+    "measured_draft_acceptance",  # the per-draft-token acceptance they imply (measure/acceptance.py)
     "plan_file",
     "error",
     "measured_at",

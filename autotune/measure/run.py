@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from autotune.measure.acceptance import draft_acceptance, scrape, tokens_per_step
 from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
 from autotune.measure.records import Candidate, MeasureOptions
 from autotune.measure.rows import plan_row
@@ -104,12 +105,28 @@ def measure_plan(
         return {**row, "status": "failed", "error": f"cannot launch: {exc}"}
     save(dataclasses.replace(best, engine=cand.plan.engine, mode=cand.plan.mode, phases=cand.plan.phases,
                              prediction=prediction, launch=launch), plan_file)  # fmt: skip
-    report, bench_s, why = _serve_and_bench(plan_file, where, workload, concurrency, requests, opts, tag, log)
+    report, bench_s, why, tokens = _serve_and_bench(plan_file, where, workload, concurrency, requests, opts, tag, log)
     if report is None:
         return {**row, "status": "failed", "error": why}
     log(f"{tag}: {report.total_tok_s:,.0f} tok/s measured in {bench_s:.1f} s "
         f"(predicted {prediction.total_tok_s:,.0f}, {source})")  # fmt: skip
-    return {**row, **_measured(report)}
+    return {**row, **_measured(report), **_speculation(cand, tokens, tag, log)}
+
+
+def _speculation(cand: Candidate, tokens: float | None, tag: str, log: Callable[[str], None]) -> dict:
+    """The row's measured speculative acceptance: tokens advanced per verify step as the engine counted them and
+    the per-draft-token acceptance they imply at the plan's draft length (empty without speculation or counters)."""
+    spec = cand.plan.decoding.speculative
+    if spec.method == "none":
+        return {}
+    if tokens is None:
+        log(f"{tag}: the engine reported no speculative counters at /metrics (SGLang needs --enable-metrics): "
+            "acceptance not measured")  # fmt: skip
+        return {}
+    accepted = draft_acceptance(tokens, spec.draft_tokens)
+    log(f"{tag}: speculative {spec.method}/{spec.draft_tokens}: {tokens:.2f} tokens per step measured, "
+        f"{accepted:.3f} per draft token")  # fmt: skip
+    return {"measured_tokens_per_step": round(tokens, 4), "measured_draft_acceptance": accepted}
 
 
 def _source_text(source: str, prediction: Prediction, judge: Judge, why: str) -> str:
@@ -127,7 +144,8 @@ def _source_text(source: str, prediction: Prediction, judge: Judge, why: str) ->
 
 def _serve_and_bench(plan_file: Path, where: Path, workload: Workload, concurrency: int, requests: int,
                      opts: MeasureOptions, tag: str, log: Callable[[str], None]):  # fmt: skip
-    """(bench report, bench seconds, '') of the plan file served as `serve` would, or (None, 0, why not)."""
+    """(bench report, bench seconds, '', speculative tokens per step or None) of the plan file served as `serve`
+    would, or (None, 0, why not, None). The engine's /metrics is read around the measured bench (acceptance.py)."""
     from autotune import loadgen
     from autotune.engines.serve import serve_launch
     from autotune.engines.supervisor import Started
@@ -142,19 +160,21 @@ def _serve_and_bench(plan_file: Path, where: Path, workload: Workload, concurren
         try:
             started = Started(launch, engine_log, opts.ready_timeout_s)
         except MiTuneError as exc:
-            return None, 0.0, str(exc)
+            return None, 0.0, str(exc), None
         try:
             why = _wait_healthy(launch.endpoint, started, opts.ready_timeout_s)
             if why:
                 log(f"{tag}: failed to start")
-                return None, 0.0, why
+                return None, 0.0, why, None
             warm_n = concurrency or WARMUP_REQUESTS  # one round at the benched batch size: JIT, graphs, caches
             warm = dataclasses.replace(workload, osl=min(workload.osl, WARMUP_OSL), concurrency=warm_n, rate_rps=0.0,
                                        burst=0)  # fmt: skip
             loadgen.bench(launch.endpoint, warm, num_requests=warm_n, concurrency=warm_n, seed=1)
+            counters = scrape(launch.endpoint)
             t0 = time.perf_counter()
             report = loadgen.bench(launch.endpoint, workload, num_requests=requests, concurrency=concurrency)
-            return report, time.perf_counter() - t0, ""
+            bench_s = time.perf_counter() - t0
+            return report, bench_s, "", tokens_per_step(counters, scrape(launch.endpoint))
         finally:
             started.stop(opts.grace_s)
 

@@ -186,6 +186,11 @@ class Plan:
     def num_gpus(self) -> int:
         return sum(len(p.gpus) for p in self.phases.values())
 
+    @property
+    def decoding(self) -> PhasePlan:
+        """The phase that runs decode steps (and so the speculative decoding): decode, or both when aggregated."""
+        return self.phases["decode" if self.mode == "disaggregated" else "both"]
+
     def describe(self) -> str:
         """Short human label, e.g. 'sglang disagg P[2x tp1 dp4 ep4 fp8/kv:auto b64/c8192] D[tp8 ...]'. Every
         setting that differs from the plan default shows, so two different plans never share a label."""
