@@ -112,3 +112,15 @@ def test_search_measure_reads_the_engines_acceptance_end_to_end(tmp_path, capsys
     assert measured.workload.draft_acceptance == pytest.approx(accepted, abs=1e-4)
     assert best.workload.draft_acceptance == 0.0  # the search's answer keeps the model's default
     assert "speculative acceptance measured by the engine" in capsys.readouterr().out
+
+
+def test_sglang_speculative_plans_serve_the_counters_measure_reads():
+    from autotune.engines import build_launch
+
+    model, _ = resolve_model("deepseek-v3")
+    hw = load_preset("h200-x8")
+    plain = baseline_plan("sglang", hw, 8)
+    both = dataclasses.replace(plain.phases["both"], speculative=Speculative("mtp", 3))
+    spec = dataclasses.replace(plain, phases={"both": both})
+    assert "--enable-metrics" in build_launch(spec, model, hw).processes[0].argv
+    assert "--enable-metrics" not in build_launch(plain, model, hw).processes[0].argv

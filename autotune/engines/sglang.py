@@ -80,8 +80,11 @@ def _speculative(ctx: _Ctx) -> list[str]:
     if spec.method == "none":
         return []
     algorithm = choose(SPECULATIVE_ALGORITHM, spec.method, f"speculative method {spec.method!r}", LABEL)
-    # a chain of drafts (top-k 1): num_steps drafts, num_steps + 1 tokens verified per step
+    # a chain of drafts (top-k 1): num_steps drafts, num_steps + 1 tokens verified per step; --enable-metrics
+    # (off by default, flags/sglang-0.5.23.yaml) serves the verify-pass counters `measure` reads the acceptance
+    # from (observability/metrics_collector.py:2109-2112; measure/acceptance.py)
     return [
+        "--enable-metrics",
         "--speculative-algorithm",
         algorithm,
         "--speculative-num-steps",

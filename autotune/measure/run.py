@@ -120,7 +120,7 @@ def _speculation(cand: Candidate, tokens: float | None, tag: str, log: Callable[
     if spec.method == "none":
         return {}
     if tokens is None:
-        log(f"{tag}: the engine reported no speculative counters at /metrics (SGLang needs --enable-metrics): "
+        log(f"{tag}: the engine reported no speculative counters at /metrics: "
             "acceptance not measured")  # fmt: skip
         return {}
     accepted = draft_acceptance(tokens, spec.draft_tokens)
