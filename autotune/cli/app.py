@@ -104,10 +104,12 @@ def main() -> None:
 def _exit(code: int) -> None:
     """End the process as a normal exit does (exit handlers run: logging, multiprocessing children; the streams
     are flushed) but without the interpreter's teardown, which frees every module and object one by one: 0.7 s
-    after a search. A normal exit while another (non-daemon) thread still runs, or when a stream cannot be
-    flushed (a closed pipe: the normal exit reports it)."""
+    after a search. A normal exit while another (non-daemon) thread still runs, under a profiler or tracer
+    (`python -m cProfile -o FILE -m autotune.cli ...` writes FILE after main returns), or when a stream cannot
+    be flushed (a closed pipe: the normal exit reports it)."""
     main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
+    others = any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate())
+    if others or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
     atexit._run_exitfuncs()  # runs and clears them (CPython's atexit_callfuncs), as Py_FinalizeEx would
     try:
