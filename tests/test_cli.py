@@ -153,6 +153,18 @@ def test_console_script_entry_point_runs():
     assert done.returncode == 2 and done.stderr.startswith("mi-tune: error: unknown model 'nope'")
 
 
+def test_console_script_ends_like_a_normal_exit():
+    """main() skips the interpreter's teardown, not what a normal exit does: the exit handlers run (after the
+    command's output), buffered output is written, the exit code is the command's."""
+    code = (
+        "import atexit, sys; from autotune.cli import main; atexit.register(lambda: print('handler ran'));"
+        " sys.argv = ['mi-tune', 'presets']; main()"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "rtx-pro-6000-x8" in done.stdout and done.stdout.rstrip().endswith("handler ran")
+
+
 def test_search_on_a_hardware_file_and_fewer_gpus(tmp_path, capsys):
     from autotune.catalog import load_preset
     from autotune.specs import save

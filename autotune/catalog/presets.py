@@ -12,7 +12,7 @@ import yaml
 
 from autotune.specs.errors import MiTuneError, SpecError
 from autotune.specs.hardware import HardwareProfile
-from autotune.specs.io import check_schema, from_dict
+from autotune.specs.io import check_schema, from_dict, safe_load_yaml
 
 SUFFIX = ".yaml"
 
@@ -32,7 +32,7 @@ def load_preset(name: str) -> HardwareProfile:
         raise MiTuneError(f"unknown preset '{name}' (known: {', '.join(preset_names())})")
     where = f"preset '{name}'"
     try:
-        data = yaml.safe_load(_directory().joinpath(name + SUFFIX).read_text())
+        data = safe_load_yaml(_directory().joinpath(name + SUFFIX).read_text())
     except yaml.YAMLError:
         raise SpecError(f"{where}: malformed YAML") from None
     if not isinstance(data, dict):

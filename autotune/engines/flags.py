@@ -9,10 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from autotune.capability.profiles import PROFILES
 from autotune.specs.errors import MiTuneError
+from autotune.specs.io import safe_load_yaml
 
 FLAGS_DIR = Path(__file__).parent / "flags"
 # the routers' pinned versions; the engines' are their profiles' (capability/profiles/)
@@ -58,7 +57,7 @@ def _available() -> frozenset[tuple[str, str]]:
 
 @functools.cache
 def _load(engine: str, version: str) -> FlagTable:
-    doc = yaml.safe_load((FLAGS_DIR / f"{engine}-{version}.yaml").read_text())
+    doc = safe_load_yaml((FLAGS_DIR / f"{engine}-{version}.yaml").read_text())  # libyaml: 6x faster
     options = {}
     for name, entry in doc["flags"].items():
         flag = Flag(name, entry["value"], entry.get("nargs"), tuple(entry.get("choices", ())))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from autotune.report.drawing import draw_all
 from autotune.report.html import markdown_to_html
 from autotune.report.markdown import render
 from autotune.report.plots import breakdown_plot, concurrency_plot, history_plot, memory_plot, pareto_plot
@@ -110,21 +111,24 @@ def build_report(out: Path, launch_text: str | None = None, *, model=None, repre
 
         launch_text = format_launch(best.launch)
     plots = out / rundir.PLOTS
-    files = {
-        "pareto_png": pareto_plot(
-            run.trials, best.prediction, best.baseline.prediction, plots / "pareto.png", _searched_front(run)
+    jobs = {  # the costliest first: draw_all deals them round-robin to the cores
+        "pareto_png": (
+            plots / "pareto.png",
+            lambda path: pareto_plot(run.trials, best.prediction, best.baseline.prediction, path, _searched_front(run)),
         ),
-        "breakdown_png": breakdown_plot(_labelled(best), plots / "breakdown.png"),
-        "memory_png": memory_plot(_labelled(best), plots / "memory.png"),
-        "history_png": history_plot(run.trials, plots / "history.png"),
-        "topology_png": topology_plot(run.hardware, best.plan, plots / "topology.png"),
+        "concurrency_png": (plots / "concurrency.png", lambda path: _concurrency(run, path)),
+        "topology_png": (plots / "topology.png", lambda path: topology_plot(run.hardware, best.plan, path)),
+        "history_png": (plots / "history.png", lambda path: history_plot(run.trials, path)),
+        "breakdown_png": (plots / "breakdown.png", lambda path: breakdown_plot(_labelled(best), path)),
+        "memory_png": (plots / "memory.png", lambda path: memory_plot(_labelled(best), path)),
     }
     curve_note = ""
-    if run.model is not None:
-        files["concurrency_png"] = _concurrency(run, plots / "concurrency.png")
-    else:
+    if run.model is None:
+        del jobs["concurrency_png"]
         name = best.model.path or best.model.name
         curve_note = f"Not drawn: model '{name}' cannot be found and the run has no model.json."
+    drawn = draw_all(jobs)
+    files = {key: drawn[key] for key in FIGURE_ORDER if key in drawn}
     stored = _stored(best)
     repredicted = _repredict(run) if repredict else None
     figures = {k.removesuffix("_png"): str(v.relative_to(out)) for k, v in files.items()}
@@ -134,6 +138,10 @@ def build_report(out: Path, launch_text: str | None = None, *, model=None, repre
     files["report"].write_text(text)
     files["html"].write_text(markdown_to_html(text, out, f"mi-tune: {best.model.name} on {best.hardware.name}"))
     return files
+
+
+# the figures in the order the report's files list them (report.md places each figure itself)
+FIGURE_ORDER = ("pareto_png", "breakdown_png", "memory_png", "history_png", "topology_png", "concurrency_png")
 
 
 def _labelled(best: BestConfig) -> dict[str, Prediction]:
