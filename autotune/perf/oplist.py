@@ -193,7 +193,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               c.attention_speed)
+               c.attention_speed * _decode_fill(c, att, shape, seqs, x))
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -215,6 +215,18 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+
+
+def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: float, x: StepInput) -> float:
+    """Speed of a decode attention kernel whose KV splits are capped (Context.decode_split_cap: FA3 under vLLM's
+    CUDA graphs) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one KV head)
+    each stream at most rates.PER_SM_STREAM_GBS. 1 for uncapped kernels and sparse / compressed attention."""
+    if not c.decode_split_cap or att.compress_ratio != 1 or att.index_heads:
+        return 1.0
+    kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
+    mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
+    ctas = tiles.decode_split_ctas(mblocks, x.decode_ctx / shape.decode_shard, c.sms, c.decode_split_cap)
+    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 
 def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, decode: bool) -> None:
