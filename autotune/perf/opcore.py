@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from autotune.perf import comm, ep_balance, precision, rates, tiles
+from autotune.perf import comm, ep_balance, mla, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -121,6 +121,7 @@ class Context:
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
+    mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -156,6 +157,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
+        mla_output_copy=engine == "vllm" and any(mla.is_absorbed_mla(layer.attention) for layer in model.layers[:1]),
     )
 
 

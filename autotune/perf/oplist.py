@@ -211,6 +211,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                shape.prefill_speed)
         )  # fmt: skip
+        if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
+            _mla_prefill_ops(ops, c, att, tokens_per_rank, shape)
         if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -236,6 +238,17 @@ def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _Attentio
     ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
     if k.extra_gemms:  # launches only: the absorbed kv_b's FLOPs and weights are in the projection op
         ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, 0.0, k.extra_gemms, "mla absorb"))
+
+
+def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: _AttentionShape) -> None:
+    """A dense MLA layer's prefill kernels besides its projections and attention (mla.prefill_kernels): the key
+    concat, and vLLM's output copy (Context.mla_output_copy)."""
+    k = mla.prefill_kernels(att, tokens, shape.heads_per_rank, precision.ACTIVATION_BYTES, c.mla_output_copy)
+    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefill key concat"))
+    if k.copy_bytes:
+        ops.append(
+            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.copy_bytes, 1.0, "mla prefill output copy")
+        )
 
 
 def _attention_waves(ops: list, c: Context, ctas: float) -> None:

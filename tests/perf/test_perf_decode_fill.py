@@ -1,5 +1,6 @@
 """Decode attention with capped KV splits (vLLM's FA3 under CUDA graphs on sm_90: perf/tiles.py
-FA3_GRAPH_MAX_SPLITS, perf/rates.py PER_SM_STREAM_GBS). Each test fails on the model before the cap was modelled."""
+FA3_GRAPH_MAX_SPLITS, perf/rates.py PER_SM_STREAM_GBS) and the MLA prefill path's extra kernels (perf/mla.py). Each test
+fails on the model before they were modelled."""
 
 from __future__ import annotations
 
@@ -60,3 +61,21 @@ def test_gqa_tp8_single_kv_head_pays_the_cap():
     one = _decode(c, StepInput(decode_seqs=1, decode_ctx=65536))
     gbs = c.table.get("attention", "bf16", "decode").gbs
     assert one.speed == c.attention_speed * min(1.0, 32 * rates.PER_SM_STREAM_GBS / gbs) < c.attention_speed
+
+
+def test_mla_prefill_builds_the_key_and_vllm_copies_the_output():
+    """A DeepSeek-V3 prefill row takes the MHA path: the key is materialised per head (nope part from kv_b, the rope
+    part broadcast) and vLLM copies the attention output into the layer output (perf/mla.py); a GQA layer has
+    neither (old: no such ops)."""
+    phase = PhasePlan(gpus=(0,))
+    tokens, heads = 4096.0, DSV3.layers[-1].attention.num_heads
+    x = StepInput(prefill_tokens=tokens, prefill_ctx=2048)
+    for engine, copies in (("vllm", 1), ("sglang", 0)):
+        c = context(DSV3, phase, engine, H200, (0,))
+        ops = {op.source: op for op in attention_ops(c, DSV3.layers[-1].attention, x)}
+        assert ops["mla prefill key concat"].nbytes == tokens * (heads * (2 * 192 - 64) + 64) * 2  # DeepSeek: k 192
+        assert ("mla prefill output copy" in ops) == bool(copies)
+        if copies:
+            assert ops["mla prefill output copy"].nbytes == 2 * tokens * heads * 128 * 2  # v 128, read + write
+    c = context(LLAMA70, phase, "vllm", H200, (0,))
+    assert not any(op.source.startswith("mla") for op in attention_ops(c, LLAMA70.layers[0].attention, x))
