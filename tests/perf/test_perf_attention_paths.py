@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from autotune.catalog import load_model, load_preset
 from autotune.perf import rates, tiles
 from autotune.perf.opcore import context, decode_split_cap
@@ -79,3 +81,12 @@ def test_mla_prefill_builds_the_key_and_vllm_copies_the_output():
             assert ops["mla prefill output copy"].nbytes == 2 * tokens * heads * 128 * 2  # v 128, read + write
     c = context(LLAMA70, phase, "vllm", H200, (0,))
     assert not any(op.source.startswith("mla") for op in attention_ops(c, LLAMA70.layers[0].attention, x))
+
+
+def test_blackwell_prefill_rate_follows_head_dim():
+    """B200 prefill attention at head dim 64 runs at 0.391 of the dense peak against 0.591 at 128
+    (calibration.yaml kernel-fa4-b200-fwd-headdim; old: one 0.60 fraction for every head dim on sm_100)."""
+    assert rates.prefill_head_dim_speed("sm_100", 64, False) * rates.ATTENTION_PREFILL_FRACTION == pytest.approx(0.391)
+    assert rates.prefill_head_dim_speed("sm_100", 128, False) * rates.ATTENTION_PREFILL_FRACTION == pytest.approx(0.591)
+    assert rates.prefill_head_dim_speed("sm_100", 256, False) == rates.prefill_head_dim_speed("sm_100", 128, False)
+    assert rates.prefill_head_dim_speed("sm_100", 64, True) == 1.0  # a probed prefill rate is the box's own
