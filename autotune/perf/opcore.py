@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, mla, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
@@ -157,16 +158,17 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
-        mla_output_copy=engine == "vllm" and any(mla.is_absorbed_mla(layer.attention) for layer in model.layers[:1]),
+        mla_output_copy=profile(engine).mla_prefill_output_copy
+        and any(mla.is_absorbed_mla(layer.attention) for layer in model.layers[:1]),
     )
 
 
 def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
-    """The KV-split cap of the decode attention kernel a plan runs: vLLM's FlashAttention backends on sm_90 (FA3,
-    its `auto` pick there for GQA and MLA alike: vllm/platforms/cuda.py:146-150 and :177-185) under its CUDA
-    graphs (tiles.FA3_GRAPH_MAX_SPLITS); 0 for the kernels that split to fill the SMs (FlashInfer, FlashMLA, FA2,
-    SGLang's FA3 with num_splits=0: sglang srt/layers/attention/flashattention_backend.py:338-342)."""
-    if engine == "vllm" and arch == "sm_90" and attention_kernel == "auto":
+    """The KV-split cap of the decode attention kernel a plan runs: the engine's `auto` kernel on the archs its
+    profile names (fa3_graph_split_cap_archs: vLLM's FA3 on sm_90, tiles.FA3_GRAPH_MAX_SPLITS); 0 for the kernels
+    that split to fill the SMs (FlashInfer, FlashMLA, FA2, SGLang's FA3 with num_splits=0: sglang
+    srt/layers/attention/flashattention_backend.py:338-342)."""
+    if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
         return tiles.FA3_GRAPH_MAX_SPLITS
     return 0
 
