@@ -227,7 +227,8 @@ def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: f
         return 1.0
     kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
     mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
-    ctas = tiles.decode_split_ctas(mblocks, x.decode_ctx / shape.decode_shard, c.sms, c.decode_split_cap)
+    ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
+    ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
     return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 

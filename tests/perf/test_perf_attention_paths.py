@@ -63,6 +63,12 @@ def test_gqa_tp8_single_kv_head_pays_the_cap():
     one = _decode(c, StepInput(decode_seqs=1, decode_ctx=65536))
     gbs = c.table.get("attention", "bf16", "decode").gbs
     assert one.speed == c.attention_speed * min(1.0, 32 * rates.PER_SM_STREAM_GBS / gbs) < c.attention_speed
+    # TP 4 keeps two KV heads per rank; every rank reads each sequence's whole context (17 KV blocks of 128 at
+    # 2,100 tokens: 17 splits), TP splits heads, not the context
+    phase = PhasePlan(gpus=tuple(range(4)), tp=4, kernels=Kernels())
+    c = context(LLAMA70, phase, "vllm", H200, phase.gpus)
+    short = _decode(c, StepInput(decode_seqs=1, decode_ctx=2100))
+    assert short.speed == c.attention_speed * min(1.0, 2 * 17 * rates.PER_SM_STREAM_GBS / gbs)
 
 
 def test_mla_prefill_builds_the_key_and_vllm_copies_the_output():
