@@ -73,6 +73,10 @@ class EngineProfile:
     # packages the server's Python must import besides the one that owns its executable (a platform plugin that the
     # engine discovers by entry point: without it `vllm serve` starts on the wrong platform or none)
     plugin_modules: tuple[str, ...] = ()
+    # archs where the `auto` decode attention is FA3 run in CUDA graphs with its KV splits capped
+    # (perf/tiles.py FA3_GRAPH_MAX_SPLITS): few (sequence, KV head) tiles then leave SMs idle
+    fa3_graph_split_cap_archs: tuple[str, ...] = ()
+    mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
 
     @property
     def label(self) -> str:

@@ -7,7 +7,17 @@ model_executor/layers/attention/mla_attention.py):
 - in decode, the absorbed kv_b: the query's nope part times W_UK_T before the kernel and the latent output times
   W_UV after it, two batched GEMMs (mla_attention.py:1362 torch.bmm(mqa_q_nope, W_UK_T), :1633 torch.bmm(x, W_UV))
   where the op list's projection op counts one kv_b launch.
-The KV-cache write (concat_and_cache_mla) is the op list's `kv cache write`. Pure functions: oplist builds the ops.
+The KV-cache write (concat_and_cache_mla) is the op list's `kv cache write`. A prefill row takes the MHA path
+instead of the absorbed one (mla_attention.py:3444-3526, forward_mha): kv_b up-projects the new tokens' latent KV
+(the projection op's kv_b), then
+- the key is built whole in memory, its nope part from the up-projection and the shared rope part broadcast to
+  every head (_concat_k_nope_k_pe, :3139-3172; SGLang the same: srt/models/deepseek_common/
+  attention_forward_methods/forward_mha.py:718-750), one kernel (FlashInfer's concat_mla_k at 128 heads per rank,
+  SGLang's concat_mla_k or its Triton concat elsewhere; vLLM's two-copy fallback at other head counts is counted
+  as one);
+- vLLM copies the attention output into the layer's output buffer (output.copy_, :3521-3526): the output is read
+  and written once more.
+Pure functions: oplist builds the ops.
 """
 
 from __future__ import annotations
@@ -42,3 +52,20 @@ def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_
     norm_bytes = 2 * rows * down_width * act_bytes
     rope_bytes = 2 * rows * (heads_per_rank + 1) * ROPE_DIM * act_bytes
     return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS if decode else 0)
+
+
+class PrefillKernels(NamedTuple):
+    concat_bytes: float  # the key concat: reads the up-projected nope part and the rope part, writes the key
+    copy_bytes: float  # vLLM's output copy (0 where the engine writes the output in place)
+
+
+def prefill_kernels(att: AttentionSpec, tokens: float, heads_per_rank: float, act_bytes: float,
+                    output_copy: bool) -> PrefillKernels:  # fmt: skip
+    """The MHA-path kernels of `tokens` prefill rows on a rank holding `heads_per_rank` heads. The key width
+    (nope + rope) and the value width are taken as score_dim's halves around ROPE_DIM ((score_dim +- ROPE_DIM) / 2:
+    DeepSeek-V3's 192 and 128 exactly)."""
+    k_width = (att.score_dim + ROPE_DIM) / 2
+    v_width = att.score_dim - k_width
+    concat = tokens * (heads_per_rank * (2 * k_width - ROPE_DIM) + ROPE_DIM) * act_bytes
+    copy = 2 * tokens * heads_per_rank * v_width * act_bytes if output_copy else 0.0
+    return PrefillKernels(concat, copy)

@@ -8,7 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from autotune.perf import comm, ep_balance, precision, rates, tiles
+from autotune.capability.profiles import profile
+from autotune.perf import comm, ep_balance, mla, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -120,6 +121,8 @@ class Context:
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
+    decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
+    mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -130,6 +133,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
+    attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     return Context(
         model,
         phase,
@@ -142,9 +146,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         _narrow_speed(hw, dense_dtype, model.hidden_size)
         * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
         eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
-        eff.ATTENTION_VARIANT_SPEED.get(
-            eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention), 1.0
-        ),
+        eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
         DTYPE_BYTES[precision.dense_dtype(model, phase)],
@@ -155,7 +157,20 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
+        decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
+        mla_output_copy=profile(engine).mla_prefill_output_copy
+        and any(mla.is_absorbed_mla(layer.attention) for layer in model.layers[:1]),
     )
+
+
+def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
+    """The KV-split cap of the decode attention kernel a plan runs: the engine's `auto` kernel on the archs its
+    profile names (fa3_graph_split_cap_archs: vLLM's FA3 on sm_90, tiles.FA3_GRAPH_MAX_SPLITS); 0 for the kernels
+    that split to fill the SMs (FlashInfer, FlashMLA, FA2, SGLang's FA3 with num_splits=0: sglang
+    srt/layers/attention/flashattention_backend.py:338-342)."""
+    if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
+        return tiles.FA3_GRAPH_MAX_SPLITS
+    return 0
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

@@ -193,7 +193,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               c.attention_speed)
+               c.attention_speed * _decode_fill(c, att, shape, seqs, x))
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -211,10 +211,25 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                shape.prefill_speed)
         )  # fmt: skip
+        if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
+            _mla_prefill_ops(ops, c, att, tokens_per_rank, shape)
         if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+
+
+def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: float, x: StepInput) -> float:
+    """Speed of a decode attention kernel whose KV splits are capped (Context.decode_split_cap: FA3 under vLLM's
+    CUDA graphs) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one KV head)
+    each stream at most rates.PER_SM_STREAM_GBS. 1 for uncapped kernels and sparse / compressed attention."""
+    if not c.decode_split_cap or att.compress_ratio != 1 or att.index_heads:
+        return 1.0
+    kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
+    mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
+    ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
+    ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
+    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 
 def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, decode: bool) -> None:
@@ -224,6 +239,17 @@ def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _Attentio
     ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
     if k.extra_gemms:  # launches only: the absorbed kv_b's FLOPs and weights are in the projection op
         ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, 0.0, k.extra_gemms, "mla absorb"))
+
+
+def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: _AttentionShape) -> None:
+    """A dense MLA layer's prefill kernels besides its projections and attention (mla.prefill_kernels): the key
+    concat, and vLLM's output copy (Context.mla_output_copy)."""
+    k = mla.prefill_kernels(att, tokens, shape.heads_per_rank, precision.ACTIVATION_BYTES, c.mla_output_copy)
+    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefill key concat"))
+    if k.copy_bytes:
+        ops.append(
+            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.copy_bytes, 1.0, "mla prefill output copy")
+        )
 
 
 def _attention_waves(ops: list, c: Context, ctas: float) -> None:

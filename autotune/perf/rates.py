@@ -98,15 +98,39 @@ STREAM_FRACTION = 0.80
 ATTENTION_DECODE_FRACTION = 0.85
 ATTENTION_PREFILL_FRACTION = 0.60
 ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
+# What one SM streams from device memory when too few CTAs run to load them all: calibration.yaml
+# kernel-sm-restricted-stream-h100pcie (BulletServe#1: on an H100 PCIe, 114 SMs, 2.0 TB/s, decode kernels confined
+# to fewer SMs speed up steeply until ~40 SMs, where device memory saturates): 2.0 TB/s x STREAM_FRACTION / 40 SMs
+# = 40 GB/s per SM. A decode attention kernel on n CTAs (one per SM) streams at most n x this (decode_fill_speed).
+PER_SM_STREAM_GBS = 2000.0 * STREAM_FRACTION / 40
+PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, non-causal,
 # H100 SXM5, 16k tokens per batch): 497 / 648 / 756 TFLOPS at 16k for head dims 64 / 128 / 256, i.e. 0.50 / 0.66 /
 # 0.76 of the 989 TFLOPS dense peak. Non-causal curves are used because the op list counts a causal query's
 # attended entries plus the diagonal blocks it computes whole (tiles.causal_diagonal_entries); the curves' rise
 # at short sequence lengths is the per-wave fixed time tiles.CTA_FIXED_US adds. Interpolated in log2(head dim),
-# held at the ends; an MLA prefill (q.k 192, v 128) takes the mean width, 160. Other archs: one fraction (above).
-PREFILL_HEAD_DIM_FRACTION = {"sm_90": ((64, 0.503), (128, 0.655), (256, 0.764))}
-PREFILL_HEAD_DIM_PROVENANCE = "public:kernel-fa3-h100-fwd-headdim"
+# held at the ends; an MLA prefill (q.k 192, v 128) takes the mean width, 160. sm_100: calibration.yaml
+# kernel-fa4-b200-fwd-headdim (Dao-AILab/flash-attention#2605, FlashAttention-4 forward, MFU quoted against
+# 2,250 TFLOPS, the B200's dense BF16 peak): 879 / 1,330 TFLOPS non-causal at 16k for head dims 64 / 128, i.e.
+# 0.391 / 0.591 (the 0.60 prior of ATTENTION_PREFILL_FRACTION at 128); no 256 row there: held at 128's.
+# Other archs: one fraction (above).
+PREFILL_HEAD_DIM_FRACTION = {
+    "sm_90": ((64, 0.503), (128, 0.655), (256, 0.764)),
+    "sm_100": ((64, 0.391), (128, 0.591)),
+}
+PREFILL_HEAD_DIM_PROVENANCE = {
+    "sm_90": "public:kernel-fa3-h100-fwd-headdim",
+    "sm_100": "public:kernel-fa4-b200-fwd-headdim",
+}
+
+
+def decode_fill_speed(ctas: float, decode_gbs: float) -> float:
+    """Speed of a decode attention kernel running `ctas` CTAs (one per SM) relative to the rates table's decode
+    bandwidth `decode_gbs`: min(1, ctas x PER_SM_STREAM_GBS / decode_gbs); 1 without CTAs or a bandwidth."""
+    if ctas <= 0 or decode_gbs <= 0:
+        return 1.0
+    return min(1.0, ctas * PER_SM_STREAM_GBS / decode_gbs)
 
 
 def narrow_k_speed(arch: str, k: float) -> float:
@@ -300,7 +324,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("attention", "bf16", "decode")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if decode else att_prov
     )
-    prefill_prov = PREFILL_HEAD_DIM_PROVENANCE if arch in PREFILL_HEAD_DIM_FRACTION and not probed_bw else att_prov
+    prefill_prov = att_prov if probed_bw else PREFILL_HEAD_DIM_PROVENANCE.get(arch, att_prov)
     entries[("attention", "bf16", "prefill")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else prefill_prov
     )

@@ -70,6 +70,17 @@ CTA_FIXED_US = 2.0
 # block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
 # prefix, ATTENTION_KV_BLOCK / 2 = 64 entries (n_block_size=128 with m_block_size=128, interface.py:206).
 ATTENTION_KV_BLOCK = 128
+# vLLM runs decode batches in full CUDA graphs (cudagraph_mode FULL_AND_PIECEWISE) and, where the FlashAttention
+# kernel is FA3 (aot_schedule = fa_version == 3: v1/attention/backends/flash_attn.py:722; FA3 is the default on
+# sm_90, v1/attention/backends/fa_utils.py:99-101), caps the KV splits of a captured batch at
+# attention_config.flash_attn_max_num_splits_for_cuda_graph = 32 (config/attention.py:66; flash_attn.py:773-779
+# and :864-874, the same cap in the MLA backend: v1/attention/backends/mla/flashattn_mla.py:155-175, :225-235).
+# FA3 keeps one split while a sequence's KV spans at most 4 blocks (hopper/heuristics.h, `if (num_n_blocks <= 4)
+# return 1;`, quoted in Dao-AILab/flash-attention#2445). A decode batch of few (sequence, KV head) pairs then runs
+# on pairs x 32 CTAs however many SMs the GPU has (vllm-project/vllm#35899: "with 1 KV head per device and batch
+# size 1 on an H100 (132 SMs) ... the default of 32 splits still leaves 100 SMs unused").
+FA3_GRAPH_MAX_SPLITS = 32
+FA3_ONE_SPLIT_BLOCKS = 4
 
 
 def sm_count(name: str, arch: str) -> int:
@@ -122,3 +133,16 @@ def prefill_rows_per_seq(tokens: float, ctx: float) -> float:
     """Prompt rows per sequence of `tokens` rows whose mean attended prefix is `ctx`: a chunk of fresh prompts
     attends half its rows on average, so a sequence holds about 2 x ctx of the rows (at least one row)."""
     return min(tokens, max(1.0, 2.0 * ctx))
+
+
+def decode_split_ctas(mblocks: float, ctx: float, sms: int, max_splits: int) -> float:
+    """CTAs a split-KV decode kernel runs for `mblocks` (sequence, KV head, query block) tiles at mean context
+    `ctx` when it splits each tile's KV at most `max_splits` ways (FA3 under vLLM's CUDA graphs, above): one split
+    for a KV of at most FA3_ONE_SPLIT_BLOCKS blocks, else as many as fill the SMs, capped; 0 without an SM count."""
+    if mblocks <= 0 or sms <= 0:
+        return 0.0
+    blocks = math.ceil(ctx / ATTENTION_KV_BLOCK) if ctx > 0 else 1
+    if blocks <= FA3_ONE_SPLIT_BLOCKS:
+        return float(mblocks)
+    splits = max(1, min(max_splits, sms // max(1, math.ceil(mblocks)), blocks))
+    return float(mblocks * splits)

@@ -69,6 +69,14 @@ PROFILE = EngineProfile(
     # MLA on sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need
     # sm_90, FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at vllm/platforms/cuda.py:146-151
     triton_mla_archs=("sm_120", "sm_89", "sm_80"),
+    # sm_90: FLASH_ATTN (FA3, vllm/v1/attention/backends/fa_utils.py:99-101) for GQA and FLASH_ATTN_MLA for MLA lead
+    # the lists (vllm/platforms/cuda.py:146-150, :167-179); both cap a captured batch's KV splits at
+    # flash_attn_max_num_splits_for_cuda_graph = 32 (vllm/config/attention.py:66;
+    # vllm/v1/attention/backends/flash_attn.py:773-779, vllm/v1/attention/backends/mla/flashattn_mla.py:155-175)
+    fa3_graph_split_cap_archs=("sm_90",),
+    # forward_mha copies the prefill attention output into the layer output
+    # (vllm/model_executor/layers/attention/mla_attention.py:3521-3526)
+    mla_prefill_output_copy=True,
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
