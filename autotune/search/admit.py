@@ -4,6 +4,7 @@ accepts given the box, the checkpoint and the values sampled so far (autotune/ca
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from autotune import capability
@@ -144,7 +145,7 @@ class Admission:
         return tuple(names)
 
     def _key(self, engine: str, facts: dict[str, Any]) -> tuple | None:
-        key = (engine, tuple(facts.get(name, UNKNOWN) for name in self._compiled(engine).read))
+        key = (engine, tuple(map(facts.get, self._compiled(engine).read, repeat(UNKNOWN))))
         try:
             hash(key)
         except TypeError:  # an unhashable fact value: no memo

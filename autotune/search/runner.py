@@ -169,7 +169,9 @@ class Session:
         return sorted(self.basins.values(), key=lambda t: (-t.value, t.number))[:REFINE_BASINS]
 
     def stopped(self) -> bool:
-        return self.stop()
+        """Stop refining: an interrupt or the deadline, or the run's budget reached (a resumed run's replay can
+        fold the rest of its stored trials in at once: refinement's own count then overstates what is left)."""
+        return self.stop() or self.ran >= self.budget
 
     def _pull(self, initial: bool = False, replay: bool = False) -> None:
         """Fold the storage's finished trials that this process did not run into the in-memory study. With
@@ -365,6 +367,7 @@ class Session:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 tpe = FastTPESampler(
+                    lazy_groups=True,
                     seed=sampler_seed(self.req),
                     multivariate=True,
                     group=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 from autotune.capability.facts import phase_field_facts
@@ -142,7 +143,11 @@ def _phase_values(
     that fit the phase's GPUs (`both.layout@8`): every sampled layout is valid, and one move of the
     refinement changes tp, dp and pp together. Optuna needs fixed choices per name, hence the GPU count; for
     the same reason a dimension whose admitted values are narrowed by an engine rule is asked under a name
-    that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted."""
+    that lists them (`both.moe_kernel[auto|triton]`). Returns the values, or why no value is admitted.
+
+    With a CachedAdmission, each question (name and values offered) is kept in a tree by the answers before it
+    (the question is a function of them): a refinement neighbour or a completion shares the questions before
+    its first new answer with the plans sampled before, and asks the engine rules only from there on."""
     memo = getattr(admission, "memo", None)  # CachedAdmission: one search's space and choices
     key = (id(space), id(choices), phase, num_gpus, tuple(sorted(deployment.items(), key=str)))
     cached = memo.get(key) if memo is not None else None
@@ -154,23 +159,51 @@ def _phase_values(
         return cached
     options, layout_name, active, defaults = cached
     label = options[0] if len(options) == 1 else suggest(layout_name, options)
+    peer = peer or {}
+    try:
+        facts = tuple((k, type(v), v) for k, v in peer.items())  # True != 1 here
+        node = memo.setdefault(("questions", key, facts), {}) if memo is not None else None
+    except TypeError:  # an unhashable peer fact: no memo
+        node = None
+    if node is not None:
+        node = node.setdefault(label, [None, {}])
     values: dict[str, Any] = _layout_values(label)
-    known = {**defaults, **{"tp": 1, "dp": 1, "pp": 1}, **values}
-    known.update(mode=deployment.get("mode"), phase=phase, **(peer or {}))
-    for dim in active:
-        offered = choices[dim.name]
-        name = f"{phase}.{dim.name}"
-        if admission is not None:
-            engine = deployment["engine"]
-            admitted = admission.admitted((engine,), dim.field, offered, known)
-            if not admitted:
-                return admission.refusal(engine, dim.field, offered[0], known)
-            if admitted != offered:
-                name += "[" + "|".join(_fmt(v) for v in admitted) + "]"
-            offered = admitted
-        values[dim.name] = suggest(name, offered)
-        known.update(fact_values(dim.field, values[dim.name], known))
+    known: dict[str, Any] | None = None
+    for i, dim in enumerate(active):
+        question = node[0] if node is not None else None
+        if question is None:
+            if known is None:  # the facts known before this dimension, as the dimensions before it set them
+                known = {**defaults, **{"tp": 1, "dp": 1, "pp": 1}, **_layout_values(label)}
+                known.update(mode=deployment.get("mode"), phase=phase, **peer)
+                for before in active[:i]:
+                    known.update(fact_values(before.field, values[before.name], known))
+            question = _question(dim, choices, phase, deployment, admission, known)
+            if node is not None:
+                node[0] = question
+        if isinstance(question, str):
+            return question
+        value = values[dim.name] = suggest(*question)
+        if known is not None:
+            known.update(fact_values(dim.field, value, known))
+        if node is not None:
+            node = node[1].setdefault((type(value), value), [None, {}])  # True != 1 here
     return values
+
+
+def _question(dim, choices, phase: str, deployment: dict[str, Any], admission, known: dict[str, Any]):
+    """(parameter name, values offered) of a phase dimension given the facts known so far, or why the engine
+    admits none of its values."""
+    offered = choices[dim.name]
+    name = f"{phase}.{dim.name}"
+    if admission is not None:
+        engine = deployment["engine"]
+        admitted = admission.admitted((engine,), dim.field, offered, known)
+        if not admitted:
+            return admission.refusal(engine, dim.field, offered[0], known)
+        if admitted != offered:
+            name += "[" + "|".join(_fmt(v) for v in admitted) + "]"
+        offered = admitted
+    return name, offered
 
 
 def _phase_layouts(space, choices, phase: str, num_gpus: int, deployment: dict[str, Any], admission):
@@ -268,9 +301,9 @@ class CachedAdmission:
         reads = self._reads.get(engines)
         if reads is None:
             reads = self._reads[engines] = self.admission.verdict_reads(engines)
-        values = [known.get(name, _MISSING) for name in reads]
+        values = tuple(map(known.get, reads, repeat(_MISSING)))  # known.get(name, _MISSING) for each
         try:
-            key = (method, args, tuple(values), tuple(map(type, values)))
+            key = (method, args, values, tuple(map(type, values)))
             hash(key)
         except TypeError:  # an unhashable fact: ask without the cache
             return getattr(self.admission, method)(*args, known)

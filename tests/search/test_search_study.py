@@ -75,3 +75,28 @@ def test_numerics_changes_are_labelled_and_keep_precision_removes_them(tmp_path)
     assert all(not kept.numerics(r) for r in kept.records if r.plan)
     assert kept.choices["gemm_dtype"] == ("auto",) and kept.choices["kv_cache_dtype"] == ("auto",)
     assert kept.best_same_numerics is None
+
+
+def test_a_resume_that_diverges_in_refinement_stops_at_its_budget(tmp_path):
+    """A run stopped after its TPE phase (30 of 40 trials) resumed with 35 trials: the resumed schedule's TPE phase
+    is shorter (27), so its first refinement trial differs from the stored TPE trial and the rest of the stored run
+    is kept as it is; refinement then runs only what the budget has left."""
+    from autotune.search import storage
+    from autotune.search.runner import Session, Stop
+    from autotune.search.study import study_choices
+
+    class AfterTrials(Stop):
+        session = None
+
+        def __call__(self) -> bool:
+            return self.session is not None and self.session.ran >= 32
+
+    first = request(tmp_path, "d", trials=40)
+    stop = AfterTrials()
+    stop.session = session = Session(first, study_choices(first), storage.open_study(first), stop)
+    session.run()
+    assert session.phases["tpe"] == 30 and session.ran == 32
+    resumed = run_study(request(tmp_path, "d", trials=35))
+    assert "differs from this search from its trial 27" in resumed.strategy
+    stored = optuna.load_study(study_name="mi-tune", storage=f"sqlite:///{tmp_path / 'd'}.db")
+    assert len(stored.trials) == 35
