@@ -79,12 +79,15 @@ def step_input(x: StepInput) -> tuple[float, ...]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
+_AS_IS = frozenset((int, float, str, bool, type(None), tuple))  # types plain returns unchanged, checked first
 
 
 def plain(value, leave_out: tuple[str, ...] = ()):
     """A hashable copy of a plan value for a memo key: a dataclass as its type and fields (all but `leave_out`,
     field by field, so a field added later joins the key), a dict as its sorted items."""
     kind = type(value)
+    if kind in _AS_IS:
+        return value
     names = _FIELD_NAMES.get(kind)
     if names is None:
         is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
