@@ -1,5 +1,5 @@
-"""The cross-plan memo of the FFN collectives' terms (halves.ffn_comm_terms, issue 16) answers what the uncached
-costing does, over random plans whose memo entries meet each other."""
+"""The cross-plan memos of issue 16's speed round, the FFN collectives' terms (halves.ffn_comm_terms) and the LM
+head's terms (halves.add_head), answer what the uncached costing does, over random plans whose entries meet."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.perf import halves
-from autotune.perf.costing import _op_terms
+from autotune.perf.costing import Cost, _op_terms, cost_ops
 from autotune.perf.layers import layer_groups
 from autotune.perf.opcore import context
-from autotune.perf.oplist import ffn_comm_ops
+from autotune.perf.oplist import ffn_comm_ops, head_ops
 from autotune.search.random_plans import random_plans
 from autotune.specs import Workload
 
@@ -54,3 +54,15 @@ def test_plans_that_differ_outside_the_key_share_the_entry_and_others_do_not():
         moved = tuple(reversed(stage))
         again = halves.ffn_comm_terms(context(model, phase, plan.engine, hw, moved), ffn, 64.0)
         assert again is not first
+
+
+def test_remembered_head_terms_add_what_cost_ops_adds():
+    halves._HEAD_TERMS.cache_clear()
+    checked = 0
+    for _, c in _contexts("deepseek-v4.1-flash", "rtx-pro-6000-x8", 60):
+        for rows, times in ((3.0, 2.0), (48.0, 0.5), (3.0, 1.0)):  # the third meets the first's entry
+            remembered, uncached = Cost(), cost_ops(c, head_ops(c, rows), Cost(), times)
+            halves.add_head(remembered, c, rows, times)
+            assert remembered == uncached, (c.phase, rows)
+            checked += 1
+    assert checked > 30 and len(halves._HEAD_TERMS) > 0
