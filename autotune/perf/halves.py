@@ -19,6 +19,10 @@ from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
+# entries of the memo of the FFN collectives' terms (ffn_comm_terms): a search's neighbouring plans reuse them
+# soon after (2,048 kept 90% of the 16,384-entry memo's hits on the DeepSeek-V3 question), random plans almost
+# never, and every entry a memo holds is walked by each full garbage collection
+FFN_COMM_MEMO_MAX = 2048
 PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
 
 
@@ -167,7 +171,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     return terms
 
 
-_FFN_COMM_TERMS = BoundedMemo(FFN_MEMO_MAX)
+_FFN_COMM_TERMS = BoundedMemo(FFN_COMM_MEMO_MAX)
 
 
 def ffn_comm_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, ...]:
