@@ -13,16 +13,12 @@ import itertools
 from autotune.capability.profiles import profile
 from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_comm_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
 from autotune.perf.sharding import head_over_dp
 from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
-# entries of the memo of the FFN collectives' terms (ffn_comm_terms): a search's neighbouring plans reuse them
-# soon after (2,048 kept 90% of the 16,384-entry memo's hits on the DeepSeek-V3 question), random plans almost
-# never, and every entry a memo holds is walked by each full garbage collection
-FFN_COMM_MEMO_MAX = 2048
 PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
 
 
@@ -169,31 +165,6 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
     _FFN_KERNEL_TERMS.put(key, terms)
     return terms
-
-
-_FFN_COMM_TERMS = BoundedMemo(FFN_COMM_MEMO_MAX)
-
-
-def ffn_comm_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, ...]:
-    """_op_terms of oplist.ffn_comm_ops, off vllm-ascend, remembered across plans (a search's neighbouring plans
-    differ in kernels, dtypes or batching and keep these). The key is what ffn_comm_ops (with
-    sharding.dense_layout) and costing.collective_s read: the model and its FFN (by identity), the box (by
-    identity) and the rates table's collective_scale (the table by identity), the engine (its profile's
-    tp_spans_dp), the stage's GPUs, tp / dp / ep / dense_dp, the phase's comm settings (all-reduce algorithm,
-    all2all, NCCL environment) and the Context's PCIe-IPC size limit."""
-    prefix = c.memo_keys.get("ffn_comm")
-    if prefix is None:
-        phase = c.phase
-        parts = (
-            "ffn_comm", id(c.model), id(c.hw), id(c.table), c.engine, c.stage,
-            phase.tp, phase.dp, phase.ep, phase.dense_dp, plain(phase.comm), c.ipc_max,
-        )  # fmt: skip
-        prefix = c.memo_keys["ffn_comm"] = number(parts, (c.model, c.hw, c.table))
-    key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves
-    hit = _FFN_COMM_TERMS.get(key)
-    if hit is not None:
-        return hit
-    return _FFN_COMM_TERMS.put(key, _op_terms(c, ffn_comm_ops(c, ffn, tokens)))
 
 
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)

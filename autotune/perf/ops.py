@@ -13,12 +13,13 @@ from collections.abc import Callable
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, halves, precision
 from autotune.perf import efficiency as eff
-from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, cost_ops
-from autotune.perf.halves import add_attention_halves, attention_terms, ffn_comm_terms, ffn_kernel_terms
+from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
 from autotune.perf.opcore import Context, Op, StepInput, _collective, context
 from autotune.perf.oplist import (
     dcp_ops,
+    ffn_comm_ops,
     ffn_ops,
     head_ops,
     layer_input,
@@ -72,12 +73,12 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
 def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
     collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
-    (halves.ffn_kernel_terms), and so are the collectives' (halves.ffn_comm_terms, keyed on the stage's GPUs and
-    the comm settings); _add_terms adds all three in that order, as cost_ops would."""
+    (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
+    Context, and _add_terms adds all three in that order, as cost_ops would."""
     if tokens <= 0 or profile(c.engine).ascend_platform:
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
     kernels, norms = ffn_kernel_terms(c, ffn, tokens)
-    return _add_terms(Cost(), kernels + ffn_comm_terms(c, ffn, tokens) + norms, 1.0)
+    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens)) + norms, 1.0)
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
