@@ -80,12 +80,15 @@ def step_input(x: StepInput) -> tuple[float, ...]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
+_AS_IS = frozenset((int, float, str, bool, type(None), tuple))  # types plain returns unchanged, checked first
 
 
 def plain(value, leave_out: tuple[str, ...] = ()):
     """A hashable copy of a plan value for a memo key: a dataclass as its type and fields (all but `leave_out`,
     field by field, so a field added later joins the key), a dict as its sorted items."""
     kind = type(value)
+    if kind in _AS_IS:
+        return value
     names = _FIELD_NAMES.get(kind)
     if names is None:
         is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
@@ -168,23 +171,47 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
 
 
-def head_cost(c: Context, rows: float) -> Cost:
-    """cost_ops(c, oplist.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
-    DP ranks (then it issues no collective). Keyed on what head_ops and cost_ops read besides: the model (by
-    identity), the rates table (by identity) and SM count, tp / dp, and the vllm-ascend platform options when the
-    engine runs on it. Callers must not mutate the Cost."""
-    if head_over_dp(c.engine, c.phase):
-        return cost_ops(c, head_ops(c, rows))
+def _head_prefix(c: Context) -> int:
+    """The Context's part of the LM head memos' keys (head_cost, add_head): what head_ops and the costing pass
+    read besides the rows, off the vocab-parallel-over-DP head: the model (by identity), the rates table (by
+    identity) and SM count, tp / dp, and the vllm-ascend platform options when the engine runs on it."""
     prefix = c.memo_keys.get("head")
     if prefix is None:
         phase = c.phase
         platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
         parts = ("head", id(c.model), id(c.table), c.sms, phase.tp, phase.dp, platform)
         prefix = c.memo_keys["head"] = number(parts, (c.model, c.table))
-    key = (prefix, rows)
+    return prefix
+
+
+def head_cost(c: Context, rows: float) -> Cost:
+    """cost_ops(c, oplist.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
+    DP ranks (then it issues no collective), keyed on _head_prefix and the rows. Callers must not mutate the
+    Cost."""
+    if head_over_dp(c.engine, c.phase):
+        return cost_ops(c, head_ops(c, rows))
+    key = (_head_prefix(c), rows)
     hit = _HEADS.get(key)
     if hit is not None:
         return hit
     cost = cost_ops(c, head_ops(c, rows))
     _HEADS.put(key, cost)
     return cost
+
+
+_HEAD_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def add_head(total: Cost, c: Context, rows: float, times: float) -> None:
+    """cost_ops(c, oplist.head_ops(c, rows), total, times): the ops' terms (_op_terms) remembered across plans as
+    head_cost's Cost is (the draft passes of speculative decoding add the head `times` over)."""
+    if head_over_dp(c.engine, c.phase):
+        cost_ops(c, head_ops(c, rows), total, times)
+        return
+    key = (_head_prefix(c), rows)
+    terms = _HEAD_TERMS.get(key)
+    if terms is None:
+        terms = _op_terms(c, head_ops(c, rows))
+        if all(name is None for _, name, _, _ in terms):  # a collective's cost depends on more than the key
+            _HEAD_TERMS.put(key, terms)
+    _add_terms(total, terms, times)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from operator import itemgetter
 
 from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
@@ -64,21 +66,22 @@ def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float
     return dense + ffn.num_experts * ffn.expert_params * expert_b / (phase.tp * phase.dp)
 
 
-_KINDS: dict[int, tuple[ModelSpec, tuple[LayerSpec, ...]]] = {}  # id(model) -> (model, kind of each layer)
+_KINDS: dict[int, tuple[ModelSpec, Callable]] = {}  # id(model) -> (model, _layer_kinds' picker)
 
 
-def _layer_kinds(model: ModelSpec) -> tuple[LayerSpec, ...]:
-    """For each layer, the representative of its kind in layers.layer_groups (memoised per model object), so
-    weights are costed once per distinct layer kind."""
+def _layer_kinds(model: ModelSpec) -> Callable[[list], tuple]:
+    """A function from the per-kind values of layers.layer_groups (a list, in its order) to the value of each
+    layer (memoised per model object), so weights are costed once per distinct layer kind."""
     hit = _KINDS.get(id(model))
     if hit is not None and hit[0] is model:
         return hit[1]
-    reps = {(rep.attention, rep.ffn, rep.in_prefill): rep for rep, _ in layer_groups(model)}
-    kinds = tuple(reps[(layer.attention, layer.ffn, layer.in_prefill)] for layer in model.layers)
+    index = {(rep.attention, rep.ffn, rep.in_prefill): i for i, (rep, _) in enumerate(layer_groups(model))}
+    picks = [index[(layer.attention, layer.ffn, layer.in_prefill)] for layer in model.layers]
+    pick = itemgetter(*picks) if len(picks) > 1 else lambda values: (values[picks[0]],)
     if len(_KINDS) >= 64:
         _KINDS.clear()
-    _KINDS[id(model)] = (model, kinds)
-    return kinds
+    _KINDS[id(model)] = (model, pick)
+    return pick
 
 
 def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vllm") -> float:
@@ -86,8 +89,8 @@ def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vll
     dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
     expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
     layers_per_stage = math.ceil(model.num_layers / phase.pp)
-    per_kind = {id(layer): _layer_bytes(layer, phase, engine, dense_b, expert_b) for layer, _ in layer_groups(model)}
-    per_layer = [per_kind[id(kind)] for kind in _layer_kinds(model)]
+    per_kind = [_layer_bytes(layer, phase, engine, dense_b, expert_b) for layer, _ in layer_groups(model)]
+    per_layer = _layer_kinds(model)(per_kind)
     heaviest_stage = max(sum(per_layer[s : s + layers_per_stage]) for s in range(0, model.num_layers, layers_per_stage))
     if phase.speculative.method != "none":  # the draft layer (MTP; DSpark's head costed alike) on the last stage
         heaviest_stage += per_layer[-1]

@@ -140,7 +140,7 @@ def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
     one = StepInput(x.decode_seqs, x.decode_ctx)
     passes = (x.decode_width - 1) * times
     _add_layer(total, c, c.model.layers[-1], layer_input(c.model.layers[-1], one), passes)
-    cost_ops(c, head_ops(c, x.decode_seqs), total, passes)
+    halves.add_head(total, c, x.decode_seqs, passes)
 
 
 _RATE_NAMES: dict[tuple[str, str, str], str] = {}  # rates-table key -> "class/dtype/bucket"

@@ -44,25 +44,28 @@ def check_plan(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> str:
     return ""
 
 
-_KINDS: dict[int, tuple[ModelSpec, tuple]] = {}  # id(model) -> (model, its distinct attention specs)
+_KINDS: dict[int, tuple[ModelSpec, tuple, int]] = {}  # id(model) -> (model, attention specs, expert width)
 
 
-def _attention_kinds(model: ModelSpec) -> tuple:
-    """The distinct attention specs of the model's layers, in the iteration order of their set (hashing every
-    layer's spec for every phase checked was a twentieth of a prediction), remembered per model object."""
+def _model_facts(model: ModelSpec) -> tuple[tuple, int]:
+    """(the distinct attention specs of the model's layers, in the iteration order of their set; the widest
+    routed expert's moe_intermediate_size), remembered per model object: walking every layer for every phase
+    checked was a tenth of a prediction."""
     hit = _KINDS.get(id(model))
     if hit is not None and hit[0] is model:
-        return hit[1]
+        return hit[1], hit[2]
     kinds = tuple({layer.attention for layer in model.layers})
+    inter = max(layer.ffn.expert_params for layer in model.layers) // (3 * model.hidden_size)
     if len(_KINDS) >= 64:
         _KINDS.clear()
-    _KINDS[id(model)] = (model, kinds)
-    return kinds
+    _KINDS[id(model)] = (model, kinds, inter)
+    return kinds, inter
 
 
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
     ranks = phase.stage_ranks
-    for att in _attention_kinds(model):  # hybrids: the linear and the full layers' heads
+    kinds, inter = _model_facts(model)
+    for att in kinds:  # hybrids: the linear and the full layers' heads
         what = "linear-attention" if att.is_linear else "attention"
         if att.num_heads % phase.tp:
             return f"tp={phase.tp} does not divide {att.num_heads} {what} heads"
@@ -79,10 +82,8 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
         return "dp/ep > 1 need a MoE model (use replicas for data parallelism)"
     if model.is_moe and phase.ep > 1 and model.num_experts % phase.ep:
         return f"ep={phase.ep} does not divide {model.num_experts} experts"
-    if model.is_moe and phase.ep == 1 and ranks > 1:
-        inter = max(layer.ffn.expert_params for layer in model.layers) // (3 * model.hidden_size)
-        if inter % ranks:
-            return f"tensor-sharded experts: {ranks} ranks do not divide moe_intermediate_size {inter}"
+    if model.is_moe and phase.ep == 1 and ranks > 1 and inter % ranks:
+        return f"tensor-sharded experts: {ranks} ranks do not divide moe_intermediate_size {inter}"
     if phase.comm.all2all == "deepep":
         for r in range(phase.replicas):
             if comm.transport(comm.topology(hw), phase.replica_gpus(r)[:ranks]) != "nvlink":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # Bytes per element of each storage dtype, scales included where the format carries them
 # (FP4 E2M1 with one E8M0 scale per 32 values = 0.5 + 1/32 = 0.53125 B).
@@ -130,11 +131,12 @@ class ModelSpec:
     def num_layers(self) -> int:
         return len(self.layers)
 
-    @property
+    # the layer walks below run for every prediction: cached_property computes each once per model object
+    @cached_property
     def is_moe(self) -> bool:
         return any(layer.ffn.kind == "moe" for layer in self.layers)
 
-    @property
+    @cached_property
     def num_experts(self) -> int:
         return max((layer.ffn.num_experts for layer in self.layers), default=0)
 
@@ -142,7 +144,7 @@ class ModelSpec:
     def num_heads(self) -> int:
         return self.layers[0].attention.num_heads
 
-    @property
+    @cached_property
     def attention_family(self) -> str:
         """'mha' (GQA/MHA/MQA/sliding window), 'mla', or the kinds joined (+sparse) for kinds no generic
         attention backend runs (DeepSeek-V4.x compressed attention, DSA sparse MLA)."""
@@ -154,7 +156,7 @@ class ModelSpec:
             return "mla"
         return "+".join(sorted(kinds)) + ("+sparse" if sparse else "")
 
-    @property
+    @cached_property
     def is_hybrid(self) -> bool:
         """Linear-attention layers (a recurrent state per request) interleaved with KV-cache attention."""
         return any(layer.attention.is_linear for layer in self.layers)
@@ -167,7 +169,7 @@ class ModelSpec:
         conv = sum(layer.attention.conv_elems_per_seq for layer in self.layers)
         return recurrent * DTYPE_BYTES[dtype] + conv * DTYPE_BYTES["bf16"]
 
-    @property
+    @cached_property
     def kv_elems_per_token(self) -> float:
         return sum(layer.attention.kv_elems_per_token for layer in self.layers)
 
