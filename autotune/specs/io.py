@@ -64,6 +64,56 @@ def from_dict(cls: type, data: Any, where: str) -> Any:
     return _convert(cls, data, where)
 
 
+def from_dict_memo(cls: type, data: Any, where: str, memo: dict) -> Any:
+    """`from_dict`, with each dataclass (the top one and those nested in it) built once per distinct input in
+    `memo` (the caller's, e.g. one search's): a search builds plans whose sub-contracts (kernels, batching, ...)
+    recur. The result equals from_dict's; a hit returns the same frozen object. Inputs are told apart by value
+    and type (True is not 1, 1 is not 1.0) and key order; an unhashable input, and every error, take from_dict."""
+    key = _frozen(data)
+    if key is None or not dataclasses.is_dataclass(cls):
+        return from_dict(cls, data, where)
+    try:
+        return _convert_memo(cls, data, where, memo, key)
+    except SpecError:  # from_dict's message, with the field path it names
+        return from_dict(cls, data, where)
+
+
+def _convert_memo(cls: type, value: dict, where: str, memo: dict, key: tuple) -> Any:
+    hit = memo.get((cls, key))
+    if hit is not None:
+        return hit
+    hints = _hints(cls)
+    aliased = bool(getattr(cls, "FIELD_ALIASES", None))
+    nested = {
+        name: sub
+        for name, sub in value.items()
+        if not aliased and isinstance(sub, dict) and dataclasses.is_dataclass(hints.get(name))
+    }
+    if nested:  # the nested contracts from the memo, then the rest as from_dict checks it
+        built = {name: _convert_memo(hints[name], sub, where, memo, _frozen(sub)) for name, sub in nested.items()}
+        out = _convert_dataclass(cls, {**value, **built}, where, prebuilt=frozenset(built))
+    else:
+        out = _convert_dataclass(cls, value, where)
+    memo[(cls, key)] = out
+    return out
+
+
+def _frozen(value: Any) -> tuple | None:
+    """A hashable key telling `value` apart from every value from_dict could read differently; None when
+    some part is not a plain YAML value."""
+    if isinstance(value, dict):
+        items = tuple((k, _frozen(v)) for k, v in value.items())
+        return None if any(type(k) is not str or v is None for k, v in items) else (dict, items)
+    if isinstance(value, (list, tuple)):
+        items = tuple(map(_frozen, value))
+        return None if None in items else (type(value), items)
+    if value is None or isinstance(value, (bool, int, str)):
+        return (type(value), value)
+    if isinstance(value, float):
+        return (float, repr(value))  # -0.0 is not 0.0; nan is itself
+    return None
+
+
 def convert(tp: Any, value: Any, where: str) -> Any:
     """Check one value against a contract type (int, str, a dataclass, ...) as the file readers do."""
     return _convert(tp, value, where)
@@ -142,7 +192,7 @@ def _with_renamed_keys(cls: type, value: dict, where: str) -> dict:
     return out
 
 
-def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
+def _convert_dataclass(cls: type, value: Any, where: str, prebuilt: frozenset = frozenset()) -> Any:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a mapping for {cls.__name__}, got {value!r}")
     hints = _hints(cls)
@@ -160,7 +210,7 @@ def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise SpecError(f"{path}: missing required field")
             continue
-        kwargs[name] = _convert(hints[name], value[name], path)
+        kwargs[name] = value[name] if name in prebuilt else _convert(hints[name], value[name], path)
         check_field(cls, name, kwargs[name], path)  # finite and inside its range (specs/ranges.py)
     try:
         return cls(**kwargs)
