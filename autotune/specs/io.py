@@ -65,37 +65,27 @@ def from_dict(cls: type, data: Any, where: str) -> Any:
 
 
 def from_dict_memo(cls: type, data: Any, where: str, memo: dict) -> Any:
-    """`from_dict`, with each dataclass (the top one and those nested in it) built once per distinct input in
-    `memo` (the caller's, e.g. one search's): a search builds plans whose sub-contracts (kernels, batching, ...)
-    recur. The result equals from_dict's; a hit returns the same frozen object. Inputs are told apart by value
-    and type (True is not 1, 1 is not 1.0) and key order; an unhashable input, and every error, take from_dict."""
-    key = _frozen(data)
-    if key is None or not dataclasses.is_dataclass(cls):
+    """`from_dict`, with the dataclasses nested in `cls` (kernels, batching, ...) built once per distinct input in
+    `memo` (the caller's, e.g. one search's): a search builds phases whose sub-contracts recur. The result equals
+    from_dict's; its nested contracts may be objects (frozen) shared with earlier results. Inputs are told apart
+    by value, type (True is not 1, 1 is not 1.0) and key order; an unhashable one, and every error, take from_dict."""
+    if not isinstance(data, dict) or not dataclasses.is_dataclass(cls) or getattr(cls, "FIELD_ALIASES", None):
         return from_dict(cls, data, where)
+    hints, built = _hints(cls), {}
     try:
-        return _convert_memo(cls, data, where, memo, key)
+        for name, sub in data.items():
+            sub_cls = hints.get(name)
+            if isinstance(sub, dict) and dataclasses.is_dataclass(sub_cls):
+                key = _frozen(sub)
+                if key is None:
+                    continue
+                hit = memo.get((sub_cls, key))
+                if hit is None:
+                    hit = memo[(sub_cls, key)] = from_dict_memo(sub_cls, sub, where, memo)
+                built[name] = hit
+        return _convert_dataclass(cls, {**data, **built}, where, prebuilt=frozenset(built))
     except SpecError:  # from_dict's message, with the field path it names
         return from_dict(cls, data, where)
-
-
-def _convert_memo(cls: type, value: dict, where: str, memo: dict, key: tuple) -> Any:
-    hit = memo.get((cls, key))
-    if hit is not None:
-        return hit
-    hints = _hints(cls)
-    aliased = bool(getattr(cls, "FIELD_ALIASES", None))
-    nested = {
-        name: sub
-        for name, sub in value.items()
-        if not aliased and isinstance(sub, dict) and dataclasses.is_dataclass(hints.get(name))
-    }
-    if nested:  # the nested contracts from the memo, then the rest as from_dict checks it
-        built = {name: _convert_memo(hints[name], sub, where, memo, _frozen(sub)) for name, sub in nested.items()}
-        out = _convert_dataclass(cls, {**value, **built}, where, prebuilt=frozenset(built))
-    else:
-        out = _convert_dataclass(cls, value, where)
-    memo[(cls, key)] = out
-    return out
 
 
 def _frozen(value: Any) -> tuple | None:
