@@ -45,6 +45,8 @@ def _unmet(space: Space, values: dict[str, Any], where: str) -> str:
     """First dynamic requirement (one value needing another dimension's value) that `values` break."""
     for name, value in values.items():
         dim = space.dimension(name)
+        if not dim.value_requires:  # most dimensions: no value needs another's
+            continue
         needs = dynamic_requirements(dim.value_requires.get(value, {}))
         for other, wanted in needs.items():
             if values.get(other) != wanted:
