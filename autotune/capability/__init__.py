@@ -35,9 +35,20 @@ def table(engine: str) -> RuleTable:
     return TABLES[engine]
 
 
+_LAST_BOX: list = [None, None, {}]  # the last (hw, model) plan_violations saw and their box_facts
+
+
+def _box_facts_of(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
+    """box_facts, kept for the last (hw, model) objects: a search checks thousands of plans on one box and
+    checkpoint (frozen contracts: the same objects give the same facts). Callers only read the dict."""
+    if _LAST_BOX[0] is not hw or _LAST_BOX[1] is not model:
+        _LAST_BOX[:] = [hw, model, box_facts(hw, model)]
+    return _LAST_BOX[2]
+
+
 def plan_violations(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> list[Violation]:
     """Every rule of the plan's engine that the plan breaks on this box and checkpoint."""
-    rules, box = table(plan.engine), box_facts(hw, model)
+    rules, box = table(plan.engine), _box_facts_of(hw, model)
     found = []
     for name, phase in plan.phases.items():
         facts = phase_facts(plan.engine, plan, name, phase, box)

@@ -10,7 +10,8 @@ from typing import Any
 from autotune.capability.facts import phase_field_facts
 from autotune.search.admit import Admission, default_facts, fact_values, parse_speculative
 from autotune.search.space import Space, dynamic_requirements
-from autotune.specs import PhasePlan, Plan, SpecError, from_dict
+from autotune.specs import PhasePlan, Plan, SpecError
+from autotune.specs.io import from_dict_memo
 from autotune.specs.plan import expert_parallel_size
 
 # Fields whose sampled value is a choice that the plan stores differently.
@@ -44,6 +45,8 @@ def _unmet(space: Space, values: dict[str, Any], where: str) -> str:
     """First dynamic requirement (one value needing another dimension's value) that `values` break."""
     for name, value in values.items():
         dim = space.dimension(name)
+        if not dim.value_requires:  # most dimensions: no value needs another's
+            continue
         needs = dynamic_requirements(dim.value_requires.get(value, {}))
         for other, wanted in needs.items():
             if values.get(other) != wanted:
@@ -256,12 +259,15 @@ def _built_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...], ad
     if memo is None:
         return build_phase(space, values, gpus)
     if key not in memo:
-        memo[key] = build_phase(space, values, gpus)
+        memo[key] = build_phase(space, values, gpus, memo.setdefault("contracts", {}))
     return memo[key]
 
 
-def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> PhasePlan | str:
-    """A PhasePlan from dimension values; the GPUs are split into as many replicas as the layout allows."""
+def build_phase(
+    space: Space, values: dict[str, Any], gpus: tuple[int, ...], contracts: dict | None = None
+) -> PhasePlan | str:
+    """A PhasePlan from dimension values; the GPUs are split into as many replicas as the layout allows.
+    `contracts`: from_dict_memo's memo (one search's), so the sub-contracts the phases share are built once."""
     raw: dict[str, Any] = {}
     for name, value in values.items():
         field_name = space.dimension(name).field
@@ -276,7 +282,7 @@ def build_phase(space: Space, values: dict[str, Any], gpus: tuple[int, ...]) -> 
         return f"tp*dp*pp = {per_replica} does not divide its {len(gpus)} GPUs"
     raw.update(gpus=list(gpus), replicas=len(gpus) // per_replica, dp_attention=raw.get("dp", 1) > 1)
     try:
-        return from_dict(PhasePlan, raw, "plan")
+        return from_dict_memo(PhasePlan, raw, "plan", {} if contracts is None else contracts)
     except SpecError as exc:
         return str(exc).removeprefix("plan: ")
 

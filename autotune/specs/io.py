@@ -64,6 +64,46 @@ def from_dict(cls: type, data: Any, where: str) -> Any:
     return _convert(cls, data, where)
 
 
+def from_dict_memo(cls: type, data: Any, where: str, memo: dict) -> Any:
+    """`from_dict`, with the dataclasses nested in `cls` (kernels, batching, ...) built once per distinct input in
+    `memo` (the caller's, e.g. one search's): a search builds phases whose sub-contracts recur. The result equals
+    from_dict's; its nested contracts may be objects (frozen) shared with earlier results. Inputs are told apart
+    by value, type (True is not 1, 1 is not 1.0) and key order; an unhashable one, and every error, take from_dict."""
+    if not isinstance(data, dict) or not dataclasses.is_dataclass(cls) or getattr(cls, "FIELD_ALIASES", None):
+        return from_dict(cls, data, where)
+    hints, built = _hints(cls), {}
+    try:
+        for name, sub in data.items():
+            sub_cls = hints.get(name)
+            if isinstance(sub, dict) and dataclasses.is_dataclass(sub_cls):
+                key = _frozen(sub)
+                if key is None:
+                    continue
+                hit = memo.get((sub_cls, key))
+                if hit is None:
+                    hit = memo[(sub_cls, key)] = from_dict_memo(sub_cls, sub, where, memo)
+                built[name] = hit
+        return _convert_dataclass(cls, {**data, **built}, where, prebuilt=frozenset(built))
+    except SpecError:  # from_dict's message, with the field path it names
+        return from_dict(cls, data, where)
+
+
+def _frozen(value: Any) -> tuple | None:
+    """A hashable key telling `value` apart from every value from_dict could read differently; None when
+    some part is not a plain YAML value."""
+    if isinstance(value, dict):
+        items = tuple((k, _frozen(v)) for k, v in value.items())
+        return None if any(type(k) is not str or v is None for k, v in items) else (dict, items)
+    if isinstance(value, (list, tuple)):
+        items = tuple(map(_frozen, value))
+        return None if None in items else (type(value), items)
+    if value is None or isinstance(value, (bool, int, str)):
+        return (type(value), value)
+    if isinstance(value, float):
+        return (float, repr(value))  # -0.0 is not 0.0; nan is itself
+    return None
+
+
 def convert(tp: Any, value: Any, where: str) -> Any:
     """Check one value against a contract type (int, str, a dataclass, ...) as the file readers do."""
     return _convert(tp, value, where)
@@ -142,7 +182,7 @@ def _with_renamed_keys(cls: type, value: dict, where: str) -> dict:
     return out
 
 
-def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
+def _convert_dataclass(cls: type, value: Any, where: str, prebuilt: frozenset = frozenset()) -> Any:
     if not isinstance(value, dict):
         raise SpecError(f"{where}: expected a mapping for {cls.__name__}, got {value!r}")
     hints = _hints(cls)
@@ -160,7 +200,7 @@ def _convert_dataclass(cls: type, value: Any, where: str) -> Any:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise SpecError(f"{path}: missing required field")
             continue
-        kwargs[name] = _convert(hints[name], value[name], path)
+        kwargs[name] = value[name] if name in prebuilt else _convert(hints[name], value[name], path)
         check_field(cls, name, kwargs[name], path)  # finite and inside its range (specs/ranges.py)
     try:
         return cls(**kwargs)
