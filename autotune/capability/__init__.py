@@ -35,15 +35,16 @@ def table(engine: str) -> RuleTable:
     return TABLES[engine]
 
 
-_LAST_BOX: list = [None, None, {}]  # the last (hw, model) plan_violations saw and their box_facts
+_LAST_BOX: list = [(None, None, {})]  # the last (hw, model) plan_violations saw and their box_facts, one tuple
 
 
 def _box_facts_of(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
     """box_facts, kept for the last (hw, model) objects: a search checks thousands of plans on one box and
     checkpoint (frozen contracts: the same objects give the same facts). Callers only read the dict."""
-    if _LAST_BOX[0] is not hw or _LAST_BOX[1] is not model:
-        _LAST_BOX[:] = [hw, model, box_facts(hw, model)]
-    return _LAST_BOX[2]
+    last = _LAST_BOX[0]  # read once: a thread that replaces it cannot pair one box's objects with another's facts
+    if last[0] is not hw or last[1] is not model:
+        last = _LAST_BOX[0] = (hw, model, box_facts(hw, model))
+    return last[2]
 
 
 def plan_violations(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> list[Violation]:
