@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from autotune.capability.profiles import profile
-from autotune.perf import comm, ep_balance, mla, precision, rates, tiles
+from autotune.perf import comm, ep_balance, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -158,8 +158,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
-        mla_output_copy=profile(engine).mla_prefill_output_copy
-        and any(mla.is_absorbed_mla(layer.attention) for layer in model.layers[:1]),
+        mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
     )
 
 
