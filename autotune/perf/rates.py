@@ -133,6 +133,18 @@ def decode_fill_speed(ctas: float, decode_gbs: float) -> float:
     return min(1.0, ctas * PER_SM_STREAM_GBS / decode_gbs)
 
 
+def critical_path_speed(full_s: float, cta_flops: float, cta_bytes: float, tflops: float, sms: int) -> float:
+    """Speed of a kernel whose work on the whole GPU takes `full_s` seconds, relative to that, when its longest CTA
+    (`cta_flops`, `cta_bytes`) takes longer on one SM: at its SM's share of the rate (`tflops` / `sms`) and at most
+    PER_SM_STREAM_GBS from memory. No CTA finishes faster than its SM runs it, so a grid of few or unequal CTAs
+    (a causal prefill's last query block attends the whole prompt) takes at least that: min(1, full / longest).
+    1 without an SM count, a rate or a time."""
+    if sms <= 0 or tflops <= 0 or full_s <= 0:
+        return 1.0
+    cta_s = max(cta_flops / (tflops * 1e12 / sms), cta_bytes / (PER_SM_STREAM_GBS * 1e9))
+    return min(1.0, full_s / cta_s) if cta_s > 0 else 1.0
+
+
 def narrow_k_speed(arch: str, k: float) -> float:
     """Speed of a narrow-dtype (FP8 / FP4) GEMM of reduction width `k` relative to the rates table's large-shape
     rate, which carries the ratio measured at FP8_RATIO_K (see FP8_K_HALF above)."""
