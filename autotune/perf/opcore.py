@@ -187,12 +187,12 @@ def prefill_fill(c: Context, att: AttentionSpec, speed: float, q_per_kv: float, 
     the whole prompt on one SM. `entries`: what a query attends at the mean prefix `ctx` (windows and caps)."""
     rate = c.table.get("attention", "bf16", "prefill")
     tflops, gbs = rate.tflops * speed, rate.gbs * speed
-    if not c.sms or tflops <= 0 or gbs <= 0:
+    if not c.sms or tflops <= 0 or gbs <= 0 or entries <= 0 or ctx <= 0:
         return 1.0
     full_s = max(flops / (tflops * 1e12), nbytes / (gbs * 1e9))
     q_per_cta = q_per_kv if c.table.arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
     rows, keys = tiles.prefill_longest_cta(tiles.prefill_rows_per_seq(tokens, ctx), ctx, q_per_cta)
-    keys = keys * entries / ctx if ctx > 0 else keys
+    keys = keys * entries / ctx
     kv_head_bytes = att.kv_read_elems_per_token / max(1, att.num_kv_heads) * c.kv_elem_bytes
     cta_bytes = keys * kv_head_bytes + rows * att.score_dim * precision.ACTIVATION_BYTES
     return rates.critical_path_speed(full_s, 2.0 * rows * keys * att.score_dim, cta_bytes, tflops, c.sms)
