@@ -13,6 +13,7 @@ from autotune.perf import comm, ep_balance, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
+    AttentionSpec,
     HardwareProfile,
     ModelSpec,
     PhasePlan,
@@ -176,3 +177,22 @@ def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:
     """rates.narrow_k_speed for FP4 GEMMs of reduction width `k` (the hidden size), 1 for the other dtypes: an FP8
     GEMM's small-K penalty is the fixed time of its tile waves (_gemm_waves, public), not this prior."""
     return rates.narrow_k_speed(hw.gpu.arch, k) if dtype == "fp4" else 1.0
+
+
+def prefill_fill(c: Context, att: AttentionSpec, speed: float, q_per_kv: float, tokens: float, ctx: float,
+                 entries: float, flops: float, nbytes: float) -> float:  # fmt: skip
+    """Speed, relative to `speed`, of a dense causal prefill attention kernel of `flops` / `nbytes` bounded by its
+    longest CTA (rates.critical_path_speed): the last query block of a sequence (tiles.prefill_longest_cta; the
+    query heads of a KV head packed per CTA on tiles.PACKED_GQA_PREFILL_ARCHS, one per CTA elsewhere) attending
+    the whole prompt on one SM. `entries`: what a query attends at the mean prefix `ctx` (windows and caps)."""
+    rate = c.table.get("attention", "bf16", "prefill")
+    tflops, gbs = rate.tflops * speed, rate.gbs * speed
+    if not c.sms or tflops <= 0 or gbs <= 0 or entries <= 0 or ctx <= 0:
+        return 1.0
+    full_s = max(flops / (tflops * 1e12), nbytes / (gbs * 1e9))
+    q_per_cta = q_per_kv if c.table.arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
+    rows, keys = tiles.prefill_longest_cta(tiles.prefill_rows_per_seq(tokens, ctx), ctx, q_per_cta)
+    keys = keys * entries / ctx
+    kv_head_bytes = att.kv_read_elems_per_token / max(1, att.num_kv_heads) * c.kv_elem_bytes
+    cta_bytes = keys * kv_head_bytes + rows * att.score_dim * precision.ACTIVATION_BYTES
+    return rates.critical_path_speed(full_s, 2.0 * rows * keys * att.score_dim, cta_bytes, tflops, c.sms)

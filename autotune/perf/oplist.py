@@ -28,6 +28,7 @@ from autotune.perf.opcore import (
     _narrow_speed,
     _quant,
     _tile_speed,
+    prefill_fill,
 )
 from autotune.perf.routing import distinct_experts, router_ops
 from autotune.perf.sharding import dense_layout, head_over_dp
@@ -207,9 +208,12 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
         nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
         nbytes += tokens_per_rank * shape.q_o_bytes
+        speed = shape.prefill_speed
+        if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
+            speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
         ops.append(
             Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               shape.prefill_speed)
+               speed)
         )  # fmt: skip
         if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
             _mla_prefill_ops(ops, c, att, tokens_per_rank, shape)

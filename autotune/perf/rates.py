@@ -105,18 +105,20 @@ ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
 PER_SM_STREAM_GBS = 2000.0 * STREAM_FRACTION / 40
 PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
-# depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, non-causal,
-# H100 SXM5, 16k tokens per batch): 497 / 648 / 756 TFLOPS at 16k for head dims 64 / 128 / 256, i.e. 0.50 / 0.66 /
-# 0.76 of the 989 TFLOPS dense peak. Non-causal curves are used because the op list counts a causal query's
-# attended entries plus the diagonal blocks it computes whole (tiles.causal_diagonal_entries); the curves' rise
-# at short sequence lengths is the per-wave fixed time tiles.CTA_FIXED_US adds. Interpolated in log2(head dim),
+# depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
+# tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for
+# head dims 64 / 128 / 256, counted as the paper counts them (half the square), times (8,192 + 64) / 8,192 for the
+# diagonal blocks the op list counts as computed whole (tiles.causal_diagonal_entries): 0.482 / 0.628 / 0.654 of
+# the 989 TFLOPS dense peak. (The non-causal panel, 0.503 / 0.655 / 0.764, put a causal head-dim-256 prefill 15%
+# above the paper's causal figure at every length: FA3's causal kernel loses more to masking there.) The curves'
+# rise at short sequence lengths is the per-wave fixed time tiles.CTA_FIXED_US adds. Interpolated in log2(head dim),
 # held at the ends; an MLA prefill (q.k 192, v 128) takes the mean width, 160. sm_100: calibration.yaml
 # kernel-fa4-b200-fwd-headdim (Dao-AILab/flash-attention#2605, FlashAttention-4 forward, MFU quoted against
 # 2,250 TFLOPS, the B200's dense BF16 peak): 879 / 1,330 TFLOPS non-causal at 16k for head dims 64 / 128, i.e.
 # 0.391 / 0.591 (the 0.60 prior of ATTENTION_PREFILL_FRACTION at 128); no 256 row there: held at 128's.
 # Other archs: one fraction (above).
 PREFILL_HEAD_DIM_FRACTION = {
-    "sm_90": ((64, 0.503), (128, 0.655), (256, 0.764)),
+    "sm_90": ((64, 0.482), (128, 0.628), (256, 0.654)),
     "sm_100": ((64, 0.391), (128, 0.591)),
 }
 PREFILL_HEAD_DIM_PROVENANCE = {
@@ -131,6 +133,18 @@ def decode_fill_speed(ctas: float, decode_gbs: float) -> float:
     if ctas <= 0 or decode_gbs <= 0:
         return 1.0
     return min(1.0, ctas * PER_SM_STREAM_GBS / decode_gbs)
+
+
+def critical_path_speed(full_s: float, cta_flops: float, cta_bytes: float, tflops: float, sms: int) -> float:
+    """Speed of a kernel whose work on the whole GPU takes `full_s` seconds, relative to that, when its longest CTA
+    (`cta_flops`, `cta_bytes`) takes longer on one SM: at its SM's share of the rate (`tflops` / `sms`) and at most
+    PER_SM_STREAM_GBS from memory. No CTA finishes faster than its SM runs it, so a grid of few or unequal CTAs
+    (a causal prefill's last query block attends the whole prompt) takes at least that: min(1, full / longest).
+    1 without an SM count, a rate or a time."""
+    if sms <= 0 or tflops <= 0 or full_s <= 0:
+        return 1.0
+    cta_s = max(cta_flops / (tflops * 1e12 / sms), cta_bytes / (PER_SM_STREAM_GBS * 1e9))
+    return min(1.0, full_s / cta_s) if cta_s > 0 else 1.0
 
 
 def narrow_k_speed(arch: str, k: float) -> float:

@@ -81,6 +81,13 @@ ATTENTION_KV_BLOCK = 128
 # size 1 on an H100 (132 SMs) ... the default of 32 splits still leaves 100 SMs unused").
 FA3_GRAPH_MAX_SPLITS = 32
 FA3_ONE_SPLIT_BLOCKS = 4
+# Prefill attention kernels that pack a KV head's query heads into one CTA's rows: FA3 on sm_90 always packs a
+# varlen batch (flash-attention hopper/heuristics.h should_pack_gqa: `if (varlen_q) return true;`; vLLM's prefill
+# is varlen), FA4 / CuTe on sm_100 packs when q_per_kv > 1 (vllm_flash_attn/cute/interface.py:869-870). FA2, which
+# vLLM runs on sm_80 / sm_89 / sm_120 (v1/attention/backends/fa_utils.py:99-106), swaps query heads into rows for
+# single-token queries only (flash-attention csrc/flash_attn/flash_api.cpp, seqlenq_ngroups_swapped when
+# max_seqlen_q == 1): a prefill CTA holds one query head.
+PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
 
 
 def sm_count(name: str, arch: str) -> int:
@@ -146,3 +153,13 @@ def decode_split_ctas(mblocks: float, ctx: float, sms: int, max_splits: int) -> 
         return float(mblocks)
     splits = max(1, min(max_splits, sms // max(1, math.ceil(mblocks)), blocks))
     return float(mblocks * splits)
+
+
+def prefill_longest_cta(rows_per_seq: float, ctx: float, q_per_cta: float) -> tuple[float, float]:
+    """(query rows, KV entries) of the longest CTA of a causal prefill whose sequences hold `rows_per_seq` prompt
+    rows at mean attended prefix `ctx`, `q_per_cta` query heads packed per CTA (1 unpacked): the last query block
+    of a sequence, at most ATTENTION_Q_BLOCK packed rows, attends the sequence's whole prefix and chunk
+    (ctx + rows / 2 entries: a chunk's rows attend ctx on average, the last one rows / 2 more)."""
+    if rows_per_seq <= 0:
+        return 0.0, 0.0
+    return min(float(ATTENTION_Q_BLOCK), rows_per_seq * q_per_cta), ctx + rows_per_seq / 2.0
