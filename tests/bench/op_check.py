@@ -161,9 +161,13 @@ def mla_points(root, system, hw, model):
         if not path:
             continue
         frame = pd.read_parquet(path)
+        # every backend's rows stay in: a context row's kernel_source is the MLA prefill backend that ran it
+        # (FLASH_ATTN: FlashAttention varlen over the up-projected keys, the path mi-tune costs as MLA prefill),
+        # or the decode backend when vLLM ran the whole batch as decodes (single-token prompts, and prompts under
+        # the absorbed path's threshold): AIConfigurator's collector/vllm/collect_mla_module.py, _mla_backend_name
+        # (github.com/ai-dynamo/aiconfigurator). The FLASH_ATTN rows, left out before with no reason recorded,
+        # are most of the table's prefill rows.
         frame = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.gemm_type == "bfloat16")]
-        if phase_name == "prefill":
-            frame = frame[frame.kernel_source != "FLASH_ATTN"]
         spec = dataclasses.replace(model, dense_dtype="bf16")
         for r in _thin(frame).itertuples():
             tp = int(r.tp_size)
