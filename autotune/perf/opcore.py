@@ -64,13 +64,22 @@ def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 
     return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
 
 
-def _tile_speed(sms: int, dtype: str, m: float, n: float) -> float:
-    """Wave-quantisation speed of an m x n GEMM output (tiles.gemm_tile_efficiency) for the narrow dtypes, whose
-    CUTLASS kernels take a fixed tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the
-    tile and split-K per shape) and for small-m GEMMs, which stream their weights and are memory bound."""
-    if dtype == "bf16" or m <= rates.M_BUCKETS[1][0]:
+def _tile_speed(c: Context, dtype: str, m: float, n: float) -> float:
+    """Wave-quantisation speed of an m x n GEMM output for the narrow dtypes, whose CUTLASS kernels take a fixed
+    tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the tile and split-K per shape).
+    On sm_120 the tiles vLLM's kernels take (tiles.sm120_narrow_tile), each a whole tile's K loop on one SM at
+    the SM's share of the datasheet peak (tiles.tile_bound_speed), against the rates table's rate for the m
+    bucket: a narrow GEMM of few rows or few columns runs on few SMs. Elsewhere tiles.gemm_tile_efficiency (128 x
+    128 tiles) above 128 rows, 1 below: small-m GEMMs stream their weights and are memory bound."""
+    if dtype == "bf16":
         return 1.0
-    return tiles.gemm_tile_efficiency(m, n, sms)
+    tile = tiles.sm120_narrow_tile(dtype, m) if c.table.arch == "sm_120" else None
+    if tile is not None:
+        rate = c.table.get("gemm", dtype, rates.m_bucket(m)).tflops
+        return tiles.tile_bound_speed(m, n, tile, c.sms, rate, c.hw.gpu.peak_tflops.get(dtype, 0.0))
+    if m <= rates.M_BUCKETS[1][0]:
+        return 1.0
+    return tiles.gemm_tile_efficiency(m, n, c.sms)
 
 
 def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: float, source: str) -> None:

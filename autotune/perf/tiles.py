@@ -90,6 +90,38 @@ FA3_ONE_SPLIT_BLOCKS = 4
 PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
 
 
+# CUTLASS tiles of vLLM's narrow-dtype GEMMs on sm_120 (RTX PRO 6000 / RTX 5090), cluster 1x1x1, no split-K:
+# NVFP4 one config, 128 x 128 (x 128) at every M (vllm csrc/quantization/fp4/nvfp4_scaled_mm_sm120_kernels.cu,
+# cutlass_scaled_fp4_mm_sm120a: MmaTileShape Shape<_128,_128,_128>; github.com/vllm-project/vllm commit
+# 06f9c24); FP8 by M: 16 x 64 to M 16, 32 x 64 to 32, 64 x 64 to 256, 128 x 128 above (csrc/quantization/w8a8/
+# cutlass/c3x/scaled_mm_sm120_fp8_dispatch.cuh, cutlass_gemm_sm120_fp8_dispatch; commit 3da1af5). A CTA computes
+# its whole tile however few of its rows are real, and one CTA runs one tile's whole K loop on one SM.
+SM120_FP4_TILE = (128, 128)
+SM120_FP8_TILES = ((16, (16, 64)), (32, (32, 64)), (256, (64, 64)), (math.inf, (128, 128)))
+
+
+def sm120_narrow_tile(dtype: str, m: float) -> tuple[int, int] | None:
+    """(rows, columns) of the output tile vLLM's sm_120 CUTLASS GEMM of `dtype` takes at `m` rows; None for a
+    dtype without one listed above."""
+    if dtype == "fp4":
+        return SM120_FP4_TILE
+    if dtype == "fp8":
+        return next(tile for bound, tile in SM120_FP8_TILES if m <= bound)
+    return None
+
+
+def tile_bound_speed(m: float, n: float, tile: tuple[int, int], sms: int, tflops: float, peak_tflops: float) -> float:
+    """Speed, relative to computing an m x n output's FLOPs at `tflops` over the whole GPU, of a GEMM whose CTAs
+    each compute one whole `tile` (rows padded up to the tile, counted fractionally above one tile, as
+    gemm_tile_efficiency does) on one SM at that SM's share of the datasheet peak `peak_tflops`, in waves of
+    one CTA per SM: min(1, full-GPU time / tile-bound time). K cancels out. 1 without SMs or rates."""
+    if m <= 0 or n <= 0 or sms <= 0 or tflops <= 0 or peak_tflops <= 0:
+        return 1.0
+    ctas = max(1.0, m / tile[0]) * math.ceil(n / tile[1])
+    waves = max(1.0, ctas / sms)
+    return min(1.0, (m * n / tflops) / (waves * tile[0] * tile[1] * sms / peak_tflops))
+
+
 def sm_count(name: str, arch: str) -> int:
     """SMs of the GPU named `name` (NVML name), or its architecture's default; 0 for a non-NVIDIA architecture."""
     if arch not in SMS_BY_ARCH:
