@@ -155,7 +155,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         expert_dtype,
         _narrow_speed(hw, dense_dtype, model.hidden_size)
         * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
-        eff.MOE_VARIANT_SPEED.get(moe, 1.0) * _narrow_speed(hw, expert_dtype, model.hidden_size),
+        _moe_variant_speed(moe, hw.gpu.arch) * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
@@ -180,6 +180,14 @@ def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
     if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
         return tiles.FA3_GRAPH_MAX_SPLITS
     return 0
+
+
+def _moe_variant_speed(moe: str, arch: str) -> float:
+    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, but Marlin on an mma.sync arch at the MARLIN paper's
+    figure (rates.MARLIN_MMA_SYNC_SPEED)."""
+    if moe == "marlin" and arch in rates.MMA_SYNC_ARCHS:
+        return rates.MARLIN_MMA_SYNC_SPEED
+    return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

@@ -66,6 +66,15 @@ M_BUCKET_SCALE = {"m<=16": 0.35, "m<=128": 0.6, "m<=1024": 0.8, "m>1024": 1.0}
 # 0.95-1.07 of its dense rate at 4,096-8,192 rows per group; the engines' default fused-MoE kernels are slower.
 GROUPED_VS_DENSE = 0.85
 
+# Marlin (W4A16: INT4 weights dequantised in registers into FP16/BF16 mma.sync) on the archs whose BF16 tensor
+# path is mma.sync itself (sm_80 / sm_86 / sm_89 / sm_120: no wgmma or tcgen05, so the other kernels run the same
+# instruction): calibration.yaml kernel-marlin-a10-large-batch (MARLIN paper, arXiv:2408.11743: at batch >= 1,024
+# it runs about 10% below the FP16 GEMM, compute bound) -> 0.9 of the BF16 rate, in place of the 0.7 prior of
+# efficiency.MOE_VARIANT_SPEED, which stays on sm_90 / sm_100 (wgmma / tcgen05 BF16 peaks mma.sync does not reach).
+MARLIN_MMA_SYNC_SPEED = 0.9
+MMA_SYNC_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_120")
+MARLIN_PROVENANCE = "public:kernel-marlin-a10-large-batch"
+
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
 # 0.51-0.88 TFLOPS = 1.8-3.1 us for 1.6 MFLOP; 3 us is used. grouped_moe: a fused-MoE step is at least a routing /

@@ -66,3 +66,13 @@ def test_other_archs_keep_the_wave_efficiency():
     c = _ctx(H200, "fp8", "fp8_tensor")
     op = next(op for op in linear_ops(c, 64, 4096, 7168, "test") if op.kind == "gemm")
     assert op.speed == c.dense_speed
+
+
+def test_marlin_moe_speed_by_tensor_instruction():
+    """Marlin MoE (INT4 experts) on sm_120 runs mma.sync like the BF16 kernels there: rates.MARLIN_MMA_SYNC_SPEED
+    (MARLIN paper, 0.9 of FP16 at large batch); on sm_90 the 0.7 prior (old: 0.7 everywhere)."""
+    kimi = dataclasses.replace(load_model("deepseek-v3"), expert_dtype="int4", expert_format="int4_awq")
+    rtx = opcore.context(kimi, PhasePlan(gpus=(0,)), "vllm", RTX, (0,))
+    h200 = opcore.context(kimi, PhasePlan(gpus=(0,)), "vllm", H200, (0,))
+    assert rtx.moe_speed == 0.9
+    assert h200.moe_speed == 0.7
