@@ -64,19 +64,35 @@ def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 
     return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
 
 
+_TILE_SPEEDS: dict = {}  # (id(rates table), dtype, m, n) -> (the table, _tile_speed) on sm_120, across plans
+_TILE_SPEEDS_MAX = 4096
+
+
 def _tile_speed(c: Context, dtype: str, m: float, n: float) -> float:
     """Wave-quantisation speed of an m x n GEMM output for the narrow dtypes, whose CUTLASS kernels take a fixed
     tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the tile and split-K per shape).
     On sm_120 the tiles vLLM's kernels take (tiles.sm120_narrow_tile), each a whole tile's K loop on one SM at
     the SM's share of the datasheet peak (tiles.tile_bound_speed), against the rates table's rate for the m
-    bucket: a narrow GEMM of few rows or few columns runs on few SMs. Elsewhere tiles.gemm_tile_efficiency (128 x
-    128 tiles) above 128 rows, 1 below: small-m GEMMs stream their weights and are memory bound."""
+    bucket: a narrow GEMM of few rows or few columns runs on few SMs (remembered across plans: the search asks
+    for the same shapes again). Elsewhere tiles.gemm_tile_efficiency (128 x 128 tiles) above 128 rows, 1 below:
+    small-m GEMMs stream their weights and are memory bound."""
     if dtype == "bf16":
         return 1.0
-    tile = tiles.sm120_narrow_tile(dtype, m) if c.table.arch == "sm_120" else None
-    if tile is not None:
-        rate = c.table.get("gemm", dtype, rates.m_bucket(m)).tflops
-        return tiles.tile_bound_speed(m, n, tile, c.sms, rate, c.hw.gpu.peak_tflops.get(dtype, 0.0))
+    table = c.table
+    if table.arch == "sm_120":
+        key = (id(table), dtype, m, n)
+        hit = _TILE_SPEEDS.get(key)
+        if hit is not None and hit[0] is table:
+            return hit[1]
+        tile = tiles.sm120_narrow_tile(dtype, m)
+        if tile is not None:
+            rate = table.entries.get(("gemm", dtype, rates.m_bucket(m)))
+            peak = c.hw.gpu.peak_tflops.get(dtype, 0.0)
+            speed = tiles.tile_bound_speed(m, n, tile, c.sms, rate.tflops, peak) if rate else 1.0
+            if len(_TILE_SPEEDS) >= _TILE_SPEEDS_MAX:
+                _TILE_SPEEDS.clear()
+            _TILE_SPEEDS[key] = (table, speed)
+            return speed
     if m <= rates.M_BUCKETS[1][0]:
         return 1.0
     return tiles.gemm_tile_efficiency(m, n, c.sms)

@@ -105,9 +105,12 @@ def sm120_narrow_tile(dtype: str, m: float) -> tuple[int, int] | None:
     dtype without one listed above."""
     if dtype == "fp4":
         return SM120_FP4_TILE
-    if dtype == "fp8":
-        return next(tile for bound, tile in SM120_FP8_TILES if m <= bound)
-    return None
+    if dtype != "fp8":
+        return None
+    for bound, tile in SM120_FP8_TILES:
+        if m <= bound:
+            return tile
+    return SM120_FP8_TILES[-1][1]
 
 
 def tile_bound_speed(m: float, n: float, tile: tuple[int, int], sms: int, tflops: float, peak_tflops: float) -> float:
