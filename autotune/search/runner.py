@@ -33,6 +33,7 @@ from autotune import capability
 from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
+from autotune.search.pool import MIN_JOB, ScorePool, processes_wanted
 from autotune.search.refine import _basin, _key, refine
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.trial import compact, evaluate_or_reason, objective_value
@@ -110,9 +111,12 @@ class Progress:
 class Session:
     """The trials of one process: `budget` new trials, tagged with the run id and this worker's tag."""
 
-    def __init__(self, req, choices, persistent, stop: Stop, budget: int | None = None, tag: str = "") -> None:
+    def __init__(
+        self, req, choices, persistent, stop: Stop, budget: int | None = None, tag: str = "", scorers: int = 0
+    ) -> None:
         """`budget` None: this run's trials (req.trials; req.run_id's, or the whole study's when it has no run
-        id), those already in the storage replayed first, so a finished search resumed runs 0 new trials."""
+        id), those already in the storage replayed first, so a finished search resumed runs 0 new trials.
+        `scorers`: processes that score refinement neighbours (search/pool.py); 0: pool.processes_wanted()."""
         import optuna
 
         self.req, self.choices, self.persistent, self.stop = req, choices, persistent, stop
@@ -141,6 +145,9 @@ class Session:
         self.known: set[int] = set()  # persistent trial ids folded into the in-memory study
         self.own_before = 0  # this run's trials already in the storage
         self.phases: dict[str, int] = {"tpe": 0, "refine": 0, "mutation": 0}
+        self.scorers = scorers
+        self.pool: ScorePool | None = None  # forked at the first refinement move worth it (search/pool.py)
+        self.pool_start_s = 0.0
         if persistent is not None:
             self._pull(initial=True, replay=budget is None)
         if budget is None:
@@ -297,13 +304,37 @@ class Session:
         best is kept, so a move is judged with its best follow-up and the trial (`complete`) runs exactly it."""
         key = _key(params)
         if key not in self.scored:
-            best: tuple[float, dict[str, Any]] = (-1.0, params)
-            for completed, plan, reason in self._completions(params):
-                value = self._predict(plan, reason)[2]
-                if value > best[0]:
-                    best = (value, completed)
-            self.scored[key] = best
+            self.scored[key] = self._best_completion(params)
         return self.scored[key][0]
+
+    def _best_completion(self, params: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        """(score, the completion scored) of a candidate: a pure function of `params` (the memos it fills are
+        caches), so a forked copy of this session answers it as this one would (search/pool.py)."""
+        best: tuple[float, dict[str, Any]] = (-1.0, params)
+        for completed, plan, reason in self._completions(params):
+            value = self._predict(plan, reason)[2]
+            if value > best[0]:
+                best = (value, completed)
+        return best
+
+    def prefetch(self, candidates: list[dict[str, Any]], incumbent: dict[str, Any]) -> None:
+        """Score the candidates (neighbours of `incumbent`) not scored yet on every scoring process
+        (search/pool.py), before refinement asks `score` about each; nothing when there are few or the search
+        runs on one process."""
+        fresh = list({k: p for p in candidates if (k := _key(p)) not in self.scored}.items())
+        if len(fresh) < MIN_JOB:
+            return
+        if self.pool is None:
+            if not self.scorers:
+                self.scorers = processes_wanted()
+            if self.scorers < 2:
+                return
+            started = time.perf_counter()
+            self.pool = ScorePool(self._best_completion, self.scorers)
+            self.pool_start_s += time.perf_counter() - started
+        changed = [next((k for k, v in p.items() if incumbent.get(k, v) != v), "") for _, p in fresh]
+        for (key, _), answer in zip(fresh, self.pool.map([p for _, p in fresh], changed), strict=True):
+            self.scored[key] = answer
 
     def complete(self, params: dict[str, Any]) -> dict[str, Any]:
         """The scored completion of a candidate (every parameter its plan asks for)."""
@@ -384,6 +415,8 @@ class Session:
                 self.phases["refine"] += self.ran - before
                 self._optimize(self.evolve, min(chunk, self.budget - self.ran), "mutation")
         finally:
+            if self.pool is not None:
+                self.pool.close()
             self.flush()
             self.progress.update(self.ran, self.best, force=True)
             self.progress.close()
