@@ -33,7 +33,7 @@ from autotune import capability
 from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
-from autotune.search.pool import MIN_JOB, ScorePool, processes_wanted
+from autotune.search.pool import NeighbourScoring
 from autotune.search.refine import _basin, _key, refine
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.trial import compact, evaluate_or_reason, objective_value
@@ -49,6 +49,7 @@ REFINE_BASINS = 8  # basins (engine, mode, layouts) whose incumbents are refined
 LOOKAHEAD = 16  # completions scored for a refinement move that opens parameters
 PROGRESS_S = 0.1
 REPEATS_MAX = 50  # proposals in a row already in the study before one is spent anyway
+AHEAD_AFTER = 20  # trials before scoring ahead starts (the first ones are random: incumbents change fast)
 
 
 def sampler_seed(req) -> int:
@@ -145,9 +146,8 @@ class Session:
         self.known: set[int] = set()  # persistent trial ids folded into the in-memory study
         self.own_before = 0  # this run's trials already in the storage
         self.phases: dict[str, int] = {"tpe": 0, "refine": 0, "mutation": 0}
-        self.scorers = scorers
-        self.pool: ScorePool | None = None  # forked at the first refinement move worth it (search/pool.py)
-        self.pool_start_s = 0.0
+        self.scoring = NeighbourScoring(self, scorers)  # refinement's scoring on every core (search/pool.py)
+        self.refining = False
         if persistent is not None:
             self._pull(initial=True, replay=budget is None)
         if budget is None:
@@ -242,6 +242,8 @@ class Session:
             self._fold(self.replay)
             self.replay = []
         self.progress.update(self.ran, self.best)
+        if not self.refining and self.ran >= AHEAD_AFTER:
+            self.scoring.score_ahead()
         if self.ran >= self.budget or self.stop():
             study.stop()
 
@@ -318,23 +320,8 @@ class Session:
         return best
 
     def prefetch(self, candidates: list[dict[str, Any]], incumbent: dict[str, Any]) -> None:
-        """Score the candidates (neighbours of `incumbent`) not scored yet on every scoring process
-        (search/pool.py), before refinement asks `score` about each; nothing when there are few or the search
-        runs on one process."""
-        fresh = list({k: p for p in candidates if (k := _key(p)) not in self.scored}.items())
-        if len(fresh) < MIN_JOB:
-            return
-        if self.pool is None:
-            if not self.scorers:
-                self.scorers = processes_wanted()
-            if self.scorers < 2:
-                return
-            started = time.perf_counter()
-            self.pool = ScorePool(self._best_completion, self.scorers)
-            self.pool_start_s += time.perf_counter() - started
-        changed = [next((k for k, v in p.items() if incumbent.get(k, v) != v), "") for _, p in fresh]
-        for (key, _), answer in zip(fresh, self.pool.map([p for _, p in fresh], changed), strict=True):
-            self.scored[key] = answer
+        """Score a move's candidates on every scoring process before refinement asks `score` about each."""
+        self.scoring.prefetch(candidates, incumbent)
 
     def complete(self, params: dict[str, Any]) -> dict[str, Any]:
         """The scored completion of a candidate (every parameter its plan asks for)."""
@@ -406,6 +393,7 @@ class Session:
                 )
             self._optimize(tpe, min(math.ceil(self.budget * TPE_SHARE), TPE_MAX_TRIALS), "tpe")
             chunk = max(EXPLORE_MIN, math.ceil(self.budget * EXPLORE_SHARE))
+            self.refining = True
             while self.ran < self.budget and not self.stop():
                 before = self.ran
                 self.memory.sampler = self.evolve
@@ -415,8 +403,7 @@ class Session:
                 self.phases["refine"] += self.ran - before
                 self._optimize(self.evolve, min(chunk, self.budget - self.ran), "mutation")
         finally:
-            if self.pool is not None:
-                self.pool.close()
+            self.scoring.close()
             self.flush()
             self.progress.update(self.ran, self.best, force=True)
             self.progress.close()

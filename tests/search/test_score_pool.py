@@ -78,6 +78,30 @@ def test_an_error_in_a_copy_is_raised_in_the_parent_and_a_lost_copy_changes_no_a
 
 
 @needs_fork
+def test_scoring_ahead_is_collected_and_a_job_in_between_is_still_answered_in_full():
+    pool = ScorePool(_square, 2)
+    try:
+        pool.speculate([{"x": x} for x in range(100, 140)])  # 2 ms each: the job below arrives mid-way
+        ahead, deadline = [], time.monotonic() + 10
+        while not ahead and time.monotonic() < deadline:
+            time.sleep(0.005)
+            ahead += pool.drain()
+        out = pool.map([{"x": x} for x in range(20, 30)])
+        assert [v for v, _ in out] == [float(x * x) for x in range(20, 30)]
+        ahead += pool.drain()
+        assert ahead and len({item["x"] for item, _ in ahead}) == len(ahead)
+        assert all(answer[0] == float(item["x"] ** 2) and 100 <= item["x"] < 140 for item, answer in ahead)
+        pool.speculate([{"x": 7}, {"x": 13}, {"x": 8}])  # an error ahead skips the item
+        later, deadline = [], time.monotonic() + 10
+        while len(later) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+            later += pool.drain()
+        assert sorted(item["x"] for item, _ in later) == [7, 8]
+    finally:
+        pool.close()
+
+
+@needs_fork
 def test_close_ends_every_copy():
     pool = ScorePool(_square, 3)
     pids = list(pool.pids)
@@ -103,7 +127,7 @@ def test_processes_wanted_reads_the_environment(monkeypatch):
 @needs_fork
 def test_the_search_does_not_depend_on_the_pool_size(tmp_path, monkeypatch, capsys):
     """The V3 question, a short budget (30 TPE trials, then refinement): serial and two processes write the same
-    trials.csv and best.yaml, and the copy scored some of the neighbours."""
+    trials.csv and best.yaml, and the copies scored neighbours ahead (during TPE) and in refinement's moves."""
     pools: list[ScorePool] = []
     start = ScorePool.__init__
 
@@ -120,8 +144,9 @@ def test_the_search_does_not_depend_on_the_pool_size(tmp_path, monkeypatch, caps
         written[size] = ((out / "trials.csv").read_bytes(), (out / "best.yaml").read_bytes())
     capsys.readouterr()
     assert written[1] == written[2]
-    assert len(pools) == 1 and len(pools[0].answered) == 2 and pools[0].answered[1] > 0  # the copy scored, then closed
-    assert pools[0].pids == []
+    # a copy scored ahead during TPE, then the copy forked for refinement scored neighbours; both closed
+    assert len(pools) == 2 and pools[0].answered_ahead > 0 and pools[1].answered[1] > 0
+    assert pools[0].pids == pools[1].pids == []
 
 
 @needs_fork
