@@ -42,7 +42,8 @@ Score = Callable[[dict[str, Any]], tuple[float, dict[str, Any]]]
 
 def processes_wanted() -> int:
     """Scoring processes for this search, the parent included: MI_TUNE_SCORERS when set, else the cores this
-    process may run on (at most MAX_PROCESSES); 1 where fork is missing or another thread runs."""
+    process may run on that other processes leave idle (at most MAX_PROCESSES); 1 where fork is missing or
+    another thread runs. The answer changes only the speed: the search is the same for any count."""
     raw = os.environ.get(ENV, "").strip()
     if raw:
         try:
@@ -52,14 +53,25 @@ def processes_wanted() -> int:
         if wanted < 1:
             raise MiTuneError(f"{ENV}: expected a whole number of processes >= 1, got '{raw}'")
     else:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:  # not Linux
-            cores = os.cpu_count() or 1
-        wanted = min(cores, MAX_PROCESSES)
+        wanted = min(idle_cores(), MAX_PROCESSES)
     if wanted > 1 and ("fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1):
         return 1
     return wanted
+
+
+def idle_cores() -> int:
+    """The cores this process may run on, less what other processes keep busy: the 1-minute load average
+    counts this process too (about 1 while it searches). On a busy machine a copy only takes time from the
+    others (and they from it), so it is not worth its fork."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        others = max(0.0, os.getloadavg()[0] - 1.0)
+    except (AttributeError, OSError):  # no load average on this platform
+        others = 0.0
+    return max(1, min(cores, round(cores - others)))
 
 
 class ScorePool:

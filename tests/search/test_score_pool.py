@@ -122,6 +122,10 @@ def test_processes_wanted_reads_the_environment(monkeypatch):
             processes_wanted()
     monkeypatch.delenv(score_pool.ENV)
     assert 1 <= processes_wanted() <= score_pool.MAX_PROCESSES
+    monkeypatch.setattr(score_pool.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    for load, idle in ((0.9, 2), (1.4, 2), (2.0, 1), (3.5, 1)):  # the search itself counts about 1
+        monkeypatch.setattr(score_pool.os, "getloadavg", lambda load=load: (load, load, load))
+        assert score_pool.idle_cores() == idle
 
 
 @needs_fork
