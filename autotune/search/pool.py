@@ -35,6 +35,7 @@ from autotune.specs import MiTuneError
 ENV = "MI_TUNE_SCORERS"  # processes that score refinement neighbours, the parent included (1: serial)
 MAX_PROCESSES = 4  # a prior: a move has ~50 new neighbours of ~1 ms each, so more copies mostly wait
 CLOSE_S = 2.0  # a closing copy finishes its job (milliseconds); past this it is killed
+AHEAD_BASINS = 3  # incumbents whose neighbours are scored ahead: refinement's largest moves are the best basins'
 MIN_JOB = 4  # fewer new neighbours than this are scored in the parent (a job's round trip is ~0.1 ms)
 
 Score = Callable[[dict[str, Any]], tuple[float, dict[str, Any]]]
@@ -277,9 +278,9 @@ class NeighbourScoring:
             scored[key] = answer
 
     def score_ahead(self) -> None:
-        """Before refinement: once the refined basins' incumbents change, hand their untried neighbours to the
-        copies to score while this process runs TPE's trials (refinement starts from those incumbents)."""
-        top = self.session.incumbents()
+        """Before refinement: once the best basins' incumbents change, hand their untried neighbours to the copies
+        to score while this process runs TPE's trials (refinement starts from those incumbents)."""
+        top = self.session.incumbents()[:AHEAD_BASINS]
         signature = tuple(t.number for t in top)
         if not top or signature == self.ahead_of:
             return
