@@ -50,6 +50,7 @@ def next_candidate(
     seen: set[tuple] | None = None,
     best: list | None = None,
     converged: set[int] | None = None,
+    prefetch: Callable[[list[dict[str, Any]], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any] | None:
     """An untried neighbour of an incumbent, or None when every incumbent is a local optimum.
 
@@ -61,7 +62,9 @@ def next_candidate(
 
     A long search passes `seen` (keys of the parameter sets tried) and `best` (the incumbents) kept up to date
     as trials finish, so that a move does not rescan the whole history, and `converged`: the trial numbers of
-    incumbents found to be local optima (tried neighbours only grow, so they stay optima)."""
+    incumbents found to be local optima (tried neighbours only grow, so they stay optima). `prefetch` (optional)
+    is handed each incumbent's untried neighbours and its parameters before `score` is asked about each: it may
+    score them all at once (search/pool.py), as long as `score` then answers what it would have answered alone."""
     if best is None:
         best = incumbents(trials)
     if seen is None:
@@ -75,6 +78,8 @@ def next_candidate(
             if untried:
                 return untried[0]
             continue
+        if prefetch is not None:
+            prefetch(untried, incumbent.params)
         scored = [(score(p), k) for k, p in enumerate(untried)]
         top = max(scored, default=None, key=lambda sk: (sk[0], -sk[1]))  # ties: the first in neighbour order
         if top is not None and top[0] > incumbent.value:
@@ -92,7 +97,7 @@ def refine(study, objective, budget: int, callbacks=(), score=None, state=None) 
         if state is None:
             candidate = next_candidate(study.get_trials(deepcopy=False), score)
         else:
-            candidate = next_candidate((), score, state.seen, state.incumbents(), state.converged)
+            candidate = next_candidate((), score, state.seen, state.incumbents(), state.converged, state.prefetch)
         if candidate is None:
             break
         if state is not None:

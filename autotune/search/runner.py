@@ -33,6 +33,7 @@ from autotune import capability
 from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
+from autotune.search.pool import NeighbourScoring
 from autotune.search.refine import _basin, _key, refine
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.trial import compact, evaluate_or_reason, objective_value
@@ -48,6 +49,7 @@ REFINE_BASINS = 8  # basins (engine, mode, layouts) whose incumbents are refined
 LOOKAHEAD = 16  # completions scored for a refinement move that opens parameters
 PROGRESS_S = 0.1
 REPEATS_MAX = 50  # proposals in a row already in the study before one is spent anyway
+AHEAD_AFTER = 20  # trials before scoring ahead starts (the first ones are random: incumbents change fast)
 
 
 def sampler_seed(req) -> int:
@@ -110,9 +112,12 @@ class Progress:
 class Session:
     """The trials of one process: `budget` new trials, tagged with the run id and this worker's tag."""
 
-    def __init__(self, req, choices, persistent, stop: Stop, budget: int | None = None, tag: str = "") -> None:
+    def __init__(
+        self, req, choices, persistent, stop: Stop, budget: int | None = None, tag: str = "", scorers: int = 0
+    ) -> None:
         """`budget` None: this run's trials (req.trials; req.run_id's, or the whole study's when it has no run
-        id), those already in the storage replayed first, so a finished search resumed runs 0 new trials."""
+        id), those already in the storage replayed first, so a finished search resumed runs 0 new trials.
+        `scorers`: processes that score refinement neighbours (search/pool.py); 0: pool.processes_wanted()."""
         import optuna
 
         self.req, self.choices, self.persistent, self.stop = req, choices, persistent, stop
@@ -141,6 +146,8 @@ class Session:
         self.known: set[int] = set()  # persistent trial ids folded into the in-memory study
         self.own_before = 0  # this run's trials already in the storage
         self.phases: dict[str, int] = {"tpe": 0, "refine": 0, "mutation": 0}
+        self.scoring = NeighbourScoring(self, scorers)  # refinement's scoring on every core (search/pool.py)
+        self.refining = False
         if persistent is not None:
             self._pull(initial=True, replay=budget is None)
         if budget is None:
@@ -235,6 +242,8 @@ class Session:
             self._fold(self.replay)
             self.replay = []
         self.progress.update(self.ran, self.best)
+        if not self.refining and self.ran >= AHEAD_AFTER:
+            self.scoring.score_ahead()
         if self.ran >= self.budget or self.stop():
             study.stop()
 
@@ -297,13 +306,22 @@ class Session:
         best is kept, so a move is judged with its best follow-up and the trial (`complete`) runs exactly it."""
         key = _key(params)
         if key not in self.scored:
-            best: tuple[float, dict[str, Any]] = (-1.0, params)
-            for completed, plan, reason in self._completions(params):
-                value = self._predict(plan, reason)[2]
-                if value > best[0]:
-                    best = (value, completed)
-            self.scored[key] = best
+            self.scored[key] = self._best_completion(params)
         return self.scored[key][0]
+
+    def _best_completion(self, params: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+        """(score, the completion scored) of a candidate: a pure function of `params` (the memos it fills are
+        caches), so a forked copy of this session answers it as this one would (search/pool.py)."""
+        best: tuple[float, dict[str, Any]] = (-1.0, params)
+        for completed, plan, reason in self._completions(params):
+            value = self._predict(plan, reason)[2]
+            if value > best[0]:
+                best = (value, completed)
+        return best
+
+    def prefetch(self, candidates: list[dict[str, Any]], incumbent: dict[str, Any]) -> None:
+        """Score a move's candidates on every scoring process before refinement asks `score` about each."""
+        self.scoring.prefetch(candidates, incumbent)
 
     def complete(self, params: dict[str, Any]) -> dict[str, Any]:
         """The scored completion of a candidate (every parameter its plan asks for)."""
@@ -375,6 +393,7 @@ class Session:
                 )
             self._optimize(tpe, min(math.ceil(self.budget * TPE_SHARE), TPE_MAX_TRIALS), "tpe")
             chunk = max(EXPLORE_MIN, math.ceil(self.budget * EXPLORE_SHARE))
+            self.refining = True
             while self.ran < self.budget and not self.stop():
                 before = self.ran
                 self.memory.sampler = self.evolve
@@ -384,6 +403,7 @@ class Session:
                 self.phases["refine"] += self.ran - before
                 self._optimize(self.evolve, min(chunk, self.budget - self.ran), "mutation")
         finally:
+            self.scoring.close()
             self.flush()
             self.progress.update(self.ran, self.best, force=True)
             self.progress.close()

@@ -168,7 +168,8 @@ def run_study(req: SearchRequest) -> SearchResult:
             return _timed(_run_workers(req, choices, stop), started, prepared=prepared)
         session = Session(req, choices, storage.open_study(req), stop)
         session.run()
-    trials_s = time.perf_counter() - started
+    trials_s = time.perf_counter() - started - session.scoring.start_s
+    prepared["score_pool_s"] = session.scoring.start_s  # forking refinement's scoring processes (search/pool.py)
     study = session.memory if session.persistent is None else session.persistent
     predicted = {key: hit[0] for key, hit in session.memo.items()}
     result = _result(req, study, choices, predicted, session.new, stop, session.strategy())

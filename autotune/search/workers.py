@@ -31,7 +31,7 @@ def _child(req, choices, url: str, budget: int, tag: str, deadline: float | None
     for signum in (signal.SIGINT, signal.SIGTERM):  # finish the trial, write, exit
         signal.signal(signum, lambda *_: stop.interrupted.set())
     try:
-        Session(req, choices, open_study(req, url), stop, budget=budget, tag=tag).run()
+        Session(req, choices, open_study(req, url), stop, budget=budget, tag=tag, scorers=1).run()  # cores taken
     except MiTuneError as exc:
         print(f"mi-tune: error: worker {tag}: {exc}", file=sys.stderr)
         os._exit(2)
