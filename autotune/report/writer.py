@@ -129,18 +129,21 @@ def write_search_report(out: Path, best: BestConfig, result: SearchResult, elaps
 
 
 def warm_up(request=None) -> None:
-    """What a report's first figure pays once per process beyond the imports (the font files, the text layout
-    caches): one small figure drawn into memory. `request`: the search's SearchRequest."""
-    import io
+    """What a report imports beyond this module's imports, imported ahead (by the process `worker.py` forks while
+    the search runs): pandas' matplotlib plotting backend and pyplot (the breakdown figure's bars), Pillow's
+    image plugins, pandas' CSV writer and records conversion, the concurrency curve and the console lines.
+    `request`: the search's SearchRequest (unused: the warm-up does not depend on the search)."""
+    import matplotlib.pyplot  # noqa: F401  (pandas' DataFrame.plot imports it on every call)
+    import pandas.core.methods.to_dict  # noqa: F401
+    import pandas.io.formats.csvs  # noqa: F401
+    import pandas.plotting._matplotlib  # noqa: F401
+    from PIL import Image
 
-    from autotune.report.plots import PNG_OPTIONS, subplots
+    import autotune.report.console  # noqa: F401
+    import autotune.report.curves  # noqa: F401
 
-    fig, ax = subplots(figsize=(2, 1))
-    ax.plot([1, 10], [1, 1000], label="x")
-    ax.set_xlabel("TTFT (ms)")
-    ax.legend(fontsize=8)
-    fig.suptitle("warm")
-    fig.savefig(io.BytesIO(), dpi=30, pil_kwargs=PNG_OPTIONS)
+    Image.preinit()
+    pd.plotting._core._get_plot_backend("matplotlib")  # pandas loads it on the first DataFrame.plot
 
 
 def build_report(out: Path, launch_text: str | None = None, *, model=None, repredict: bool = False) -> dict:
