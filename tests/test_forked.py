@@ -1,6 +1,5 @@
 """autotune/forked.py: a function computed in a forked copy gives its value back, a copy that fails says so, and
-the search's plan keeping the checkpoint's numerics and its interactive plan (computed beside the best's climb) are
-the ones computed in-process."""
+the search's plan keeping the checkpoint's numerics (computed beside the climb) is the one computed in-process."""
 
 import os
 
@@ -51,8 +50,19 @@ def test_closed_before_its_value_kills_and_reaps_the_copy():
     assert _gone(pid)
 
 
-def _both_ways(monkeypatch, req):
-    """(the study's result with the copy, the number of copies started, the result computed here)."""
+@forking
+def test_the_plan_keeping_the_numerics_is_the_same_computed_beside_or_here(monkeypatch):
+    """DeepSeek-V3 on the issue-17 question, 24 trials at seed 0: the best plan stores its KV cache in FP8, so the
+    search names the best plan keeping the checkpoint's numerics (computed in a forked copy while the best climbs)."""
+    req = SearchRequest(
+        model=load_model("deepseek-v3"),
+        hardware=load_preset("rtx-pro-6000-x8"),
+        workload=Workload(isl=4000, osl=1000, ttft_ms=2000, tpot_ms=30),
+        space=load_space(),
+        num_gpus=8,
+        trials=24,
+        seed=0,
+    )
     started = []
     real_start = forked.Beside.start.__func__
 
@@ -63,33 +73,9 @@ def _both_ways(monkeypatch, req):
 
     monkeypatch.setattr(forked.Beside, "start", classmethod(spy))
     beside = run_study(req)
+    assert len(started) == 1 and started[0] is not None  # the copy computed it
     monkeypatch.setattr(forked.Beside, "start", classmethod(lambda cls, *args: None))
     here = run_study(req)
+    assert beside.numerics(beside.best) and beside.best_same_numerics is not None
+    assert beside.best_same_numerics == here.best_same_numerics
     assert (beside.best, beside.ranked, beside.alternatives) == (here.best, here.ranked, here.alternatives)
-    return beside, len([a for a in started if a is not None]), here
-
-
-def _request(model: str, workload: Workload, trials: int) -> SearchRequest:
-    hw = load_preset("rtx-pro-6000-x8")
-    return SearchRequest(load_model(model), hw, workload, load_space(), hw.num_gpus, trials=trials, seed=0)
-
-
-@forking
-def test_the_plan_keeping_the_numerics_is_the_same_computed_beside_or_here(monkeypatch):
-    """DeepSeek-V3 on the issue-17 question, 24 trials at seed 0: the best plan stores its KV cache in FP8, so the
-    search names the best plan keeping the checkpoint's numerics."""
-    req = _request("deepseek-v3", Workload(isl=4000, osl=1000, ttft_ms=2000, tpot_ms=30), 24)
-    beside, copies, here = _both_ways(monkeypatch, req)
-    assert copies == 1 and beside.numerics(beside.best) and beside.best_same_numerics is not None
-    assert beside.best_same_numerics == here.best_same_numerics
-    assert beside.interactive == here.interactive
-
-
-@forking
-def test_the_interactive_plan_is_the_same_computed_beside_or_here(monkeypatch):
-    """The default deepseek-v4.1-flash search, 16 trials at seed 0: the best misses the default interactive SLO, so
-    the search looks for the best plan meeting it (in the copy while the best climbs)."""
-    beside, copies, here = _both_ways(monkeypatch, _request("deepseek-v4.1-flash", Workload(), 16))
-    assert copies == 1 and not beside.interactive.best_meets and beside.interactive.record is not None
-    assert beside.interactive == here.interactive
-    assert beside.best_same_numerics == here.best_same_numerics

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 import threading
@@ -287,9 +288,23 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus, req.model)
     baseline = objectives.predict(req, base_plan)
     based = time.perf_counter()
-    best, compared, moved, same, latency, climbed, numerics = _climb(req, records, best, choices, base_plan, baseline)
-    if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
-        ranked = (best, *ranked)
+    keeping = functools.partial(
+        ranking.same_numerics, req, records, base_plan, baseline, objective_value, objectives.predict,
+        lambda plan: not plan_numerics(plan, req.model),
+    )  # fmt: skip
+    # the plan keeping the numerics, on another core while the best climbs (asked for when the best changes them)
+    aside = Beside.start(keeping) if plan_numerics(best.plan, req.model) else None
+    try:
+        best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
+        climbed = time.perf_counter()
+        if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
+            ranked = (best, *ranked)
+        same = _aside_or_here(aside, keeping) if plan_numerics(best.plan, req.model) else None
+    finally:
+        if aside is not None:
+            aside.close()
+    numerics = time.perf_counter()
+    latency = interactive.find(req, records, best, objectives.predict)
     timings = {
         "simulate_s": simulated - started,  # the screen's best plans over the workload's trace
         "rank_s": rank - simulated,
@@ -319,41 +334,14 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     )
 
 
-def _climb(req: SearchRequest, records: tuple, best, choices, base_plan: Plan, baseline: Prediction):
-    """(best, its alternatives, moves, the best plan keeping the numerics or None, the interactive plan, the
-    perf_counter times the climb and the numerics step ended). The best climbs here (ranking.climb) while a
-    forked copy finds the plan keeping the checkpoint's numerics (when the best changes them) and the
-    interactive plan for the best before its climb: neither reads the climb's outcome but whether the best
-    changes the numerics and, for the interactive plan, the best itself (computed here again when it moved). The
-    copy's inputs are this process's, so its values are the ones computed here; here when it cannot fork."""
-
-    def keeping():
-        keeps = lambda plan: not plan_numerics(plan, req.model)  # noqa: E731
-        return ranking.same_numerics(req, records, base_plan, baseline, objective_value, objectives.predict, keeps)
-
-    first = best
-    changes = bool(plan_numerics(first.plan, req.model))
-    searched = interactive.slo_of(req.workload)[3] != "yours"  # with the user's SLO it is the best itself
-
-    def beside() -> tuple:
-        return keeping() if changes else None, interactive.find(req, records, first, objectives.predict)
-
-    aside = Beside.start(beside) if changes or searched else None
-    try:
-        best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
-        climbed = time.perf_counter()
-        delivered, (same, latency) = aside.value() if aside is not None else (False, (None, None))
-    finally:
-        if aside is not None:
-            aside.close()
-    if not plan_numerics(best.plan, req.model):
-        same = None
-    elif not (delivered and changes):
-        same = keeping()
-    numerics = time.perf_counter()
-    if not delivered or moved:
-        latency = interactive.find(req, records, best, objectives.predict)
-    return best, compared, moved, same, latency, climbed, numerics
+def _aside_or_here(aside: Beside | None, fn):
+    """fn() as the forked copy computed it (the same inputs, so the same value), or computed here when there is
+    no copy or it did not deliver."""
+    if aside is not None:
+        delivered, value = aside.value()
+        if delivered:
+            return value
+    return fn()
 
 
 def _comparer(req: SearchRequest, choices):
