@@ -11,15 +11,19 @@ or unsafe (another thread runs: it could hold a lock the child would wait on for
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.forked import can_fork, die_with_parent
-
 Draw = Callable[[Path], Path]
-__all__ = ["can_fork", "draw_all"]
+
+
+def can_fork() -> bool:
+    return hasattr(os, "fork") and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
 
 
 def draw_all(
@@ -90,3 +94,18 @@ def _read_to_end(fd: int) -> bytes:
     while chunk := os.read(fd, 4096):
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a forked child: be killed when `parent` (the process that forked it) ends (Linux PR_SET_PDEATHSIG, from
+    linux/prctl.h; nothing elsewhere), and end now if it already has."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):  # a libc without prctl
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # it ended between the fork and the call
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h

@@ -11,7 +11,7 @@ what an interrupt means) and dies with the process that forked it (Linux PR_SET_
 file on its job pipe). Any failure of the child (an import, the job, a signal) makes `run` call the job in the
 caller's own process, so an error is raised there exactly as without the fork. `close` kills and reaps a child
 still running (one never given a job: an error or an interrupt before the report). In-process where fork is not
-available or unsafe (one core, another thread running: `autotune.forked.can_fork`)."""
+available or unsafe (one core, another thread running: `drawing.can_fork`)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,15 @@ import importlib
 import os
 import pickle
 import signal
+import struct
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from autotune.forked import can_fork, die_with_parent, reap, receive, send
+from autotune.report.drawing import can_fork, die_with_parent
+
+HEADER = struct.Struct("<Q")  # every message: its length, then that many bytes of pickle
 
 
 class Worker:
@@ -63,8 +66,8 @@ class Worker:
         """(True, the value of function `target` ("module:name") on `args` as the child returned it), or
         (False, None) when the child could not do it."""
         try:
-            send(self.jobs_fd, pickle.dumps((target, args), protocol=pickle.HIGHEST_PROTOCOL))
-            reply = receive(self.results_fd)
+            _send(self.jobs_fd, pickle.dumps((target, args), protocol=pickle.HIGHEST_PROTOCOL))
+            reply = _receive(self.results_fd)
         except (OSError, EOFError, pickle.PickleError):
             return False, None
         finally:
@@ -82,7 +85,13 @@ class Worker:
         self.jobs_fd = self.results_fd = -1
         if self.pid > 0:
             pid, self.pid = self.pid, 0
-            reap(pid)
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done == 0:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler)
+                pass
 
 
 def run(worker: Worker | None, target: str, *args: Any) -> Any:
@@ -108,12 +117,37 @@ def _serve(parent: int, jobs_fd: int, results_fd: int, warm: str, args: tuple) -
     started = time.perf_counter()
     _function(warm)(*args)
     warm_s = time.perf_counter() - started
-    job = receive(jobs_fd)
+    job = _receive(jobs_fd)
     if job is None:  # the caller closed the pipe without a job
         return 0
     target, args = pickle.loads(job)
     value = _function(target)(*args)
     sys.stdout.flush()
     sys.stderr.flush()
-    send(results_fd, pickle.dumps((warm_s, value), protocol=pickle.HIGHEST_PROTOCOL))
+    _send(results_fd, pickle.dumps((warm_s, value), protocol=pickle.HIGHEST_PROTOCOL))
     return 0
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _receive(fd: int) -> bytes | None:
+    """One message, or None at an end of file before a whole one (the other side ended)."""
+    header = _read(fd, HEADER.size)
+    if header is None:
+        return None
+    return _read(fd, HEADER.unpack(header)[0])
+
+
+def _read(fd: int, size: int) -> bytes | None:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)

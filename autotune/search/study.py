@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import signal
 import threading
@@ -13,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune import capability
-from autotune.forked import Beside
 from autotune.perf.precision import numerics_changes
 from autotune.search import interactive, objectives, ranking, storage
 from autotune.search.baseline import baseline_plan
@@ -288,21 +286,23 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
     base_plan = baseline_plan(engine, req.hardware, req.num_gpus, req.model)
     baseline = objectives.predict(req, base_plan)
     based = time.perf_counter()
-    keeping = functools.partial(
-        ranking.same_numerics, req, records, base_plan, baseline, objective_value, objectives.predict,
-        lambda plan: not plan_numerics(plan, req.model),
-    )  # fmt: skip
-    # the plan keeping the numerics, on another core while the best climbs (asked for when the best changes them)
-    aside = Beside.start(keeping) if plan_numerics(best.plan, req.model) else None
-    try:
-        best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
-        climbed = time.perf_counter()
-        if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
-            ranked = (best, *ranked)
-        same = _aside_or_here(aside, keeping) if plan_numerics(best.plan, req.model) else None
-    finally:
-        if aside is not None:
-            aside.close()
+    best, compared, moved = ranking.climb(req, best, _comparer(req, choices), objective_value)
+    climbed = time.perf_counter()
+    if moved:  # a single-setting move simulated higher: it heads the ranking (not a trial: records stay the trials)
+        ranked = (best, *ranked)
+    same = (
+        ranking.same_numerics(
+            req,
+            records,
+            base_plan,
+            baseline,
+            objective_value,
+            objectives.predict,
+            lambda plan: not plan_numerics(plan, req.model),
+        )  # fmt: skip
+        if plan_numerics(best.plan, req.model)
+        else None
+    )
     numerics = time.perf_counter()
     latency = interactive.find(req, records, best, objectives.predict)
     timings = {
@@ -332,16 +332,6 @@ def _finish(req: SearchRequest, records: tuple, choices, new: int = 0, stop=None
         interactive=latency,
         timings_s=timings,
     )
-
-
-def _aside_or_here(aside: Beside | None, fn):
-    """fn() as the forked copy computed it (the same inputs, so the same value), or computed here when there is
-    no copy or it did not deliver."""
-    if aside is not None:
-        delivered, value = aside.value()
-        if delivered:
-            return value
-    return fn()
 
 
 def _comparer(req: SearchRequest, choices):
