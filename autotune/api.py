@@ -234,9 +234,9 @@ def search(opts: SearchOptions) -> SearchOutcome:
     out = _run_dir(opts, model, hw)
     manifest, req = _start_run(opts, model, hw, out)
     save(hw, out / rundir.HARDWARE)
-    # the report side (pandas, matplotlib, fonts) imports and warms up in a forked process on another core while
-    # this one searches, then writes the report from the results it is sent (in this process without fork)
-    report_side = worker.Worker.start(REPORT_WARM_UP, req)
+    # the report side (pandas, matplotlib, the report's modules) imports in a process of its own on another core
+    # while this one searches, then writes the report from the results it is sent (here with one core)
+    report_side = worker.Worker.start(REPORT_WARM_UP)
     try:
         started = time.perf_counter()
         result, manifest, elapsed = _run(req, out, manifest)
@@ -254,7 +254,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     timings = {
         **({"startup_s": startup} if (startup := _startup_s(entered)) is not None else {}),
         "imports_s": imported - entered,  # the search and Optuna modules (the report's: in report_side)
-        "setup_s": started - imported,  # model, box and space read, run directory, the report side forked
+        "setup_s": started - imported,  # model, box and space read, run directory, the report side started
         **result.timings_s,
         "write_s": reported - started - elapsed,  # best.yaml
         "report_s": done - reported,
@@ -285,7 +285,7 @@ def search(opts: SearchOptions) -> SearchOutcome:
     )
 
 
-REPORT_WARM_UP = "autotune.report.writer:warm_up"  # the report side's imports and first figure
+REPORT_WARM_UP = "autotune.report.writer:warm_up"  # the report side's imports
 REPORT_JOB = "autotune.report.writer:write_search_report"
 
 

@@ -104,7 +104,7 @@ def write_report(
 def write_search_report(out: Path, best: BestConfig, result: SearchResult, elapsed_s: float) -> dict:
     """A search's report (`write_report`) and what the CLI prints beside it, as plain data: `files` (name: path),
     `top` (the top plans, rows of candidate_rows), `missed` (plans the screen scored above the best that missed
-    the SLO in simulation), `scale` (the scale they are ranked on). Runs in the process `worker.py` forks when the
+    the SLO in simulation), `scale` (the scale they are ranked on). Runs in the process `worker.py` starts when the
     search starts, or in the search's own process."""
     w = best.workload
     trials = trials_frame(result)
@@ -128,11 +128,10 @@ def write_search_report(out: Path, best: BestConfig, result: SearchResult, elaps
     }
 
 
-def warm_up(request=None) -> None:
-    """What a report imports beyond this module's imports, imported ahead (by the process `worker.py` forks while
+def warm_up() -> None:
+    """What a report imports beyond this module's imports, imported ahead (by the process `worker.py` starts while
     the search runs): pandas' matplotlib plotting backend and pyplot (the breakdown figure's bars), Pillow's
-    image plugins, pandas' CSV writer and records conversion, the concurrency curve and the console lines.
-    `request`: the search's SearchRequest (unused: the warm-up does not depend on the search)."""
+    image plugins, pandas' CSV writer and records conversion, the concurrency curve and the console lines."""
     import matplotlib.pyplot  # noqa: F401  (pandas' DataFrame.plot imports it on every call)
     import pandas.core.methods.to_dict  # noqa: F401
     import pandas.io.formats.csvs  # noqa: F401
