@@ -223,10 +223,7 @@ def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
 
 def search(opts: SearchOptions) -> SearchOutcome:
     entered = time.perf_counter()
-    from autotune.engines import format_launch
-    from autotune.report import trials_frame, write_report
-    from autotune.report.tables import candidate_rows, missed_in_simulation, scale_of
-    from autotune.search import run_study
+    from autotune.report import worker
     from autotune.search import storage as stores
 
     imported = time.perf_counter()
@@ -237,47 +234,39 @@ def search(opts: SearchOptions) -> SearchOutcome:
     out = _run_dir(opts, model, hw)
     manifest, req = _start_run(opts, model, hw, out)
     save(hw, out / rundir.HARDWARE)
-    started = time.perf_counter()
+    # the report side (pandas, matplotlib, the report's modules) imports in a process of its own on another core
+    # while this one searches, then writes the report from the results it is sent (here with one core)
+    report_side = worker.Worker.start(REPORT_WARM_UP)
     try:
-        result = run_study(req)
-    finally:  # the run's search time, also when it stops on an error
-        elapsed = time.perf_counter() - started
-        manifest = dataclasses.replace(manifest, elapsed_s=manifest.elapsed_s + elapsed)
-        stores.write_manifest(out, manifest)
-    best = best_config(result, model_ref, hw)
-    best = dataclasses.replace(best, provenance=dataclasses.replace(best.provenance, storage=manifest.storage))
-    files = {"best": save(best, out / rundir.BEST)}
-    front = None
-    if opts.workload.objective == "pareto":  # the multi-objective study's front: pareto.csv, drawn by the report
-        from autotune.search.objectives import front as pareto_front
-
-        trials = trials_frame(result)
-        front = trials[trials["trial"].isin({r.number for r in pareto_front(result.records)})]
-        front = front.drop_duplicates("plan").reset_index(drop=True)
-    reported = time.perf_counter()
-    files.update(write_report(out, best, result, format_launch(best.launch), manifest.elapsed_s, front=front))
+        started = time.perf_counter()
+        result, manifest, elapsed = _run(req, out, manifest)
+        best = best_config(result, model_ref, hw)
+        best = dataclasses.replace(best, provenance=dataclasses.replace(best.provenance, storage=manifest.storage))
+        files = {"best": save(best, out / rundir.BEST)}
+        reported = time.perf_counter()
+        written = worker.run(report_side, REPORT_JOB, out, best, result, manifest.elapsed_s)
+    finally:
+        if report_side is not None:
+            report_side.close()
+    files.update(written["files"])
     files["manifest"] = out / stores.MANIFEST
-    w = opts.workload
-    trials = trials_frame(result)
-    top = candidate_rows(trials, w.slo_percentile)
-    best_screened = result.best.screened_tok_s or result.best.prediction.total_tok_s
-    q = f"p{w.slo_percentile:g}"
-    missed = missed_in_simulation(trials, best_screened).reindex(columns=["plan", "screened_tok_s", f"ttft_{q}_ms"])
     done = time.perf_counter()
     timings = {
         **({"startup_s": startup} if (startup := _startup_s(entered)) is not None else {}),
-        "imports_s": imported - entered,  # the search, report (pandas, matplotlib) and Optuna modules
-        "setup_s": started - imported,  # model, box and space read, run directory
+        "imports_s": imported - entered,  # the search and Optuna modules (the report's: in report_side)
+        "setup_s": started - imported,  # model, box and space read, run directory, the report side started
         **result.timings_s,
         "write_s": reported - started - elapsed,  # best.yaml
         "report_s": done - reported,
         "total_s": done - entered + (startup or 0.0),
     }
+    if report_side is not None and report_side.used:  # beside the search, on another core: not in total_s
+        timings["report_warmup_s"] = report_side.warm_s
     measured = measure_run(out, opts.measure) if opts.measure and not result.interrupted else None
     return SearchOutcome(
         out,
         best,
-        top,
+        written["top"],
         (note,) if note else (),
         files,
         elapsed,
@@ -289,11 +278,30 @@ def search(opts: SearchOptions) -> SearchOutcome:
         strategy=result.strategy,
         resume=manifest.resume,
         total_elapsed_s=manifest.elapsed_s,
-        scale=scale_of(w.slo_percentile, w.has_slo),
-        missed=tuple(missed.to_dict("records")),
+        scale=written["scale"],
+        missed=written["missed"],
         interactive=result.interactive.as_dict() if result.interactive is not None else None,
         timings_s={k: round(v, 3) for k, v in timings.items()},
     )
+
+
+REPORT_WARM_UP = "autotune.report.writer:warm_up"  # the report side's imports
+REPORT_JOB = "autotune.report.writer:write_search_report"
+
+
+def _run(req, out: Path, manifest):
+    """(the study's result, the manifest with this session's search time added, that time in seconds)."""
+    from autotune.search import run_study
+    from autotune.search import storage as stores
+
+    started = time.perf_counter()
+    try:
+        result = run_study(req)
+    finally:  # the run's search time, also when it stops on an error
+        elapsed = time.perf_counter() - started
+        manifest = dataclasses.replace(manifest, elapsed_s=manifest.elapsed_s + elapsed)
+        stores.write_manifest(out, manifest)
+    return result, manifest, elapsed
 
 
 def _startup_s(entered: float) -> float | None:

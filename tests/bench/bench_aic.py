@@ -6,9 +6,11 @@ The question (issue 17): DeepSeek-V3 on 8x RTX PRO 6000 (AIConfigurator's `rtx_p
 `rtx-pro-6000-x8` preset), 4,000 input / 1,000 output tokens, TTFT 2,000 ms, TPOT 30 ms. Each repeat runs the two
 CLIs back to back as fresh processes (wall time, imports included), alternating which goes first, so both see the
 same machine load; the medians and their ratio are printed, with mi-tune's own time per part (--json timings_s,
-plus `uncounted_s`: wall time outside its total_s, i.e. printing the answer and ending the process) and each
-tool's best. Not part of the test suite: it skips (exit 0) when AIConfigurator is not installed. Only
-wall times and mi-tune's figures are printed; AIConfigurator's answer is shown as its own output, unparsed.
+plus `uncounted_s`: wall time outside its total_s, i.e. printing the answer and ending the process;
+`report_warmup_s` is the report side's imports in its forked process, beside the trials, not part of the wall),
+its wall time outside the trials (wall - trials_s) and each tool's best. Not part of the test suite: it skips
+(exit 0) when AIConfigurator is not installed. Only wall times and mi-tune's figures are printed; AIConfigurator's
+answer is shown as its own output, unparsed.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def main() -> int:
         return 0
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    mine, theirs, parts, answer, aic_tail = [], [], [], None, ""
+    print(f"load average at the start: {os.getloadavg()[0]:.2f}")
+    mine, theirs, parts, outside, answer, aic_tail = [], [], [], [], None, ""
     with tempfile.TemporaryDirectory(prefix="bench-aic-") as tmp:
         for k in range(args.repeats):
             runs = [
@@ -81,6 +84,7 @@ def main() -> int:
                     timings = answer.get("timings_s") or {}
                     # the wall time no part counts: printing the answer and ending the process
                     parts.append({**timings, "uncounted_s": wall - timings.get("total_s", wall)})
+                    outside.append(wall - timings.get("trials_s", 0.0))
                 else:
                     theirs.append(wall)
                     aic_tail = done.stdout[-3000:]
@@ -90,6 +94,7 @@ def main() -> int:
     keys = sorted({key for p in parts for key in p})
     medians = {key: statistics.median(p.get(key, 0.0) for p in parts) for key in keys}
     print("mi-tune time per part (median s): " + ", ".join(f"{key} {v:.2f}" for key, v in medians.items()))
+    print(f"mi-tune wall time outside the trials (wall - trials_s, median): {statistics.median(outside):.2f} s")
     print(f"mi-tune best: {answer['best_plan']}: {answer['total_tok_s']:,.0f} tok/s "
           f"({answer['total_tok_s'] / 8:,.1f} tok/s per GPU), P95 TTFT {answer['ttft_p95_ms']:,.0f} ms")  # fmt: skip
     print("\nAIConfigurator's own summary (last run, unparsed):\n" + aic_tail)
