@@ -11,8 +11,6 @@ def test_a_search_writes_its_run_directory_under_the_names_rundir_states(searche
     assert (searched / rundir.PLOTS).is_dir()
 
 
-
-
 def test_no_module_spells_a_run_directory_name_itself():
     """A string constant equal to a run directory's file name (or moe_configs) outside rundir.py is a second
     statement of the layout (text that mentions a name, such as a docstring or a message, is fine)."""
