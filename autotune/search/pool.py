@@ -61,18 +61,39 @@ def processes_wanted() -> int:
 
 
 def idle_cores() -> int:
-    """The cores this process may run on, less what other processes keep busy: the 1-minute load average
-    counts this process too (about 1 while it searches). On a busy machine a copy only takes time from the
-    others (and they from it), so it is not worth its fork."""
+    """The cores this process may run on, less what other processes keep busy now. On Linux that is the
+    number of runnable tasks (`/proc/loadavg`'s fourth field, this process included), the least of a few
+    readings: a process that computes is runnable at each, one that waits on a pipe (the report side once
+    warm) at none. The 1-minute load average, elsewhere, still counts for a minute a run that has ended (the
+    search before this one, a benchmark's other tool), which made the search serial on an idle machine. On a
+    busy machine a copy only takes time from the others (and they from it), so it is not worth its fork."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
-    try:
-        others = max(0.0, os.getloadavg()[0] - 1.0)
-    except (AttributeError, OSError):  # no load average on this platform
-        others = 0.0
+    others = _runnable_others()
+    if others is None:
+        try:
+            others = max(0.0, os.getloadavg()[0] - 1.0)  # counts this process too (about 1 while it searches)
+        except (AttributeError, OSError):  # no load average on this platform
+            others = 0.0
     return max(1, min(cores, round(cores - others)))
+
+
+def _runnable_others(readings: int = 3, apart_s: float = 0.001) -> float | None:
+    """Runnable tasks other than this one, the least of `readings` (proc(5): /proc/loadavg, the fourth field
+    is runnable/total scheduling entities); None without /proc."""
+    least = None
+    for reading in range(readings):
+        if reading:
+            time.sleep(apart_s)
+        try:
+            with open("/proc/loadavg", encoding="ascii") as f:
+                runnable = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        least = runnable if least is None else min(least, runnable)
+    return float(max(0, least - 1))
 
 
 class ScorePool:
@@ -237,7 +258,8 @@ class NeighbourScoring:
 
     def __init__(self, session, scorers: int = 0) -> None:
         self.session = session
-        self.scorers = scorers  # 0: processes_wanted(), asked when a pool is first needed
+        self.scorers = scorers  # 0: processes_wanted(), asked when a pool is first needed, and again for refinement
+        self.asked = scorers > 0  # for refinement: a busy core while TPE ran (the report side's start) may be idle now
         self.pool: ScorePool | None = None
         self.refines = False  # the pool was forked for refinement (else for scoring ahead)
         self.ahead_of: tuple = ()  # the incumbents whose neighbours the copies were last asked to score ahead
@@ -248,8 +270,8 @@ class NeighbourScoring:
             self._fold_ahead()
             self.close()
         if self.pool is None:
-            if not self.scorers:
-                self.scorers = processes_wanted()
+            if not self.scorers or (refining and not self.asked):
+                self.scorers, self.asked = processes_wanted(), refining
             if self.scorers < 2:
                 return None
             started = time.perf_counter()

@@ -1,6 +1,7 @@
 """Refinement's neighbour scoring on forked copies (search/pool.py): the search does not depend on the pool's
 size, an error or a lost copy changes no answer, and no copy outlives the search (error, Ctrl-C, a killed parent)."""
 
+import io
 import os
 import signal
 import subprocess
@@ -34,6 +35,20 @@ def _children(pid: int) -> list[int]:
         text = (task / "children").read_text() if (task / "children").exists() else ""
         found += [int(c) for c in text.split()]
     return found
+
+
+def _copies(pid: int) -> list[int]:
+    """The search's forked copies among its children: they keep its command line (the report side, a child too,
+    is a fresh interpreter with one of its own: report/worker.py)."""
+    mine = _cmdline(pid)
+    return [c for c in _children(pid) if _cmdline(c) == mine]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _square(params: dict) -> tuple[float, dict]:
@@ -123,9 +138,41 @@ def test_processes_wanted_reads_the_environment(monkeypatch):
     monkeypatch.delenv(score_pool.ENV)
     assert 1 <= processes_wanted() <= score_pool.MAX_PROCESSES
     monkeypatch.setattr(score_pool.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    for others, idle in ((0.0, 2), (1.0, 1), (3.0, 1)):  # runnable tasks now, this process left out
+        monkeypatch.setattr(score_pool, "_runnable_others", lambda others=others: others)
+        monkeypatch.setattr(score_pool.os, "getloadavg", lambda: (3.5, 3.5, 3.5))  # not read where /proc is
+        assert score_pool.idle_cores() == idle
+    monkeypatch.setattr(score_pool, "_runnable_others", lambda: None)  # no /proc: the 1-minute load average
     for load, idle in ((0.9, 2), (1.4, 2), (2.0, 1), (3.5, 1)):  # the search itself counts about 1
         monkeypatch.setattr(score_pool.os, "getloadavg", lambda load=load: (load, load, load))
         assert score_pool.idle_cores() == idle
+
+
+def test_runnable_others_reads_proc_loadavg(monkeypatch):
+    readings = iter(["0.50 0.40 0.30 3/120 999\n", "0.50 0.40 0.30 2/120 999\n", "0.50 0.40 0.30 4/120 999\n"])
+    monkeypatch.setattr("builtins.open", lambda *a, **k: io.StringIO(next(readings)))
+    assert score_pool._runnable_others(apart_s=0.0) == 1.0  # the least of three readings, this process left out
+
+    def missing(*a, **k):
+        raise FileNotFoundError("/proc/loadavg")
+
+    monkeypatch.setattr("builtins.open", missing)
+    assert score_pool._runnable_others(apart_s=0.0) is None
+
+
+def test_scoring_asks_again_for_refinement(monkeypatch):
+    """The core busy while TPE ran (the report side's start) may be idle when refinement starts: a search told
+    1 process for scoring ahead asks again when refinement needs its pool; one told a count keeps it."""
+    asked = []
+    monkeypatch.setattr(score_pool, "processes_wanted", lambda: asked.append(1) or 1)
+    scoring = score_pool.NeighbourScoring(session=None)
+    assert scoring._pool(refining=False) is None and len(asked) == 1
+    assert scoring._pool(refining=False) is None and len(asked) == 1  # scoring ahead asks once
+    assert scoring._pool(refining=True) is None and len(asked) == 2  # refinement asks again
+    assert scoring._pool(refining=True) is None and len(asked) == 2
+    fixed = score_pool.NeighbourScoring(session=None, scorers=1)
+    monkeypatch.setattr(score_pool, "processes_wanted", lambda: pytest.fail("asked with a count given"))
+    assert fixed._pool(refining=False) is None and fixed._pool(refining=True) is None
 
 
 @needs_fork
@@ -162,7 +209,7 @@ def test_ctrl_c_ends_the_copies(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), score_pool.ENV: "2"}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.monotonic() + 120
-    while not (copies := _children(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
+    while not (copies := _copies(proc.pid)) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)  # the copies are forked when refinement starts
     assert copies, proc.communicate()
     os.killpg(proc.pid, signal.SIGINT)  # the whole group, copies included
