@@ -36,6 +36,7 @@ ENV = "MI_TUNE_SCORERS"  # processes that score refinement neighbours, the paren
 MAX_PROCESSES = 4  # a prior: a move has ~50 new neighbours of ~1 ms each, so more copies mostly wait
 CLOSE_S = 2.0  # a closing copy finishes its job (milliseconds); past this it is killed
 AHEAD_BASINS = 3  # incumbents whose neighbours are scored ahead: refinement's largest moves are the best basins'
+ASK_AGAIN_S = 0.25  # while TPE runs, how often a search told one process asks again (an ask takes ~2 ms)
 MIN_JOB = 4  # fewer new neighbours than this are scored in the parent (a job's round trip is ~0.1 ms)
 
 Score = Callable[[dict[str, Any]], tuple[float, dict[str, Any]]]
@@ -258,8 +259,11 @@ class NeighbourScoring:
 
     def __init__(self, session, scorers: int = 0) -> None:
         self.session = session
-        self.scorers = scorers  # 0: processes_wanted(), asked when a pool is first needed, and again for refinement
-        self.asked = scorers > 0  # for refinement: a busy core while TPE ran (the report side's start) may be idle now
+        # 0: processes_wanted(), asked when a pool is needed: while TPE runs at most every ASK_AGAIN_S until it
+        # says 2 or more, and once more when refinement starts (a core busy early in the search, the report
+        # side's start, is idle later)
+        self.scorers, self.auto = scorers, scorers == 0
+        self.asked_refining, self.next_ask_s = False, 0.0
         self.pool: ScorePool | None = None
         self.refines = False  # the pool was forked for refinement (else for scoring ahead)
         self.ahead_of: tuple = ()  # the incumbents whose neighbours the copies were last asked to score ahead
@@ -270,8 +274,9 @@ class NeighbourScoring:
             self._fold_ahead()
             self.close()
         if self.pool is None:
-            if not self.scorers or (refining and not self.asked):
-                self.scorers, self.asked = processes_wanted(), refining
+            if self.auto and not self.asked_refining and (refining or time.monotonic() >= self.next_ask_s):
+                self.scorers, self.asked_refining = processes_wanted(), refining
+                self.next_ask_s = time.monotonic() + ASK_AGAIN_S
             if self.scorers < 2:
                 return None
             started = time.perf_counter()

@@ -160,16 +160,22 @@ def test_runnable_others_reads_proc_loadavg(monkeypatch):
     assert score_pool._runnable_others(apart_s=0.0) is None
 
 
-def test_scoring_asks_again_for_refinement(monkeypatch):
-    """The core busy while TPE ran (the report side's start) may be idle when refinement starts: a search told
-    1 process for scoring ahead asks again when refinement needs its pool; one told a count keeps it."""
+def test_scoring_asks_again_while_tpe_runs_and_for_refinement(monkeypatch):
+    """The core busy early in the search (the report side's start) may be idle later: a search told 1 process
+    asks again while TPE runs (at most every ASK_AGAIN_S) and once more when refinement needs its pool; one told
+    a count keeps it."""
     asked = []
     monkeypatch.setattr(score_pool, "processes_wanted", lambda: asked.append(1) or 1)
+    monkeypatch.setattr(score_pool, "ASK_AGAIN_S", 3600.0)
     scoring = score_pool.NeighbourScoring(session=None)
     assert scoring._pool(refining=False) is None and len(asked) == 1
-    assert scoring._pool(refining=False) is None and len(asked) == 1  # scoring ahead asks once
-    assert scoring._pool(refining=True) is None and len(asked) == 2  # refinement asks again
-    assert scoring._pool(refining=True) is None and len(asked) == 2
+    assert scoring._pool(refining=False) is None and len(asked) == 1  # not again within ASK_AGAIN_S
+    scoring.next_ask_s = 0.0  # ASK_AGAIN_S later
+    assert scoring._pool(refining=False) is None and len(asked) == 2
+    assert scoring._pool(refining=True) is None and len(asked) == 3  # refinement asks again
+    assert scoring._pool(refining=True) is None and len(asked) == 3
+    scoring.next_ask_s = 0.0
+    assert scoring._pool(refining=False) is None and len(asked) == 3  # refinement's answer stands
     fixed = score_pool.NeighbourScoring(session=None, scorers=1)
     monkeypatch.setattr(score_pool, "processes_wanted", lambda: pytest.fail("asked with a count given"))
     assert fixed._pool(refining=False) is None and fixed._pool(refining=True) is None
