@@ -12,9 +12,10 @@ do not depend on the pool's size (tests/search/test_score_pool.py). Before refin
 the parent busy, copies score the neighbours of the incumbents refinement will start from (`speculate`), and
 the parent folds their answers into the same memo (NeighbourScoring).
 
-Serial (no pool) with one core, without fork, in a --workers process, while another thread runs (a fork copies
-one thread), or when `MI_TUNE_SCORERS=1`. A copy ignores SIGINT (the parent stops the search between moves)
-and exits when its pipe closes: at the search's end, on an error, or when the parent dies.
+Serial (no pool) with one core or when the other cores are busy (idle_cores), without fork, in a --workers
+process, while another thread runs (a fork copies one thread), or when `MI_TUNE_SCORERS=1`. A copy ignores
+SIGINT (the parent stops the search between moves) and exits when its pipe closes: at the search's end, on an
+error, or when the parent dies.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ class ScorePool:
         return queues
 
     def map(self, items: Sequence[dict[str, Any]], groups: Sequence[Any] | None = None) -> list[tuple[float, dict]]:
-        """score(item) for each item, in order. `groups` (one hashable per item, default: all one group) says
+        """score(item) for each item, in order. `groups` (one hashable per item, default: each item its own) says
         which items share memo entries (search/runner.py passes each neighbour's changed dimension)."""
         if self.broken or len(items) < MIN_JOB or not self.conns:
             return [self.score(p) for p in items]
