@@ -74,6 +74,15 @@ GROUPED_VS_DENSE = 0.85
 MARLIN_MMA_SYNC_SPEED = 0.9
 MMA_SYNC_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_120")
 MARLIN_PROVENANCE = "public:kernel-marlin-a10-large-batch"
+# On sm_90 / sm_100 mma.sync still runs, but at a share of the wgmma / tcgen05 BF16 rate that differs by arch: the
+# share an mma.sync kernel gets against that arch's native kernel of the same problem, FlashAttention-2 (mma.sync
+# on both) over FlashAttention-3 / -4, forward BF16, head dim 128, non-causal, seqlen 8k: H100 370 / 646 TFLOPS
+# (calibration.yaml kernel-fa2-h100-fwd, FA3 paper figure 5; kernel-fa3-h100-fwd-headdim), B200 362 / 1,289
+# (kernel-fa2-b200-fwd, tritonbench#171; kernel-fa4-b200-fwd-headdim). FA2 runs at the same ~360 TFLOPS on both:
+# the B200's doubled BF16 peak is tcgen05's only. efficiency.MOE_VARIANT_SPEED["marlin"] (0.7) is the sm_90 prior;
+# on sm_100 it is scaled by the ratio of the two shares (0.7 x 0.281 / 0.573 = 0.34 of the tcgen05 rate).
+MMA_SYNC_SHARE = {"sm_90": 370.0 / 646.0, "sm_100": 361.6 / 1289.0}
+MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b200-fwd")
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
