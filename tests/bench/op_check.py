@@ -53,7 +53,9 @@ APART = {
     "context (its TRT-LLM collector tunes), so AutoTuner.choose_one returns the fallback tactic -1 "
     "(flashinfer/autotuner/autotuner.py:1630-1660, flashinfer fb28d72), which the binding maps to the first "
     "profile (flashinfer_cutlass_fused_moe_binding.cu:992), on sm_90 the smallest grouped tile, CtaShape128x16x128B "
-    "with a 1x1x1 cluster (nv_internal/.../cutlass_heuristic.cpp:223; sm_100's first is 128x128). vLLM 0.34 tunes "
+    "with a 1x1x1 cluster (nv_internal/.../cutlass_heuristic.cpp:223; the other GPUs' FlashInfer rows take the "
+    "same fallback but their first tile is not N = 16: 128x128 on sm_100, Ampere 32x128 for bf16 / FP8 on sm_120, "
+    "cutlass_heuristic.cpp:327-328, 132-133, 162-163, 631-636, and stay counted). vLLM 0.34 tunes "
     "FlashInfer at startup on cc >= 9.0 (model_executor/warmup/kernel_warmup.py:385-393, on at -O1..-O3: "
     "config/vllm.py:301-364)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
