@@ -1,6 +1,6 @@
 """Marlin MoE (INT4 experts, mma.sync) on sm_100: the B200's BF16 peak is tcgen05's; an mma.sync kernel runs there at
 about the H100's TFLOPS (FlashAttention-2: calibration.yaml kernel-fa2-b200-fwd against kernel-fa2-h100-fwd), so
-Marlin's compute on a B200 is not 2.3x an H200's as the shared 0.7 prior of the BF16 rate made it."""
+Marlin's compute on a B200 is not 2.3x an H200's as a shared share of the BF16 rate (the old 0.7 prior) made it."""
 
 from __future__ import annotations
 
@@ -39,14 +39,18 @@ def _compute_s(device: str, tokens: float) -> float:
     return cost_ops(c, ops).compute_s
 
 
-def test_marlin_on_sm100_takes_the_mma_sync_share():
-    """B200 Marlin speed = the sm_90 prior x (FA2 / FA4 on B200) / (FA2 / FA3 on H100); sm_90 keeps the prior
-    (old: 0.7 on both)."""
-    b200 = opcore.context(KIMI, PhasePlan(gpus=(0,)), "vllm", _box("b200"), (0,))
-    h200 = opcore.context(KIMI, PhasePlan(gpus=(0,)), "vllm", H200, (0,))
-    assert h200.moe_speed == pytest.approx(eff.MOE_VARIANT_SPEED["marlin"])
-    assert b200.moe_speed == pytest.approx(0.7 * (361.6 / 1289) / (370 / 646))
-    assert rates.MMA_SYNC_SHARE["sm_100"] < rates.MMA_SYNC_SHARE["sm_90"]
+def test_marlin_takes_the_mma_sync_share_of_the_arch():
+    """Marlin = 0.9 of an mma.sync GEMM (MARLIN paper) x the share of the BF16 rate mma.sync gets: FA2 / FA3 on
+    H100 (370 / 646), FA2 / FA4 on B200 (361.6 / 1,289), all of it on sm_120 (old: a 0.7 prior on sm_90 and sm_100,
+    0.9 on sm_120)."""
+    speed = {
+        dev: opcore.context(KIMI, PhasePlan(gpus=(0,)), "vllm", _box(dev), (0,)).moe_speed
+        for dev in ("b200", "h200-sxm", "rtx-pro-6000-server")
+    }
+    assert speed["h200-sxm"] == pytest.approx(0.9 * 370 / 646)
+    assert speed["b200"] == pytest.approx(0.9 * 361.6 / 1289)
+    assert speed["rtx-pro-6000-server"] == pytest.approx(rates.MARLIN_MMA_SYNC_SPEED)
+    assert eff.MOE_VARIANT_SPEED["marlin"] == 0.7  # the prior stays for archs the share does not name
 
 
 def test_marlin_compute_on_b200_is_near_hopper_not_tcgen05():
