@@ -113,6 +113,13 @@ ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
 # = 40 GB/s per SM. A decode attention kernel on n CTAs (one per SM) streams at most n x this (decode_fill_speed).
 PER_SM_STREAM_GBS = 2000.0 * STREAM_FRACTION / 40
 PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
+# What one SM's CTA receives per second over a GEMM's K loop (TMA loads of its A and B tiles into shared memory)
+# when the grid has about one CTA per SM: calibration.yaml kernel-deepgemm-h800-kloop-per-sm (DeepGEMM's first
+# release on H800, 132 SMs, n=2112 k=7168: 132 CTAs of one 64 x 16 or 128 x 16 tile's K loop each, 9.41 / 11.01 us
+# at m=64 / 128): 89 and 129 GB/s per SM once the kernel floor (MIN_US["gemm"], which the costing adds on top) is
+# taken off; their mean, 110, is used. Measured on sm_90; sm_100 takes it too (no public figure: a prior). Used for
+# vLLM's per-tensor FP8 CUTLASS GEMM, whose small-m tiles leave few CTAs each a long K loop (opcore._kloop_speed).
+GEMM_CTA_LOAD_GBS = 110.0
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
 # tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for
