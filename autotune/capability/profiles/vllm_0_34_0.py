@@ -77,10 +77,11 @@ PROFILE = EngineProfile(
     # forward_mha copies the prefill attention output into the layer output
     # (vllm/model_executor/layers/attention/mla_attention.py:3521-3526)
     mla_prefill_output_copy=True,
-    # dynamic per-token activation scales where CUTLASS FP8 is supported (model_executor/layers/quantization/
-    # fp8.py:279-284), which FlashInfer's FP8 kernel (sm_100 only) cannot take: it needs per-tensor activation scales
-    # (model_executor/kernels/linear/scaled_mm/flashinfer.py:50-65), so CutlassFP8ScaledMMLinearKernel runs on sm_90
-    # and sm_100 (model_executor/kernels/linear/__init__.py:459-468, the CUDA list in order)
+    # dynamic per-token activation scales where CUTLASS FP8 is supported
+    # (vllm/model_executor/layers/quantization/fp8.py:279-284), which FlashInfer's FP8 kernel (sm_100 only) cannot
+    # take: it needs per-tensor activation scales (vllm/model_executor/kernels/linear/scaled_mm/flashinfer.py:50-65),
+    # so CutlassFP8ScaledMMLinearKernel runs on sm_90 and sm_100
+    # (vllm/model_executor/kernels/linear/__init__.py:459-468, the CUDA list in order)
     cutlass_fp8_tile_archs=("sm_90", "sm_100"),
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
