@@ -101,7 +101,7 @@ def _tile_speed(c: Context, dtype: str, m: float, n: float, k: float = 0.0) -> f
 
 
 def _kloop_speed(c: Context, table: rates.RatesTable, m: float, n: float, k: float) -> float:
-    """Speed bound of vLLM's per-tensor FP8 CUTLASS GEMM (sm_90 / sm_100) by one CTA's K loop: one CTA runs one
+    """Speed bound of vLLM's per-tensor FP8 CUTLASS GEMM (sm_89 / sm_90 / sm_100) by one CTA's K loop: one CTA runs one
     output tile's whole K loop (tiles.cutlass_fp8_tile, tiles.kloop_cta) on one SM, at that SM's share of the
     datasheet peak and receiving at most rates.GEMM_CTA_LOAD_GBS; relative to the op's compute time at the rates
     table's rate (the costing pass divides only a GEMM's compute term by its speed). Remembered across plans."""

@@ -119,7 +119,7 @@ PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
 # when the grid has about one CTA per SM: calibration.yaml kernel-deepgemm-h800-kloop-per-sm (DeepGEMM's first
 # release on H800, 132 SMs, n=2112 k=7168: 132 CTAs of one 64 x 16 or 128 x 16 tile's K loop each, 9.41 / 11.01 us
 # at m=64 / 128): 89 and 129 GB/s per SM once the kernel floor (MIN_US["gemm"], which the costing adds on top) is
-# taken off; their mean, 110, is used. Measured on sm_90; sm_100 takes it too (no public figure: a prior). Used for
+# taken off; their mean, 110, is used. Measured on sm_90; sm_89 / sm_100 take it too (no public figure: a prior). For
 # vLLM's per-tensor FP8 CUTLASS GEMM, whose small-m tiles leave few CTAs each a long K loop (opcore._kloop_speed).
 GEMM_CTA_LOAD_GBS = 110.0
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
