@@ -76,7 +76,10 @@ def _tile_speed(c: Context, dtype: str, m: float, n: float, k: float = 0.0) -> f
     bucket: a narrow GEMM of few rows or few columns runs on few SMs (remembered across plans: the search asks
     for the same shapes again). Elsewhere tiles.gemm_tile_efficiency (128 x 128 tiles) above 128 rows, 1 below:
     small-m GEMMs stream their weights and are memory bound; an FP8 GEMM of reduction width `k` where the engine
-    runs CUTLASS's per-tile K loop (Context.fp8_kloop) is also bound by one CTA's K loop (_kloop_speed)."""
+    runs CUTLASS's per-tile K loop (Context.fp8_kloop) is also bound by one CTA's K loop (_kloop_speed). The op
+    list passes `k` where the op is one GEMM of that shape (linear_ops, MLA's fused q_a / kv_a down-projection);
+    its paired projections (q/kv + o, gate_up + down) are costed at averaged shapes, k = hidden for both, which
+    would give the output projection (short K, wide N) the input projection's long K loop: no `k`, no bound."""
     if dtype == "bf16":
         return 1.0
     table = c.table

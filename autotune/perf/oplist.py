@@ -155,7 +155,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     bucket = rates.m_bucket(rows)
     split_flops = shape.split_flops * rows / tp
     split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
-    split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count, hidden)
+    split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
         Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
            shape.split_count, "tp", split_speed)
@@ -286,7 +286,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
                 ffn.params * w_bytes / shards
                 + _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes),
                 2,
-                c.dense_speed * _tile_speed(c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, hidden),
+                c.dense_speed * _tile_speed(c, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
             )
         )
         _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
