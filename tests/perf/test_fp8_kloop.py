@@ -93,3 +93,22 @@ def test_ada_narrow_long_k_fp8_gemm_takes_one_ctas_k_loop():
     c = _ctx(hw=L40S)
     cta_s = 2.0 * 64 * 128 * 65536 / (L40S.gpu.peak_tflops["fp8"] * 1e12 / c.sms)
     assert _gemm_s(c, 128, 32, 65536) >= cta_s
+
+
+def test_serving_op_list_bounds_only_the_gemms_it_shapes_whole():
+    """In a step's op list the K-loop bound goes on MLA's fused q_a / kv_a down-projection (one GEMM, n=2112,
+    k=7168: DeepGEMM's README shape), not on the paired q/kv + o projections, which the op list costs at averaged
+    shapes (k = hidden for both). DeepSeek-V3 with per-tensor FP8 dense weights, TP8 decode of 8 sequences on H200:
+    the fused GEMM takes at least one 16 x 64 tile's K loop, (16 + 64) x 7168 B at GEMM_CTA_LOAD_GBS, 5.2 us, plus
+    the kernel floor (old: its 15 MB at the whole GPU's bandwidth, 3.9 us, plus the floor)."""
+    from autotune.perf.oplist import attention_ops
+    from autotune.perf.ops import StepInput
+
+    dsv3 = dataclasses.replace(load_model("deepseek-v3"), dense_dtype="fp8", dense_format="fp8_tensor")
+    c = opcore.context(dsv3, PhasePlan(gpus=tuple(range(8)), tp=8), "vllm", H200, tuple(range(8)))
+    ops = attention_ops(c, dsv3.layers[-1].attention, StepInput(decode_seqs=8, decode_ctx=1000))
+    rep = next(op for op in ops if op.source == "tp (replicated q_a/kv_a)")
+    split = next(op for op in ops if op.source == "tp" and op.kind == "gemm")
+    kloop_s = (16 + 64) * 7168 / (rates.GEMM_CTA_LOAD_GBS * 1e9)
+    assert cost_ops(c, [rep]).time_s >= kloop_s + rates.MIN_US["gemm"] * 1e-6  # old: 3.9 + 3 us
+    assert split.speed == c.dense_speed * opcore._tile_speed(c, "fp8", split.m, split.n / split.count)  # no K loop
