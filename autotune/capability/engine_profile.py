@@ -77,6 +77,9 @@ class EngineProfile:
     # (perf/tiles.py FA3_GRAPH_MAX_SPLITS): few (sequence, KV head) tiles then leave SMs idle
     fa3_graph_split_cap_archs: tuple[str, ...] = ()
     mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
+    # archs where a per-tensor FP8 linear runs vLLM's CUTLASS scaled-mm, one CTA per output tile over the whole K
+    # (perf/tiles.py cutlass_fp8_tile): a GEMM of few tiles and a long K is bound by one CTA's K loop
+    cutlass_fp8_tile_archs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

@@ -46,8 +46,8 @@ def _attention_prefix(c: Context) -> int:
     """The Context's part of attention_terms' key, as a number (one per distinct part, built once per Context):
     what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
     specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
-    resolved sizes and kernel speeds, the decode kernel's split cap and MLA output copy, and the vllm-ascend
-    platform options when the engine runs on it."""
+    resolved sizes and kernel speeds, the decode kernel's split cap and MLA output copy, the FP8 GEMMs' K-loop
+    bound (Context.fp8_kloop), and the vllm-ascend platform options when the engine runs on it."""
     hit = c.memo_keys.get("attention")
     if hit is None:
         phase = c.phase
@@ -55,7 +55,7 @@ def _attention_prefix(c: Context) -> int:
         prefix = (
             id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
-            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy,
+            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
@@ -147,7 +147,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
-    kernel speeds, and the EP imbalance (oplist.ep_imbalance)."""
+    kernel speeds, the EP imbalance (oplist.ep_imbalance) and the FP8 GEMMs' K-loop bound (Context.fp8_kloop)."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
@@ -156,7 +156,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
             phase.tp, phase.dp, phase.ep, phase.dense_dp,
             profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
-            c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance,
+            c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
     key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves

@@ -64,18 +64,22 @@ def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 
     return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
 
 
-_TILE_SPEEDS: dict = {}  # (id(rates table), dtype, m, n) -> (the table, _tile_speed) on sm_120, across plans
+_TILE_SPEEDS: dict = {}  # (id(rates table), dtype or 'kloop', m, n[, k]) -> (the table, speed), across plans
 _TILE_SPEEDS_MAX = 4096
 
 
-def _tile_speed(c: Context, dtype: str, m: float, n: float) -> float:
+def _tile_speed(c: Context, dtype: str, m: float, n: float, k: float = 0.0) -> float:
     """Wave-quantisation speed of an m x n GEMM output for the narrow dtypes, whose CUTLASS kernels take a fixed
     tile per M range (vLLM cutlass_scaled_mm dispatch); 1 for bf16 (cuBLAS picks the tile and split-K per shape).
     On sm_120 the tiles vLLM's kernels take (tiles.sm120_narrow_tile), each a whole tile's K loop on one SM at
     the SM's share of the datasheet peak (tiles.tile_bound_speed), against the rates table's rate for the m
     bucket: a narrow GEMM of few rows or few columns runs on few SMs (remembered across plans: the search asks
     for the same shapes again). Elsewhere tiles.gemm_tile_efficiency (128 x 128 tiles) above 128 rows, 1 below:
-    small-m GEMMs stream their weights and are memory bound."""
+    small-m GEMMs stream their weights and are memory bound; an FP8 GEMM of reduction width `k` where the engine
+    runs CUTLASS's per-tile K loop (Context.fp8_kloop) is also bound by one CTA's K loop (_kloop_speed). The op
+    list passes `k` where the op is one GEMM of that shape (linear_ops, MLA's fused q_a / kv_a down-projection);
+    its paired projections (q/kv + o, gate_up + down) are costed at averaged shapes, k = hidden for both, which
+    would give the output projection (short K, wide N) the input projection's long K loop: no `k`, no bound."""
     if dtype == "bf16":
         return 1.0
     table = c.table
@@ -93,9 +97,34 @@ def _tile_speed(c: Context, dtype: str, m: float, n: float) -> float:
                 _TILE_SPEEDS.clear()
             _TILE_SPEEDS[key] = (table, speed)
             return speed
-    if m <= rates.M_BUCKETS[1][0]:
-        return 1.0
-    return tiles.gemm_tile_efficiency(m, n, c.sms)
+    speed = 1.0 if m <= rates.M_BUCKETS[1][0] else tiles.gemm_tile_efficiency(m, n, c.sms)
+    if dtype == "fp8" and k > 0 and c.fp8_kloop and c.sms:
+        speed = min(speed, _kloop_speed(c, table, m, n, k))
+    return speed
+
+
+def _kloop_speed(c: Context, table: rates.RatesTable, m: float, n: float, k: float) -> float:
+    """Speed bound of vLLM's per-tensor FP8 CUTLASS GEMM (sm_89 / sm_90 / sm_100) by one CTA's K loop: one CTA runs one
+    output tile's whole K loop (tiles.cutlass_fp8_tile, tiles.kloop_cta) on one SM, at that SM's share of the
+    datasheet peak and receiving at most rates.GEMM_CTA_LOAD_GBS; relative to the op's compute time at the rates
+    table's rate (the costing pass divides only a GEMM's compute term by its speed). Remembered across plans."""
+    key = (id(table), "kloop", m, n, k)
+    hit = _TILE_SPEEDS.get(key)
+    if hit is not None and hit[0] is table:
+        return hit[1]
+    rate = table.entries.get(("gemm", "fp8", rates.m_bucket(m)))
+    peak = c.hw.gpu.peak_tflops.get("fp8", 0.0)
+    tile = tiles.cutlass_fp8_tile(table.arch, m, n, k)
+    speed = 1.0
+    if rate and rate.tflops > 0 and peak > 0 and tile and m > 0 and n > 0:
+        cta_flops, cta_bytes = tiles.kloop_cta(k, tile, 1.0)
+        cta_s = max(cta_flops / (peak * 1e12 / c.sms), cta_bytes / (rates.GEMM_CTA_LOAD_GBS * 1e9))
+        full_s = 2.0 * m * n * k / (rate.tflops * 1e12)
+        speed = min(1.0, full_s / cta_s) if cta_s > 0 else 1.0
+    if len(_TILE_SPEEDS) >= _TILE_SPEEDS_MAX:
+        _TILE_SPEEDS.clear()
+    _TILE_SPEEDS[key] = (table, speed)
+    return speed
 
 
 def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: float, source: str) -> None:
@@ -149,6 +178,7 @@ class Context:
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
+    fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -185,6 +215,8 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
+        # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
+        fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
     )
 
 

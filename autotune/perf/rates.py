@@ -33,12 +33,14 @@ LARGE_GEMM_FRACTION = {"sm_89": 0.80, "sm_90": 0.75, "sm_100": 0.75, "sm_120": 0
 LARGE_GEMM_FRACTION_DEFAULT = 0.75  # domestic / unknown: prior
 LARGE_GEMM_PROVENANCE = {"sm_89": "public:kernel-l20-hgemm-cublas"}
 
-# --- achieved FP8 / bf16 large-GEMM ratio, per architecture (engines quantise activations per token: with-quant
-# columns). calibration.yaml gemm-fp8-vs-bf16-sm90: H100 1.40 (Llama-8B N=6144 K=4096, m=256) and 1.43
-# (Gemma-31B N=12288 K=5376, m=128); gemm-fp8-vs-bf16-sm100: B200 1.24 at m=1024; gemm-fp8-vs-bf16-sm120:
+# --- achieved FP8 / bf16 large-GEMM ratio, per architecture: the GEMM kernel alone (the noquant columns). The op list
+# costs each FP8 GEMM's activation quantisation as its own op (opcore._quant), so a with-quant ratio would count it
+# twice. calibration.yaml gemm-fp8-vs-bf16-sm90: H100 noquant 1.76 (Llama-8B N=6144 K=4096, m=256: 956.0 / 544.3)
+# and 1.65 (Gemma-31B N=12288 K=5376, m=128: 581.8 / 352.6) -> their mean 1.70 (with quant: 1.40-1.43);
+# gemm-fp8-vs-bf16-sm100: B200 noquant 1.54 at m=1024 (2207.5 / 1433.0; with quant 1.24); gemm-fp8-vs-bf16-sm120:
 # RTX 5090 FP8 (no activation quant) 422-424 TFLOPS at m=2048-4096 against 236-240 bf16 at 8192^2 -> 1.78 (no quant
 # cost: an upper end). sm_89 (L40S/4090): no public pair found -> 1.5, a prior inside the 1.1-1.7 public range.
-FP8_VS_BF16 = {"sm_89": 1.5, "sm_90": 1.42, "sm_100": 1.24, "sm_120": 1.75}
+FP8_VS_BF16 = {"sm_89": 1.5, "sm_90": 1.70, "sm_100": 1.54, "sm_120": 1.75}
 FP8_VS_BF16_DEFAULT = 1.5  # prior
 FP8_VS_BF16_PROVENANCE = {
     "sm_90": "public:gemm-fp8-vs-bf16-sm90",
@@ -122,6 +124,13 @@ ATTENTION_PROVENANCE = "public:kernel-flashmla-h800-decode"
 # = 40 GB/s per SM. A decode attention kernel on n CTAs (one per SM) streams at most n x this (decode_fill_speed).
 PER_SM_STREAM_GBS = 2000.0 * STREAM_FRACTION / 40
 PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
+# What one SM's CTA receives per second over a GEMM's K loop (TMA loads of its A and B tiles into shared memory)
+# when the grid has about one CTA per SM: calibration.yaml kernel-deepgemm-h800-kloop-per-sm (DeepGEMM's first
+# release on H800, 132 SMs, n=2112 k=7168: 132 CTAs of one 64 x 16 or 128 x 16 tile's K loop each, 9.41 / 11.01 us
+# at m=64 / 128): 89 and 129 GB/s per SM once the kernel floor (MIN_US["gemm"], which the costing adds on top) is
+# taken off; their mean, 110, is used. Measured on sm_90; sm_89 / sm_100 take it too (no public figure: a prior). For
+# vLLM's per-tensor FP8 CUTLASS GEMM, whose small-m tiles leave few CTAs each a long K loop (opcore._kloop_speed).
+GEMM_CTA_LOAD_GBS = 110.0
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
 # tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for

@@ -100,6 +100,74 @@ SM120_FP4_TILE = (128, 128)
 SM120_FP8_TILES = ((16, (16, 64)), (32, (32, 64)), (256, (64, 64)), (math.inf, (128, 128)))
 
 
+# Output tiles of vLLM's per-tensor FP8 GEMM (cutlass_scaled_mm, the kernel Fp8LinearMethod runs with dynamic
+# per-token activation scales: CutlassFP8ScaledMMLinearKernel) on sm_89, sm_90 and sm_100, by shape, written here as
+# (rows along m, columns along n). The small-m configs of sm_90 / sm_100 swap A and B (swap_ab): the kernel's M tile
+# then runs along n. One CTA runs one output tile's whole K loop on one SM (no split-K or stream-K:
+# PersistentScheduler on sm_90, the default tile scheduler on sm_100; on sm_89 one K slice per tile,
+# csrc/quantization/w8a8/cutlass/scaled_mm_c2x.cuh cutlass_gemm_caller: kGemmSplitKParallel with a split count of
+# 1), so a GEMM of few tiles and a long K takes at least one tile's K loop.
+# sm_90 (csrc/quantization/w8a8/cutlass/c3x/scaled_mm_sm90_fp8_dispatch.cuh, cutlass_gemm_sm90_fp8_dispatch;
+# github.com/vllm-project/vllm commit c30af86): m <= 16: TileShape 64x16x256 swapped (sm90_fp8_config_M16_N1280 /
+# M16_N8192); m <= 64: 64x16x256 swapped for n <= 1280 (M64_N1280), 64x64x256 swapped above (M64_N8192); m <= 128:
+# 64x128x128 (M128); m >= 8192 and k >= 6144: 256x128x128 (M8192_K6144); else 128x128x128 (default).
+# sm_100 (scaled_mm_sm100_fp8_dispatch.cuh, cutlass_gemm_sm100_fp8_dispatch; commit 487e7b0): m <= 16: 128x32x128
+# swapped (M16_swap_ab); m <= 64: 64x64x128 when m == 64 and k < 4096 (M64), else 128x64x256 swapped
+# (M64_swap_ab); m <= 256: 128x128x128 (M256); above, 256x128x128 on a 2x2 cluster (default), a 2-SM MMA whose
+# CTA pair splits the 256 rows: 128 per SM.
+# sm_89 (CUTLASS 2.x, csrc/quantization/w8a8/cutlass/scaled_mm_c2x_sm89_fp8_dispatch.cuh,
+# cutlass_gemm_sm89_fp8_dispatch; commit ae36150): by m's power of two (at least 16), then by n's (np2), GemmShape
+# (rows, columns): m <= 16: 16x64 to np2 8192, 16x128 to 24576, 32x64 above (sm89_fp8_config_M16); m <= 32: 32x64 /
+# 32x128 to 16384 / 32x64 (M32); m <= 64: 64x64 to 8196, 64x128 to 16384, 64x64 above (M64); m <= 128: 64x128 to
+# 8192, 128x128 to 16384, 128x64 above (M128); m <= 256: 64x128 to 4096, 128x128 above (M256); above: 128x128 to
+# 4096, 256x128 to 8192, 128x128 above (default). Rows: (m bound, tile to the first n bound, tile to the second,
+# (first, second n bounds), tile above).
+SM89_FP8_TILES = (
+    (16, (16, 64), (16, 128), (8192, 24576), (32, 64)),
+    (32, (32, 64), (32, 128), (8192, 16384), (32, 64)),
+    (64, (64, 64), (64, 128), (8196, 16384), (64, 64)),
+    (128, (64, 128), (128, 128), (8192, 16384), (128, 64)),
+    (256, (64, 128), (128, 128), (4096, math.inf), (128, 128)),
+    (math.inf, (128, 128), (256, 128), (4096, 8192), (128, 128)),
+)
+
+
+def cutlass_fp8_tile(arch: str, m: float, n: float, k: float) -> tuple[int, int] | None:
+    """(rows along m, columns along n) of the output tile one SM computes in vLLM's per-tensor FP8 CUTLASS GEMM of
+    m x n outputs and reduction width k on `arch` (the dispatches above); None on other archs."""
+    if arch == "sm_90":
+        if m <= 16:
+            return (16, 64)
+        if m <= 64:
+            return (16, 64) if n <= 1280 else (64, 64)
+        if m <= 128:
+            return (64, 128)
+        return (256, 128) if m >= 8192 and k >= 6144 else (128, 128)
+    if arch == "sm_89":
+        np2 = 1 << max(0, math.ceil(math.log2(max(n, 1.0))))
+        for bound, small, mid, mid_bound, large in SM89_FP8_TILES:
+            if m <= bound:
+                return small if np2 <= mid_bound[0] else mid if np2 <= mid_bound[1] else large
+    if arch == "sm_100":
+        if m <= 16:
+            return (32, 128)
+        if m <= 64:
+            return (64, 64) if m == 64 and k < 4096 else (64, 128)
+        return (128, 128)
+    return None
+
+
+def kloop_cta(k: float, tile: tuple[int, int], in_bytes: float) -> tuple[float, float]:
+    """(FLOPs, bytes its SM receives) of one CTA running one output `tile`'s whole K loop of reduction width `k`:
+    the whole tile is computed however few of its rows or columns are real, and every k-step brings the tile's
+    A and B slices (`in_bytes` per element) into the SM's shared memory (a cluster's TMA multicast splits who
+    issues a shared slice, not what each SM receives). (0, 0) for k <= 0."""
+    if k <= 0:
+        return 0.0, 0.0
+    rows, cols = tile
+    return 2.0 * rows * cols * k, k * in_bytes * (rows + cols)
+
+
 def sm120_narrow_tile(dtype: str, m: float) -> tuple[int, int] | None:
     """(rows, columns) of the output tile vLLM's sm_120 CUTLASS GEMM of `dtype` takes at `m` rows; None for a
     dtype without one listed above."""

@@ -77,6 +77,13 @@ PROFILE = EngineProfile(
     # forward_mha copies the prefill attention output into the layer output
     # (vllm/model_executor/layers/attention/mla_attention.py:3521-3526)
     mla_prefill_output_copy=True,
+    # dynamic per-token activation scales where CUTLASS FP8 is supported
+    # (vllm/model_executor/layers/quantization/fp8.py:279-284), which FlashInfer's FP8 kernel (sm_100 only) cannot
+    # take: it needs per-tensor activation scales (vllm/model_executor/kernels/linear/scaled_mm/flashinfer.py:50-65),
+    # so CutlassFP8ScaledMMLinearKernel runs on sm_89, sm_90 and sm_100 (cutlass_fp8_supported:
+    # vllm/model_executor/kernels/linear/scaled_mm/cutlass.py:160-165; the CUDA list in order:
+    # vllm/model_executor/kernels/linear/__init__.py:459-468)
+    cutlass_fp8_tile_archs=("sm_89", "sm_90", "sm_100"),
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
