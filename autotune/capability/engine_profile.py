@@ -39,6 +39,27 @@ class MoeConfigFiles:
 
 
 @dataclass(frozen=True)
+class AllReducePath:
+    """One path of the engine's tensor-parallel all-reduce dispatch (perf/comm.py costs it): the engine takes it for
+    a message of at most `max_bytes`; it runs one-shot (every rank reads every peer's whole buffer) up to
+    `one_shot_max_bytes`, else two-shot (reduce-scatter + all-gather); each synchronised round costs the P2P kernels'
+    fixed time once (comm_rates.engine_ar_latency_us): `one_shot_syncs` / `two_shot_syncs` rounds. `copies`: device
+    copies of the whole message around the kernel (into and out of a registered buffer), each one more kernel."""
+
+    name: str  # reported as allreduce:<name>: custom, flashinfer, symm_mem
+    max_bytes: float  # largest message, inclusive
+    one_shot_max_bytes: float  # largest one-shot message, inclusive
+    two_shot_syncs: int = 1
+    one_shot_syncs: int = 1
+    copies: int = 0
+
+
+# (arch, world size, transport of the group: nvlink / p2p / shm, comm.transport) -> the engine's P2P all-reduce
+# paths in dispatch order; a message no path takes goes to NCCL
+AllReduceDispatch = Callable[[str, int, str], tuple[AllReducePath, ...]]
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     """One engine version: what it is, how it starts, and the behaviour the model, simulator and search read."""
 
@@ -77,6 +98,8 @@ class EngineProfile:
     # (perf/tiles.py FA3_GRAPH_MAX_SPLITS): few (sequence, KV head) tiles then leave SMs idle
     fa3_graph_split_cap_archs: tuple[str, ...] = ()
     mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
+    # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
+    allreduce_paths: AllReduceDispatch | None = None
 
     @property
     def label(self) -> str:
