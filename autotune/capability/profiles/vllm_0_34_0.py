@@ -109,8 +109,8 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       after; the message copied into and out of the symmetric buffer,
       vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom
       kernel's one-/two-shot split, symmetric memory two-shot plus its two copies. A prior: no public standalone
-      FlashInfer figure is used; vllm#24111 / #24532's symm_mem_multimem columns are shown beside
-      tests/bench/calibration_check.py (within 15% at 6 ranks, 14-36% under at 4)."""
+      FlashInfer figure is used; vllm#24111 / #24532's symm_mem_multimem columns are shown apart by
+      the calibration check (tests/bench/calibration_check, within 15% at 6 ranks, 14-36% under at 4)."""
     nvlink = link == "nvlink"
     if world not in CUSTOM_WORLD_SIZES or (not nvlink and not (world == 2 and link == "p2p")):
         return ()
