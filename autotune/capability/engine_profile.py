@@ -39,6 +39,27 @@ class MoeConfigFiles:
 
 
 @dataclass(frozen=True)
+class AllReducePath:
+    """One path of the engine's tensor-parallel all-reduce dispatch (perf/comm.py costs it): the engine takes it for
+    a message of at most `max_bytes`; it runs one-shot (every rank reads every peer's whole buffer) up to
+    `one_shot_max_bytes`, else two-shot (reduce-scatter + all-gather); each synchronised round costs the P2P kernels'
+    fixed time once (comm_rates.engine_ar_latency_us): `one_shot_syncs` / `two_shot_syncs` rounds. `copies`: device
+    copies of the whole message around the kernel (into and out of a registered buffer), each one more kernel."""
+
+    name: str  # reported as allreduce:<name>: custom, flashinfer, symm_mem
+    max_bytes: float  # largest message, inclusive
+    one_shot_max_bytes: float  # largest one-shot message, inclusive
+    two_shot_syncs: int = 1
+    one_shot_syncs: int = 1
+    copies: int = 0
+
+
+# (arch, world size, transport of the group: nvlink / p2p / shm, comm.transport) -> the engine's P2P all-reduce
+# paths in dispatch order; a message no path takes goes to NCCL
+AllReduceDispatch = Callable[[str, int, str], tuple[AllReducePath, ...]]
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     """One engine version: what it is, how it starts, and the behaviour the model, simulator and search read."""
 
@@ -80,6 +101,8 @@ class EngineProfile:
     # archs where a per-tensor FP8 linear runs vLLM's CUTLASS scaled-mm, one CTA per output tile over the whole K
     # (perf/tiles.py cutlass_fp8_tile): a GEMM of few tiles and a long K is bound by one CTA's K loop
     cutlass_fp8_tile_archs: tuple[str, ...] = ()
+    # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
+    allreduce_paths: AllReduceDispatch | None = None
 
     @property
     def label(self) -> str:

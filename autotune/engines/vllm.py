@@ -40,6 +40,10 @@ KV_CACHE_DTYPE = {"fp8": "fp8"}
 CUSTOM_ALLREDUCE_ARGS = {"nccl": ["--disable-custom-all-reduce"], "custom": [], "pcie_ipc": []}
 # vllm/envs.py: FlashInfer PCIe-IPC all-reduce, dispatched before the custom kernel (cuda_communicator.py:389-460)
 PCIE_IPC_ENV = {"VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "1"}
+# FlashInfer's all-reduce and torch symmetric memory run around the custom kernel on NVSwitch boxes
+# (cuda_communicator.py:389-458), both on by default (vllm/envs.py:2066-2072) and not turned off by
+# --disable-custom-all-reduce (cuda_communicator.py:64-72): an NCCL plan (the model prices NCCL alone) turns them off
+NCCL_ONLY_ENV = {"VLLM_ALLREDUCE_USE_FLASHINFER": "0", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0"}
 # --speculative-config method per plan speculative.method (vllm/config/speculative.py)
 SPECULATIVE_METHOD = {"mtp": "mtp", "dspark": "dspark"}
 # (plan comm.all2all, phase) -> --all2all-backend; None = the engine default (allgather_reducescatter)
@@ -138,7 +142,8 @@ ARG_BUILDERS = (_parallel, _kernels, _fusion, _comm, _overlap, _speculative, _ba
 
 
 def _env(ctx: _Ctx) -> dict[str, str]:
-    env = dict(PCIE_IPC_ENV) if ctx.phase.comm.allreduce == "pcie_ipc" else {}
+    env = {"pcie_ipc": PCIE_IPC_ENV, "nccl": NCCL_ONLY_ENV}.get(ctx.phase.comm.allreduce, {})
+    env = dict(env)
     if ctx.plan.mode != "disaggregated":
         return env
     ranks_before = sum(ctx.plan.phases[other.phase].dp for other in ctx.placed[: ctx.inst.index])

@@ -8,7 +8,9 @@ The plan's `Comm` selects the algorithm and the NCCL environment:
 - nccl: a ring (NCCL's tuner picks LL or Simple per size unless NCCL_PROTO restricts it); NCCL_P2P_LEVEL
   decides per GPU pair whether NCCL uses P2P or host shared memory (SHM); NCCL_MIN_NCHANNELS lifts the
   channel-bound rate of rings that cross the socket link. Constants and sources: perf/comm_rates.py.
-- custom: the engines' P2P all-reduce kernel, only on 2 P2P GPUs or a full-NVLink group and below 8 MiB.
+- custom: the engine's own dispatch (its profile's allreduce_paths: vLLM's FlashInfer / custom kernel / torch
+  symmetric memory, SGLang's custom kernel; on 2 P2P GPUs or a full-NVLink group, up to each path's size limit by
+  arch and world size), NCCL beyond it.
 - pcie_ipc: FlashInfer's PCIe-IPC all-reduce for world 2/4/8 with P2P between all ranks, up to the
   engine's workspace limit (decode-width reductions); NCCL above it. A probed curve ("pcie_ipc_all_reduce/8")
   replaces the link model.
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from autotune.capability.engine_profile import AllReducePath
+from autotune.capability.profiles import profile
 from autotune.perf import comm_rates as cr
 from autotune.perf import efficiency as eff
 from autotune.perf.topology import Topology as Topology  # comm.topology / transport / transfer_s: the comm API
@@ -263,9 +267,19 @@ def _nccl_all_reduce_s(hw: HardwareProfile, group: tuple[int, ...], nbytes: floa
 # --- engine all-reduce kernels --------------------------------------------------------------------------------
 
 
+def allreduce_paths(engine: str, hw: HardwareProfile, group: tuple[int, ...]) -> tuple[AllReducePath, ...]:
+    """The engine's P2P all-reduce paths on `group` in its dispatch order (the engine profile's `allreduce_paths`,
+    cited there: which kernels run on which interconnect, arch and world size, up to which size); () = NCCL only."""
+    dispatch = profile(engine).allreduce_paths
+    if dispatch is None or len(group) <= 1:
+        return ()
+    return dispatch(hw.gpu.arch, len(group), transport(topology(hw), group))
+
+
 def custom_allreduce_applies(topo: Topology, group: tuple[int, ...]) -> bool:
-    """vLLM/SGLang custom all-reduce runs on 2 P2P GPUs or a fully NVLinked group; engines disable it otherwise
-    (vllm custom_all_reduce.py:268-273: "not supported on more than two PCIe-only GPUs")."""
+    """The P2P all-reduce kernels need 2 P2P GPUs or a fully NVLinked group; engines disable them otherwise
+    (vllm custom_all_reduce.py:268-273: "not supported on more than two PCIe-only GPUs"; the profiles' allreduce_paths
+    say so per engine)."""
     kind = transport(topo, group)
     return kind == "nvlink" or (len(group) == 2 and kind == "p2p")
 
@@ -311,13 +325,31 @@ def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: fl
     return transfer_s(topo, traffic, p2p_eff=p2p_eff)
 
 
-def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
-    one_stage = nbytes < cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(len(group), 0.0)
+def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
+    """Seconds of an all-reduce of `nbytes` on one P2P path, whatever the engine's dispatch would pick (a kernel
+    benchmarked on its own: tests/bench/calibration_check.py)."""
+    return _path_s(_Holder(hw), tuple(group), path, float(nbytes))
+
+
+def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
+    """Time of a P2P all-reduce path: its synchronised rounds x the kernels' fixed time + one- or two-shot wire, and
+    its copies of the message (_copy_terms)."""
+    one = nbytes <= path.one_shot_max_bytes
+    copy_fixed_s, copy_unit_s = _copy_terms(holder.hw, path)
     return _custom_wire_s(
         nbytes,
-        _unit_wire_s(holder, group, "one" if one_stage else "two", eff.PCIE_COLLECTIVE_EFFICIENCY),
-        custom_latency_s(topology(holder.hw), group),
+        _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY) + copy_unit_s,
+        custom_latency_s(topology(holder.hw), group) * (path.one_shot_syncs if one else path.two_shot_syncs)
+        + copy_fixed_s,
     )
+
+
+def _copy_terms(hw: HardwareProfile, path: AllReducePath) -> tuple[float, float]:
+    """(fixed seconds, seconds per message byte) of a path's device copies of the message: each a kernel of
+    comm_rates.DEVICE_COPY_MIN_US reading and writing the message at the GPU's memory bandwidth."""
+    if not path.copies:
+        return 0.0, 0.0
+    return path.copies * cr.DEVICE_COPY_MIN_US * 1e-6, path.copies * 2.0 / (hw.gpu.mem_bw_gbs * GB)
 
 
 def custom_latency_s(topo: Topology, group: tuple[int, ...]) -> float:
@@ -351,23 +383,30 @@ def _pcie_ipc_wire_s(nbytes: float, unit_wire_s: float, p: int) -> float:
 
 @lru_cache(maxsize=65536)
 def _all_reduce(
-    holder: _Holder, group: tuple[int, ...], nbytes: float, algorithm: str, env: NcclEnv, ipc_max: float
+    holder: _Holder, group: tuple[int, ...], nbytes: float, algorithm: str, env: NcclEnv, ipc_max: float, engine: str
 ) -> tuple[str, float]:
     hw = holder.hw
-    topo = topology(hw)
-    if algorithm == "custom" and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES and custom_allreduce_applies(topo, group):
-        return "custom", _custom_s(holder, group, nbytes)
-    if algorithm == "pcie_ipc" and nbytes <= ipc_max and pcie_ipc_applies(topo, group):
+    if algorithm == "custom":
+        for path in allreduce_paths(engine, hw, group):
+            if nbytes <= path.max_bytes:
+                return path.name, _path_s(holder, group, path, nbytes)
+    if algorithm == "pcie_ipc" and nbytes <= ipc_max and pcie_ipc_applies(topology(hw), group):
         return "pcie_ipc", _pcie_ipc_s(holder, group, nbytes)
     return "nccl", _nccl_all_reduce_s(hw, group, nbytes, env)
 
 
 def all_reduce(
-    hw: HardwareProfile, group: tuple[int, ...], nbytes: float, comm=None, ipc_max_bytes: float | None = None
+    hw: HardwareProfile,
+    group: tuple[int, ...],
+    nbytes: float,
+    comm=None,
+    ipc_max_bytes: float | None = None,
+    engine: str = "vllm",
 ) -> tuple[str, float]:
     """(algorithm that ran, seconds) for an all-reduce of `nbytes` per rank. `comm` is the phase's `Comm`
     (its allreduce choice and NCCL env), an algorithm name, or None (engine default). `ipc_max_bytes` is the
-    PCIe-IPC workspace limit (pcie_ipc_max_bytes); without it, SGLang's fallback width of 64 rows x 8192."""
+    PCIe-IPC workspace limit (pcie_ipc_max_bytes); without it, SGLang's fallback width of 64 rows x 8192. `custom`
+    runs `engine`'s dispatch (allreduce_paths) and NCCL beyond it."""
     p = len(group)
     if p <= 1 or nbytes <= 0:
         return "none", 0.0
@@ -375,14 +414,15 @@ def all_reduce(
     env = NCCL_DEFAULTS if isinstance(comm, str) else nccl_env(comm)
     if ipc_max_bytes is None:
         ipc_max_bytes = cr.PCIE_IPC_FALLBACK_ROWS * 8192 * 2.0
-    return _all_reduce(_Holder(hw), tuple(group), float(nbytes), algorithm, env, float(ipc_max_bytes))
+    return _all_reduce(_Holder(hw), tuple(group), float(nbytes), algorithm, env, float(ipc_max_bytes), engine)
 
 
 def all_reduce_fn(
-    hw: HardwareProfile, group: tuple[int, ...], comm, ipc_max_bytes: float
+    hw: HardwareProfile, group: tuple[int, ...], comm, ipc_max_bytes: float, engine: str = "vllm"
 ) -> Callable[[float], tuple[str, float]]:
-    """`all_reduce` on one group as a function of its bytes: the algorithms that apply to the group, their unit
-    wire times and the NCCL ring profile resolved once (a Context costs every step's all-reduces with it)."""
+    """`all_reduce` on one group as a function of its bytes: the engine's P2P paths that apply to the group, their
+    unit wire times and fixed times, and the NCCL ring profile resolved once (a Context costs every step's
+    all-reduces with it)."""
     group = tuple(group)
     p = len(group)
     if p <= 1:
@@ -390,12 +430,18 @@ def all_reduce_fn(
     algorithm = comm if isinstance(comm, str) else getattr(comm, "allreduce", "custom")
     env = NCCL_DEFAULTS if isinstance(comm, str) else nccl_env(comm)
     holder, topo = _Holder(hw), topology(hw)
-    custom = algorithm == "custom" and custom_allreduce_applies(topo, group)
+    paths = allreduce_paths(engine, hw, group) if algorithm == "custom" else ()
     ipc = algorithm == "pcie_ipc" and pcie_ipc_applies(topo, group)
-    one_stage_max = cr.CUSTOM_ONE_STAGE_MAX_BYTES.get(p, 0.0)
-    custom_one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
-    custom_two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY) if custom else 0.0
-    custom_latency = custom_latency_s(topo, group) if custom else 0.0
+    if paths:  # per path: (name, max bytes, one-shot max bytes, one-shot (unit wire, fixed s), two-shot (...))
+        lat = custom_latency_s(topo, group)
+        one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY)
+        two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+        resolved = []
+        for x in paths:
+            copy_fixed, copy_unit = _copy_terms(hw, x)
+            one_terms = (one + copy_unit, lat * x.one_shot_syncs + copy_fixed)
+            two_terms = (two + copy_unit, lat * x.two_shot_syncs + copy_fixed)
+            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms))
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
@@ -406,9 +452,12 @@ def all_reduce_fn(
         if nbytes <= 0:
             return "none", 0.0
         nbytes = float(nbytes)
-        if custom and nbytes <= cr.CUSTOM_ALLREDUCE_MAX_BYTES:
-            unit = custom_one if nbytes < one_stage_max else custom_two
-            return "custom", _custom_wire_s(nbytes, unit, custom_latency)
+        if paths:
+            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed in resolved:
+                if nbytes <= max_bytes:
+                    if nbytes <= one_max:
+                        return name, _custom_wire_s(nbytes, one_unit, one_fixed)
+                    return name, _custom_wire_s(nbytes, two_unit, two_fixed)
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box
                 return "pcie_ipc", _curve_time_s(ipc_points, ipc_sizes, p, nbytes)
@@ -424,10 +473,15 @@ def all_reduce_fn(
 
 
 def all_reduce_s(
-    hw: HardwareProfile, group: tuple[int, ...], nbytes: float, comm=None, ipc_max_bytes: float | None = None
+    hw: HardwareProfile,
+    group: tuple[int, ...],
+    nbytes: float,
+    comm=None,
+    ipc_max_bytes: float | None = None,
+    engine: str = "vllm",
 ) -> float:
     """Seconds of an all-reduce (see `all_reduce`)."""
-    return all_reduce(hw, group, nbytes, comm, ipc_max_bytes)[1]
+    return all_reduce(hw, group, nbytes, comm, ipc_max_bytes, engine)[1]
 
 
 # --- other collectives (NCCL) ---------------------------------------------------------------------------------

@@ -64,14 +64,8 @@ NCCL_CROSS_SOCKET_DEFAULT_FRACTION = 22.2 / 37.6
 NCCL_SATURATING_CHANNELS = 8
 
 # --- Engines' custom all-reduce (vLLM/SGLang P2P kernel) ------------------------------------------------------
-# Largest message: vllm custom_all_reduce.py:138 `max_size=8192 * 1024`, :514 `inp_size < self.max_size`;
-# sglang custom_all_reduce.py:42 `_MAX_CAR_SIZE = 8192 * 1024`, :273 `inp_size <= self.max_size`. NCCL above.
-# (vLLM with torch symmetric memory on sm_90/sm_100 lowers it per world size, all_reduce_utils.py:31: not modelled.)
-CUSTOM_ALLREDUCE_MAX_BYTES = 8 * MIB
-# One-stage (every rank reads every peer) vs two-stage (reduce-scatter + all-gather): vllm
-# csrc/custom_all_reduce.cuh allreduce(): world 2 -> 1-stage; full NVLink -> 1-stage when
-# (world <= 4 and bytes < 512 KiB) or (world <= 8 and bytes < 256 KiB), else 2-stage.
-CUSTOM_ONE_STAGE_MAX_BYTES = {2: float("inf"), 4: 512 * 1024, 8: 256 * 1024}
+# Which kernel each engine runs for which size, arch and world size (the one-/two-shot split, size limits, the
+# FlashInfer / symmetric-memory paths of vLLM): the engine profiles' allreduce_paths (capability/profiles/*.py).
 
 # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE / VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC) -
 # World sizes: sglang pcie_ipc_ar.py:77, vllm flashinfer_pcie_ipc_all_reduce.py:29 `_SUPPORTED_WORLD_SIZES = (2,4,8)`.
@@ -113,6 +107,13 @@ ENGINE_AR_PEER_US = 0.35
 # group of sm_100 parts (calibration id nvlink-small-message-latency-b200-nccl1940). Other archs: 1.0 (no public
 # figure; the Hopper fit).
 NVLINK_P2P_LATENCY_FACTOR_BY_ARCH = {"sm_100": 3.0 / 2.3}
+
+
+# A device-to-device copy of an all-reduce's message around the kernel (vLLM's symmetric-memory path copies the input
+# into its symmetric buffer and the result out, vllm/distributed/device_communicators/symm_mem.py:134, :155): one
+# small elementwise kernel each, NVIDIA/Megatron-LM#6463's decode profile "a fused add 1.5 us" (the figure behind
+# efficiency.ELEMENTWISE_MIN_US), plus reading and writing the message at the GPU's memory bandwidth.
+DEVICE_COPY_MIN_US = 1.5
 
 
 def engine_ar_latency_us(p: int) -> float:

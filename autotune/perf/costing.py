@@ -58,7 +58,9 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
         if hit is None:
             fn = c.comm_fns.get((name, op.group))
             if fn is None:
-                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(c.hw, op.group, c.phase.comm, c.ipc_max)
+                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(
+                    c.hw, op.group, c.phase.comm, c.ipc_max, c.engine
+                )
             algo, seconds = fn(op.nbytes)
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()

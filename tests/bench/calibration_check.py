@@ -44,6 +44,7 @@ from pathlib import Path
 # sys.path, and the check would silently measure the venv's checkout (/work/main) instead
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from autotune.capability.profiles import profile  # noqa: E402
 from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
@@ -301,8 +302,37 @@ def copy_gbs(pairs) -> Callable[[], float]:
     return run
 
 
-def us(hw, group, nbytes, setting) -> Callable[[], float]:
-    return lambda: comm.all_reduce_s(hw(), group, nbytes, setting, 1e12) * 1e6
+def us(hw, group, nbytes, setting, engine: str = "vllm") -> Callable[[], float]:
+    return lambda: comm.all_reduce_s(hw(), group, nbytes, setting, 1e12, engine) * 1e6
+
+
+# vllm-project/vllm#24111 (TP=6, TP=4) and #24532 (TP=4), H100 SXM, benchmark_device_communicators.py, hidden 8192 bf16:
+# (entry, ranks, ca_1stage, ca_2stage, symm_mem_multimem) in us at 0.5 / 1 / 1.5 / 2 / 3 / 4 MiB
+VLLM_AR_SIZES = tuple((int(mib * MIB), f"{mib:g} MiB") for mib in (0.5, 1, 1.5, 2, 3, 4))
+VLLM_AR_TABLES = (
+    ("custom-allreduce-h100-tp6-vllm24111", 6, (13, 21, 30, 38, 53, 70), (15, 17, 20, 26, 29, 37),
+     (13, 16, 18, 21, 25, 31)),
+    ("custom-allreduce-h100-tp6-vllm24111", 4, (10, 15, 19, 22, 30, 38), (17, 18, 27, 27, 35, 43),
+     (16, 18, 21, 23, 28, 33)),
+    ("custom-allreduce-h100-tp4-vllm24532", 4, (10, 14, 19, 23, 30, 38), (17, 18, 25, 26, 35, 42),
+     (15, 18, 21, 23, 28)),  # the multimem column of the 4 MB row is cut off in the stored text
+)  # fmt: skip
+
+
+def vllm_path_us(hw, group, nbytes, name: str, stages: int = 0) -> Callable[[], float]:
+    """One path of vLLM's all-reduce dispatch benchmarked alone (benchmark_device_communicators.py): the vLLM
+    profile's `name` path on the box at any size, its custom kernel forced one- or two-stage by `stages`
+    (ca_1stage / ca_2stage; 0: the path's own split), whatever vLLM's dispatch would run at that size."""
+
+    def run() -> float:
+        h = hw()
+        paths = profile("vllm").allreduce_paths(h.gpu.arch, len(group), comm.transport(comm.topology(h), group))
+        path = dataclasses.replace(next(p for p in paths if p.name == name), max_bytes=math.inf)
+        if stages:
+            path = dataclasses.replace(path, one_shot_max_bytes=math.inf if stages == 1 else 0.0)
+        return comm.path_s(h, group, path, nbytes) * 1e6
+
+    return run
 
 
 def efficiency_rate(fitted_name: str, datasheet: float) -> Callable[[], float]:
@@ -457,12 +487,16 @@ def rows() -> list[Row]:
     for n, times in ((2, (3.7, 4.5, 7.9)), (4, (4.8, 4.8, 13.9)), (8, (5.9, 7.8, 16.7))):  # 512 KiB, 1 MiB: apart
         group = tuple(range(n))
         for (size, label), t in zip(((512, "512 B"), (32 * KIB, "32 KiB"), (256 * KIB, "256 KiB")), times, strict=True):
-            out.append(Row(car, f"custom AR {n} GPU NVLink {label}", "us", t, us(h200, group, size, Comm("custom"))))
-    # vllm-project/vllm#24111, H100 TP=6, vLLM's custom all-reduce forced two-stage (ca_2stage), hidden 8192 bf16
-    six, v6 = tuple(range(6)), "custom-allreduce-h100-tp6-vllm24111"
-    for size, label, t in ((512 * KIB, "0.5 MiB", 15.0), (MIB, "1 MiB", 17.0), (2 * MIB, "2 MiB", 26.0),
-                           (4 * MIB, "4 MiB", 37.0)):  # fmt: skip
-        out.append(Row(v6, f"custom AR 6 GPU NVLink {label} two-stage", "us", t, us(h200, six, size, Comm("custom"))))
+            row = us(h200, group, size, Comm("custom"), "sglang")  # SGLang's kernel: the SGLang profile's dispatch
+            out.append(Row(car, f"custom AR {n} GPU NVLink {label}", "us", t, row))
+    # vLLM's custom all-reduce forced one-stage (ca_1stage) / two-stage (ca_2stage), hidden 8192 bf16, H100 SXM:
+    # vllm-project/vllm#24111 at TP=6 and TP=4, vllm-project/vllm#24532 at TP=4 (the same benchmark script)
+    for entry, n, one_stage, two_stage, _ in VLLM_AR_TABLES:
+        group = tuple(range(n))
+        for stages, kind, times in ((1, "one-stage", one_stage), (2, "two-stage", two_stage)):
+            for (size, label), t in zip(VLLM_AR_SIZES, times, strict=True):
+                row = vllm_path_us(h200, group, size, "custom", stages)
+                out.append(Row(entry, f"vLLM custom AR {n} GPU NVLink {label} {kind}", "us", float(t), row))
     # NVIDIA/nccl#1940: 8 B all-reduce on 8 GPUs, 3.0 us on B200 against 2.3 us on H800 / H200 (P2P small messages)
     b200_vs_h200 = lambda: us(b200_box, EIGHT, 512, Comm("custom"))() / us(h200, EIGHT, 512, Comm("custom"))()  # noqa: E731
     out.append(Row("nvlink-small-message-latency-b200-nccl1940", "AR 8 GPU 512 B B200 / H200", "x", 3.0 / 2.3,
@@ -617,13 +651,18 @@ def apart_rows() -> list[Row]:
         Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t, us(switchless_host, EIGHT, size, nccl()))
         for size, label, t in sizes
     ]
-    car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")
+    car, h200, custom = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8"), Comm("custom")
     for n, t512k, t1m in ((2, 12.5, 19.9), (4, 20.2, 31.1), (8, 22.1, 33.8)):
         group = tuple(range(n))
         out += [
-            Row(car, f"custom AR {n} GPU NVLink 512 KiB", "us", t512k, us(h200, group, 512 * KIB, Comm("custom"))),
-            Row(car, f"custom AR {n} GPU NVLink 1 MiB", "us", t1m, us(h200, group, MIB, Comm("custom"))),
+            Row(car, f"custom AR {n} GPU NVLink 512 KiB", "us", t512k, us(h200, group, 512 * KIB, custom, "sglang")),
+            Row(car, f"custom AR {n} GPU NVLink 1 MiB", "us", t1m, us(h200, group, MIB, custom, "sglang")),
         ]
+    for entry, n, _, _, multimem in VLLM_AR_TABLES:  # vLLM's symmetric-memory path: a prior (APART)
+        group = tuple(range(n))
+        for (size, label), t in zip(VLLM_AR_SIZES, multimem, strict=False):
+            row = vllm_path_us(h200, group, size, "symm_mem")
+            out.append(Row(entry, f"vLLM AR {n} GPU NVLink {label} symm-mem multimem", "us", float(t), row))
     return out
 
 
@@ -636,7 +675,11 @@ APART = (
     "custom-allreduce-h100-nvlink-sglang2904 at 512 KiB - 1 MiB: timed without CUDA graph; there the same PR's "
     "vLLM-kernel column (26.9 / 40.2 us at 4 GPUs) is 1.6-2.7x vLLM's own CUDA-graph timing of that kernel on "
     "H100 (vllm#24111 / #24532: 10-17 us at 0.5-1 MB, 4-6 GPUs), so the large sizes carry an overhead the "
-    "engines' graphs do not pay; the 512 B - 256 KiB rows stay counted as before."
+    "engines' graphs do not pay; the 512 B - 256 KiB rows stay counted as before. "
+    "vllm24111 / vllm24532 symm_mem_multimem columns: vLLM's torch symmetric-memory path is priced as a prior (the "
+    "P2P kernels' one fixed time, two-shot wire, and its copies into and out of the symmetric buffer: "
+    "capability/profiles/vllm_0_34_0.py allreduce_paths, perf/comm_rates.py DEVICE_COPY_MIN_US), not fitted to these "
+    "figures; shown to measure it: within 15% at 6 ranks, 14-36% under at 4 ranks."
 )
 
 NOT_EXPRESSIBLE = [
@@ -663,13 +706,16 @@ NOT_EXPRESSIBLE = [
     ("mtp-sglang-large-scale-ep-assumed", "an assumption, not a measurement"),
     (
         "custom-allreduce-h100-nvlink-sglang2904",
-        "vLLM's kernel column (9.1-10.1 us at 512 B): the model has one custom all-reduce latency for both engines",
+        "vLLM's kernel column (9.1-10.1 us at 512 B): timed without CUDA graph, where vLLM first copies the input "
+        "into its registered buffer (custom_all_reduce.py all_reduce, registered=False: a second launch the PR's "
+        "copy-input mode saves); the model prices CUDA-graph decode. vLLM's own kernel is counted in CUDA graphs "
+        "(vllm24111 / vllm24532 one- and two-stage rows)",
     ),
     ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),
     (
-        "custom-allreduce-h100-tp6-vllm24111",
-        "ca_1stage and pynccl columns: the model runs the custom all-reduce two-stage at 6 ranks (ca_2stage is "
-        "counted), and NCCL on NVLink has no row yet",
+        "custom-allreduce-h100-tp6-vllm24111 / custom-allreduce-h100-tp4-vllm24532",
+        "pynccl, pynccl-symm and symm_mem_two_shot columns: NCCL on NVLink has no row yet, and vLLM runs "
+        "multimem at 4 / 6 ranks on sm_90 (ca_1stage / ca_2stage counted; symm_mem_multimem shown apart)",
     ),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
 ]

@@ -217,6 +217,8 @@ def test_nccl_env_custom_allreduce_and_batching(engine, dense_model, box):
     assert proc.env["NCCL_P2P_LEVEL"] == "PHB" and proc.env["NCCL_ALGO"] == "Ring"
     assert proc.env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert "--disable-custom-all-reduce" in proc.argv
+    if engine == "vllm":  # vLLM's FlashInfer and symmetric-memory all-reduces are not the custom kernel: off too
+        assert proc.env["VLLM_ALLREDUCE_USE_FLASHINFER"] == proc.env["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
     running, chunk = {"vllm": ("--max-num-seqs", "--max-num-batched-tokens")}.get(
         engine, ("--max-running-requests", "--chunked-prefill-size")
     )

@@ -147,9 +147,13 @@ def test_custom_equals_nccl_above_its_size_limit_and_on_more_than_two_pcie_gpus(
     assert comm.all_reduce(hw, pair, above, Comm("custom")) == comm.all_reduce(hw, pair, above, nccl())
     for size in (KIB, 64 * KIB, MB):
         assert comm.all_reduce(hw, EIGHT, size, Comm("custom")) == comm.all_reduce(hw, EIGHT, size, nccl())
+    for engine in ("vllm", "sglang"):  # both engines: the pair only, up to their legacy kernels' 8 MiB
+        assert comm.all_reduce(hw, pair, 4 * MB, Comm("custom"), engine=engine)[0] == "custom"
+        assert comm.all_reduce(hw, pair, above, Comm("custom"), engine=engine)[0] == "nccl"
+        assert comm.all_reduce(hw, (0, 1, 2, 3), KIB, Comm("custom"), engine=engine)[0] == "nccl"
     nvl = load_preset("h200-x8")
-    assert comm.all_reduce(nvl, EIGHT, 4 * MB, Comm("custom"))[0] == "custom"  # two-stage on NVLink
-    assert comm.all_reduce(nvl, EIGHT, 16 * MB, Comm("custom"))[0] == "nccl"
+    assert comm.all_reduce(nvl, EIGHT, 4 * MB, Comm("custom"), engine="sglang")[0] == "custom"  # two-shot on NVLink
+    assert comm.all_reduce(nvl, EIGHT, 32 * MB, Comm("custom"), engine="sglang")[0] == "nccl"
 
 
 def test_ll_wins_small_messages_and_simple_wins_large_ones(pro):
@@ -240,7 +244,7 @@ def test_engine_all_reduce_latency_grows_per_peer_at_every_world_size():
     engine_ar_latency_us): it rises at every world size, 6 included. The old per-world-size table had no 6 and
     gave it the largest entry (5.9 us, the same as 8 GPUs)."""
     h200 = modelled(load_preset("h200-x8"))
-    tiny = {p: comm.all_reduce(h200, tuple(range(p)), 512, "custom") for p in (2, 4, 6, 8)}
+    tiny = {p: comm.all_reduce(h200, tuple(range(p)), 512, "custom", engine="sglang") for p in (2, 4, 6, 8)}
     assert all(algo == "custom" for algo, _ in tiny.values())
     t2, t4, t6, t8 = (tiny[p][1] for p in (2, 4, 6, 8))
     assert t2 < t4 < t6 < t8
@@ -273,11 +277,100 @@ def test_b200_nvlink_small_all_reduce_takes_longer_than_hopper():
     h200, b200 = modelled(load_preset("h200-x8")), _b200_box()
     for p in (2, 4, 8):
         group = tuple(range(p))
-        algo, t_b200 = comm.all_reduce(b200, group, 512, "custom")
+        algo, t_b200 = comm.all_reduce(b200, group, 512, "custom", engine="sglang")
         assert algo == "custom"
-        assert t_b200 / comm.all_reduce_s(h200, group, 512, "custom") == pytest.approx(3.0 / 2.3, rel=0.02)
+        t_h200 = comm.all_reduce_s(h200, group, 512, "custom", engine="sglang")
+        assert t_b200 / t_h200 == pytest.approx(3.0 / 2.3, rel=0.02)
         assert comm.all_reduce_s(b200, group, 512, "nccl") == pytest.approx(
             comm.all_reduce_s(h200, group, 512, "nccl"), rel=0.01
         )
-    fn = comm.all_reduce_fn(b200, EIGHT, "custom", 1e12)  # the step costing path agrees
-    assert fn(512)[1] == pytest.approx(comm.all_reduce_s(b200, EIGHT, 512, "custom"))
+    for engine in ("vllm", "sglang"):  # the step costing path agrees (vLLM: its FlashInfer path, the same fixed time)
+        fn = comm.all_reduce_fn(b200, EIGHT, "custom", 1e12, engine)
+        assert fn(512)[1] == pytest.approx(comm.all_reduce_s(b200, EIGHT, 512, "custom", engine=engine))
+
+
+def test_vllm_two_stage_custom_kernel_pays_two_fixed_times_sglang_one():
+    """vLLM's two-stage custom kernel synchronises twice (start_sync, then an end_sync every block waits on before
+    the all-gather): two fixed times, where SGLang's two-shot pull kernel has one barrier before and one after the
+    reads (the engine profiles' allreduce_paths). vllm#24111 / #24532 (H100 TP4): ca_2stage 17 us against ca_1stage
+    10 us at 0.5 MiB though it moves half the bytes. The old model had one custom all-reduce cost for both engines."""
+    h200, four = modelled(load_preset("h200-x8")), (0, 1, 2, 3)
+    topo = comm.topology(h200)
+    for size in (3 * MB, 4 * MB):  # past vLLM's FlashInfer limit at 4 ranks on sm_90 (2 MiB): its custom kernel
+        vllm_algo, vllm_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="vllm")
+        sglang_algo, sglang_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="sglang")
+        assert vllm_algo == sglang_algo == "custom"  # both two-shot: the same wire
+        assert vllm_s - sglang_s == pytest.approx(comm.custom_latency_s(topo, four), rel=1e-6)
+        fn = comm.all_reduce_fn(h200, four, Comm("custom"), 1e12, "vllm")  # the step costing path agrees
+        assert fn(size) == ("custom", pytest.approx(vllm_s))
+
+
+def test_vllm_dispatch_follows_its_size_rules_on_nvswitch():
+    """vLLM 0.34 on an NVSwitch box runs FlashInfer's all-reduce first, then its custom kernel, then torch symmetric
+    memory, then NCCL, each up to its per-arch, per-world-size limit (vllm/distributed/device_communicators/
+    cuda_communicator.py:389-458; the limits in capability/profiles/vllm_0_34_0.py). The old model ran the custom
+    kernel up to 8 MiB at every world size and NCCL above, so 16-64 MiB at 8 ranks went to NCCL."""
+    h200 = modelled(load_preset("h200-x8"))
+    cases = {  # (world, bytes) -> path on sm_90
+        (8, 256 * KIB): "flashinfer",
+        (8, 512 * KIB): "flashinfer",  # inclusive 0.5 MiB
+        (8, MB): "symm_mem",  # the custom kernel stops at 256 KiB with symmetric memory on (sm_90, 8 ranks)
+        (8, 64 * MB): "symm_mem",
+        (8, 128 * MB): "nccl",
+        (4, MB): "flashinfer",
+        (4, 4 * MB): "custom",
+        (4, 16 * MB): "symm_mem",
+        (4, 64 * MB): "nccl",
+        (6, 256 * KIB): "custom",  # no FlashInfer limit at 6 ranks; custom up to 512 KiB there
+        (6, MB): "symm_mem",
+        (2, 32 * MB): "flashinfer",
+    }
+    for (p, size), path in cases.items():
+        group = tuple(range(p))
+        assert comm.all_reduce(h200, group, size, Comm("custom"), engine="vllm")[0] == path, (p, size)
+        fn = comm.all_reduce_fn(h200, group, Comm("custom"), 1e12, "vllm")
+        assert fn(size) == comm.all_reduce(h200, group, size, Comm("custom"), engine="vllm")
+    b200 = _b200_box()  # sm_100, 8 ranks: FlashInfer's MNNVL backend up to 128 MiB
+    assert comm.all_reduce(b200, EIGHT, 64 * MB, Comm("custom"), engine="vllm")[0] == "flashinfer"
+    # symmetric memory at 16 MiB on 8 H200s prices below NCCL's ring (vllm#42324's multimem column beats pynccl)
+    assert comm.all_reduce_s(h200, EIGHT, 16 * MB, Comm("custom")) < comm.all_reduce_s(h200, EIGHT, 16 * MB, nccl())
+
+
+def test_sglang_custom_all_reduce_takes_up_to_16_mib_on_nvlink():
+    """SGLang 0.5.23's custom all-reduce v2 (the default on CUDA) sizes its workspace to 16 MiB and its two-shot
+    limit is above that at every world size on sm_90 (configs/custom_all_reduce_v2.py): a 12 MiB reduction runs it,
+    not NCCL (the old model stopped every engine's custom kernel at 8 MiB)."""
+    h200 = modelled(load_preset("h200-x8"))
+    for p in (2, 4, 8):
+        group = tuple(range(p))
+        assert comm.all_reduce(h200, group, 12 * MB, Comm("custom"), engine="sglang")[0] == "custom"
+        assert comm.all_reduce(h200, group, 16 * MB + 16, Comm("custom"), engine="sglang")[0] == "nccl"
+
+
+@pytest.mark.parametrize("preset", ["rtx-pro-6000-x8", "l40s-x8"])
+def test_pcie_boxes_run_the_custom_kernel_on_pairs_only_and_no_nvswitch_paths(preset):
+    """PCIe boxes (sm_120 / sm_89, no NVLink): both engines run their custom kernel on 2 P2P GPUs only, up to
+    8 MiB, and NCCL on 4 or 8 GPUs (vllm custom_all_reduce.py:268-273; sglang custom_all_reduce.py:272-273: the
+    v2 kernel needs full NVLink); vLLM's FlashInfer and symmetric-memory paths need NVSwitch multicast and have no
+    sm_120 / sm_89 limits, so they never run here."""
+    hw = modelled(load_preset(preset))
+    for engine in ("vllm", "sglang"):
+        for size in (KIB, 256 * KIB, 4 * MB, 32 * MB):
+            for p in (2, 4, 8):
+                algo, _ = comm.all_reduce(hw, tuple(range(p)), size, Comm("custom"), engine=engine)
+                assert algo == ("custom" if p == 2 and size <= 4 * MB else "nccl"), (engine, size, p)
+
+
+def test_step_costing_runs_the_plans_engine_dispatch():
+    """A step's all-reduces go through its engine's dispatch (costing passes the Context's engine): on 8 H200s a
+    Llama-70B decode step's reductions (32 rows x 8192 x bf16 = 512 KiB) run FlashInfer's all-reduce under vLLM and
+    SGLang's custom kernel under SGLang; a prefill chunk's (4096 rows = 64 MiB) vLLM's symmetric memory and NCCL
+    under SGLang (above its 16 MiB). The old model named and priced one custom kernel for both engines."""
+    model, h200 = load_model("llama-3.1-70b"), modelled(load_preset("h200-x8"))
+    phase = PhasePlan(gpus=EIGHT, tp=8, batching=Batching(max_running=64))
+    decode, prefill = StepInput(decode_seqs=32, decode_ctx=2000), StepInput(prefill_tokens=4096)
+    vllm = step_cost(model, phase, "vllm", h200, EIGHT, decode, "decode")
+    sglang = step_cost(model, phase, "sglang", h200, EIGHT, decode, "decode")
+    assert set(vllm.comm_ms) == {"allreduce:flashinfer"} and set(sglang.comm_ms) == {"allreduce:custom"}
+    assert set(step_cost(model, phase, "vllm", h200, EIGHT, prefill, "prefill").comm_ms) == {"allreduce:symm_mem"}
+    assert set(step_cost(model, phase, "sglang", h200, EIGHT, prefill, "prefill").comm_ms) == {"allreduce:nccl"}

@@ -95,7 +95,7 @@ def test_custom_all_reduce_latency_is_per_interconnect():
     from autotune.perf import comm
     from autotune.perf import comm_rates as cr
 
-    algo, nvlink_s = comm.all_reduce(H200, tuple(range(8)), 512, "custom")
+    algo, nvlink_s = comm.all_reduce(H200, tuple(range(8)), 512, "custom", engine="sglang")
     assert algo == "custom"
     assert nvlink_s * 1e6 < 7.5
     assert nvlink_s * 1e6 == pytest.approx(cr.engine_ar_latency_us(8), rel=0.05)

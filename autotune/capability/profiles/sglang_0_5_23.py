@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from autotune.capability import sglang_0_5_23 as rules
-from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, EngineProfile, MoeConfigFiles
+from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
 from autotune.specs import Batching
 
 VERSION = "0.5.23"
@@ -34,6 +34,41 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
     return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
 
 
+KIB, MIB = 1024, 1024 * 1024
+# The JIT custom all-reduce v2, on by default on CUDA (srt/environ.py:1532 SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2;
+# chosen by srt/distributed/device_communicators/custom_all_reduce.py:387-395) for a full-NVLink group
+# (srt/distributed/device_communicators/custom_all_reduce_v2.py:582-597). Its CUDA-graph thresholds (the decode
+# steps'): one-shot (push, then pull) up to the first figure, two-shot pull up to the second, by arch and world size,
+# srt/distributed/device_communicators/configs/custom_all_reduce_v2.py:142-200 (sm_100), :266-311 (sm_90), :326-332
+# (other archs: 1 MB / 16 MB); each clipped to the workspace, 16 MiB by default (srt/environ.py:1535
+# SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB; srt/distributed/device_communicators/custom_all_reduce_v2.py:147-150).
+# Inclusive (srt/distributed/device_communicators/custom_all_reduce_v2.py:389-397 `nbytes <= threshold`). The
+# multicast two-shot (sm_90 8 ranks from 512 KiB, sm_100 8 ranks from 8 MiB) and the sm_100 two-shot push (4 / 8 ranks
+# up to 8 MiB) are costed as the two-shot pull.
+V2_MAX_BYTES = 16 * MIB
+V2_ONE_SHOT_MAX_BYTES = {
+    "sm_90": {2: 16 * MIB, 3: 1.25 * MIB, 4: 384 * KIB, 5: 192 * KIB, 6: 128 * KIB, 7: 128 * KIB, 8: 128 * KIB},
+    "sm_100": {2: 16 * MIB, 3: 4 * MIB, 4: 0.625 * MIB, 5: 1.5 * MIB, 6: 1 * MIB, 7: 0.625 * MIB, 8: 256 * KIB},
+}
+V2_DEFAULT_ONE_SHOT_MAX_BYTES = 1 * MIB
+# The legacy kernel (srt/distributed/device_communicators/custom_all_reduce.py:41-42 world sizes 2/4/6/8, 8 MiB;
+# :272-273 2 GPUs or full NVLink, `inp_size <= self.max_size`): what a 2-GPU PCIe pair runs, one-shot at 2 ranks
+LEGACY_MAX_BYTES = 8 * MIB
+
+
+def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ...]:
+    """SGLang's tensor-parallel all-reduce dispatch: its custom all-reduce, then NCCL (the PCIe-IPC kernel is a plan
+    choice of its own, comm.pcie_ipc). Both of its kernels synchronise once around the reads: the v2 pull kernels
+    arrive at one barrier before and one after (sglang/kernels/jit/csrc/distributed/custom_all_reduce.cuh:324-382,
+    the two-shot pull included: its reduced part is pushed to the peers, no second round)."""
+    if link == "nvlink" and 2 <= world <= 8:
+        one_shot = V2_ONE_SHOT_MAX_BYTES.get(arch, {}).get(world, V2_DEFAULT_ONE_SHOT_MAX_BYTES)
+        return (AllReducePath("custom", V2_MAX_BYTES, min(one_shot, V2_MAX_BYTES)),)
+    if world == 2 and link == "p2p":
+        return (AllReducePath("custom", LEGACY_MAX_BYTES, float("inf")),)
+    return ()
+
+
 PROFILE = EngineProfile(
     engine="sglang",
     version=VERSION,
@@ -58,6 +93,7 @@ PROFILE = EngineProfile(
     separate_state_pool=True,
     states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,
     triton_mla_archs=(),
+    allreduce_paths=allreduce_paths,
     auto_moe_kernel=auto_moe_kernel,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
     # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs

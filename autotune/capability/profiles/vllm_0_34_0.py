@@ -4,7 +4,7 @@ source, paths relative to site-packages (the citation test opens each cited line
 from __future__ import annotations
 
 from autotune.capability import vllm_0_34_0 as rules
-from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, EngineProfile, MoeConfigFiles
+from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
 from autotune.specs import Batching
 
 VERSION = "0.34.0"
@@ -41,6 +41,90 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
             return "flashinfer_cutlass" if blackwell else "marlin"
         return "deep_gemm" if blackwell else "marlin"
     return "flashinfer_cutlass" if arch in ("sm_100", "sm_120") else "triton"
+
+
+KIB, MIB = 1024, 1024 * 1024
+# vllm/distributed/device_communicators/custom_all_reduce.py:118 _SUPPORTED_WORLD_SIZES (16 is never taken on one
+# box: should_custom_ar, vllm/distributed/device_communicators/custom_all_reduce.py:501 `world_size > 8`)
+CUSTOM_WORLD_SIZES = (2, 4, 6, 8)
+# vllm/distributed/device_communicators/custom_all_reduce.py:138 max_size=8192 * 1024; :514 `inp_size <
+# self.max_size` with sizes a multiple of 16 bytes (:509-511): the largest message it takes is 8 MiB - 16
+CUSTOM_MAX_BYTES = 8 * MIB - 16
+# FlashInfer's standalone all-reduce (on by default, vllm/envs.py:2070-2072): world sizes and per-rank input limits
+# (MiB, inclusive: vllm/distributed/device_communicators/flashinfer_all_reduce.py:512) of
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:104-120 (read at
+# vllm/distributed/device_communicators/flashinfer_all_reduce.py:442), raised for the MNNVL backend on one node by
+# vllm/distributed/device_communicators/all_reduce_utils.py:87-94 (sm_100 / sm_103 at 8 ranks: 128 MiB). The MNNVL
+# workspace's per-call slot check (vllm/distributed/device_communicators/flashinfer_all_reduce.py:541-549, "only ~1/3
+# is usable per call") may lower it: not modelled.
+FLASHINFER_MAX_MIB = {
+    "sm_90": {2: 64, 4: 2, 8: 0.5},
+    "sm_100": {2: 64, 4: 32, 8: 128},
+    "sm_103": {2: 64, 4: 80, 8: 128},
+}
+# The custom kernel's limit once torch symmetric memory is on (VLLM_ALLREDUCE_USE_SYMM_MEM=1 by default,
+# vllm/envs.py:2066-2068; vllm/distributed/device_communicators/custom_all_reduce.py:241-251):
+# vllm/distributed/device_communicators/all_reduce_utils.py:31-49
+CUSTOM_SYMM_MAX_BYTES = {
+    "sm_90": {2: 64 * MIB, 4: 32 * MIB, 6: MIB // 2, 8: MIB // 4},
+    "sm_100": {2: 2 * MIB, 4: 2 * MIB, 6: MIB, 8: MIB},
+    "sm_103": {2: 4 * MIB, 4: 4 * MIB, 6: 8 * MIB, 8: 4 * MIB},
+}
+# torch symmetric memory all-reduce, per-rank input limits (inclusive,
+# vllm/distributed/device_communicators/symm_mem.py:125):
+# vllm/distributed/device_communicators/all_reduce_utils.py:58-76
+SYMM_MEM_MAX_BYTES = {
+    "sm_90": {2: 64 * MIB, 4: 32 * MIB, 6: 64 * MIB, 8: 64 * MIB},
+    "sm_100": {2: 8 * MIB, 4: 32 * MIB, 6: 128 * MIB, 8: 128 * MIB},
+    "sm_103": {2: 4 * MIB, 4: 32 * MIB, 6: 32 * MIB, 8: 64 * MIB},
+}
+
+
+def custom_one_stage_max_bytes(world: int, nvlink: bool) -> float:
+    """The custom kernel's one-stage limit (csrc/custom_all_reduce.cuh allreduce(), vLLM c9eabec): 2 ranks always
+    one-stage; on full NVLink one-stage while (world <= 4 and bytes < 512 KiB) or (world <= 8 and bytes < 256 KiB)."""
+    if world == 2:
+        return float("inf")
+    if not nvlink:
+        return 0.0
+    return 512 * KIB - 16 if world <= 4 else 256 * KIB - 16
+
+
+def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ...]:
+    """vLLM's tensor-parallel all-reduce dispatch,
+    vllm/distributed/device_communicators/cuda_communicator.py:389-458: FlashInfer (:391-422), the custom kernel
+    (:434-442), torch symmetric memory (:455-458), then NCCL.
+    - FlashInfer and symmetric memory need NVSwitch multicast: FlashInfer's MNNVL backend on one node
+      (vllm/distributed/device_communicators/flashinfer_all_reduce.py:174-185; its TRT-LLM fallback taken as
+      NVLink-only too), symmetric memory off without a multicast pointer
+      (vllm/distributed/device_communicators/symm_mem.py:106-111); both only on the archs their tables name (no
+      sm_120 / sm_89: PCIe boxes run the custom kernel on 2 GPUs, NCCL otherwise).
+    - The custom kernel: 2 P2P GPUs or a full-NVLink group ("not supported on more than two PCIe-only GPUs",
+      vllm/distributed/device_communicators/custom_all_reduce.py:268-273), up to CUSTOM_MAX_BYTES, lowered where
+      symmetric memory runs (CUSTOM_SYMM_MAX_BYTES). Its two-stage kernel synchronises twice (csrc/custom_all_reduce.cuh
+      cross_device_reduce_2stage: start_sync, the reduce-scatter, an end_sync every block waits on, then the
+      all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
+      end_sync on one block only).
+    - FlashInfer (Lamport one-/two-shot kernels) and symmetric memory (two-shot / multimem, a barrier before and
+      after; the message copied into and out of the symmetric buffer,
+      vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom
+      kernel's one-/two-shot split, symmetric memory two-shot plus its two copies. A prior: no public standalone
+      FlashInfer figure is used; vllm#24111 / #24532's symm_mem_multimem columns are shown apart by
+      the calibration check (tests/bench/calibration_check, within 15% at 6 ranks, 14-36% under at 4)."""
+    nvlink = link == "nvlink"
+    if world not in CUSTOM_WORLD_SIZES or (not nvlink and not (world == 2 and link == "p2p")):
+        return ()
+    one_stage = custom_one_stage_max_bytes(world, nvlink)
+    paths = []
+    flashinfer_mib = FLASHINFER_MAX_MIB.get(arch, {}).get(world, 0) if nvlink else 0
+    if flashinfer_mib:
+        paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, one_stage))
+    symm_max = SYMM_MEM_MAX_BYTES.get(arch, {}).get(world, 0) if nvlink else 0
+    custom_max = min(CUSTOM_MAX_BYTES, CUSTOM_SYMM_MAX_BYTES[arch][world] - 16) if symm_max else CUSTOM_MAX_BYTES
+    paths.append(AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2))
+    if symm_max:
+        paths.append(AllReducePath("symm_mem", symm_max, 0.0, copies=2))
+    return tuple(paths)
 
 
 PROFILE = EngineProfile(
@@ -84,6 +168,7 @@ PROFILE = EngineProfile(
     # vllm/model_executor/kernels/linear/scaled_mm/cutlass.py:160-165; the CUDA list in order:
     # vllm/model_executor/kernels/linear/__init__.py:459-468)
     cutlass_fp8_tile_archs=("sm_89", "sm_90", "sm_100"),
+    allreduce_paths=allreduce_paths,
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
