@@ -9,6 +9,7 @@ input, which is what serving.py evaluates at every candidate operating point.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, halves, precision
@@ -155,10 +156,20 @@ def _rate_name(key: tuple[str, str, str]) -> str:
 
 
 def step_fn(
-    model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, gpus: tuple[int, ...], label: str
+    model: ModelSpec,
+    phase: PhasePlan,
+    engine: str,
+    hw: HardwareProfile,
+    gpus: tuple[int, ...],
+    label: str,
+    pending: dict | None = None,
 ) -> Callable[[StepInput], StepBreakdown]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
-    the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates."""
+    the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
+
+    With `pending` (a dict the caller keeps for one prediction) the steps may come without their rates_ms (None:
+    a step's time does not read it, and summing it was a fifth of a step): complete(pending, step) adds it to
+    the steps the caller reports. Without, every step comes whole."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
@@ -170,15 +181,50 @@ def step_fn(
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
     prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
     number = halves.number(prefix, (model, hw))
+    stages = phase.pp
 
     def cost(x: StepInput) -> StepBreakdown:
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
-        if hit is None:
-            hit = _STEPS.put(key, _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label))
+        if hit is None or hit.rates_ms is None:
+            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
+            hit = _STEPS.put(key, _with_rates(step, total, stages))
         return hit
 
-    return cost
+    if pending is None:
+        return cost
+
+    def timed(x: StepInput) -> StepBreakdown:
+        key = (number, halves.step_input(x))
+        hit = _STEPS.get(key)
+        if hit is None:
+            hit, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
+            _STEPS.put(key, hit)
+            pending[id(hit)] = (hit, total, stages, key)
+        elif hit.rates_ms is None:  # remembered without rates by an earlier prediction: cost(x) makes it whole
+            pending[id(hit)] = (hit, None, cost, x)
+        return hit
+
+    return timed
+
+
+def complete(pending: dict, step: StepBreakdown) -> StepBreakdown:
+    """`step` (from a step_fn given `pending`) with its rates_ms: summed from the step's Cost (Cost.by_rate), or
+    the step costed again whole when an earlier prediction remembered it without them. The whole step replaces
+    the one remembered, so later predictions find it whole."""
+    if step.rates_ms is not None:
+        return step
+    _, total, how, key = pending[id(step)]
+    if total is None:  # (step, None, cost, x)
+        return how(key)
+    return _STEPS.put(key, _with_rates(step, total, how))
+
+
+def _with_rates(step: StepBreakdown, total: Cost, stages: int) -> StepBreakdown:
+    """The step `_step` returned, with its time per rates-table entry (ms over all `stages`) from `total`."""
+    names = _RATE_NAMES
+    rates_ms = {(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()}
+    return replace(step, rates_ms=rates_ms)
 
 
 def step_cost(
@@ -202,7 +248,8 @@ def _step(
     hand_off_group: tuple[int, ...],
     x: StepInput,
     label: str,
-) -> StepBreakdown:
+) -> tuple[StepBreakdown, Cost]:
+    """The step at `x` without its rates_ms (None), and the Cost it was summed from (its by_rate: _with_rates)."""
     model, phase, engine = c.model, c.phase, c.engine
     width = spec_width if x.decode_seqs else 1
     if width > 1:
@@ -231,10 +278,10 @@ def _step(
         rows = x.decode_seqs * width + x.prefill_tokens
         hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES
         total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
-    stages, names = phase.pp, _RATE_NAMES
+    stages = phase.pp
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
     overhead_ms = eff.scheduler_overhead_ms(engine, phase.pp, gpu_ms)
-    return StepBreakdown(
+    step = StepBreakdown(
         phase=label,
         batch_tokens=int(round(x.decode_seqs * width + x.prefill_tokens)),
         step_ms=gpu_ms + overhead_ms,
@@ -244,5 +291,6 @@ def _step(
         bubble_ms=0.0,
         overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
         launch_ms=launch_s * stages * 1e3 + overhead_ms,
-        rates_ms={(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()},
+        rates_ms=None,  # _with_rates, from `total`
     )
+    return step, total
