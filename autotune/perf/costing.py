@@ -17,19 +17,20 @@ TFLOP = 1e12
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Cost:
     """A costed op list's seconds. `by_rate` (seconds per rates-table key) is summed only when read: `add` and
-    `_add_terms` note each addition in `parts` (a Cost or an _op_terms tuple, and its `times`), and reading
-    `by_rate` replays the notes in order with the float operations an eager sum does, so it is bit-identical to
-    one; a step whose rates nobody reads (most steps of a prediction: ops.step_fn's `pending`) skips the sums."""
+    `_add_terms` note each addition in `parts` (a Cost or an _op_terms tuple, then its `times`: a flat list, no
+    pair objects for the garbage collector to walk), and reading `by_rate` replays the notes in order with the
+    float operations an eager sum does, so it is bit-identical to one; a step whose rates nobody reads (most
+    steps of a prediction: ops.step_fn's `pending`) skips the sums."""
 
     compute_s: float = 0.0
     memory_s: float = 0.0  # memory-bound (or minimum-latency-bound) time beyond the compute time of the same ops
     comm_s: dict[str, float] = field(default_factory=dict)
     overlap_saved_s: float = 0.0
-    parts: list = field(default_factory=list, repr=False)  # (Cost or op terms, times) not yet in `by_rate`
-    _by_rate: dict = field(default_factory=dict, repr=False)  # the replayed part of by_rate
+    parts: list = field(default_factory=list, repr=False)  # Cost or op terms, times, ...: not yet in `by_rate`
+    _by_rate: dict | None = field(default=None, repr=False)  # the replayed part of by_rate (made when first read)
 
     def add_comm(self, name: str, seconds: float) -> None:
         if seconds > 0:
@@ -44,21 +45,25 @@ class Cost:
             seconds *= times
             if seconds > 0:  # add_comm, inlined: this runs for every layer kind of every step
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
-        self.parts.append((other, times))
+        self.parts += other, times
 
     @property
     def by_rate(self) -> dict[tuple[str, str, str], float]:
         """(class, dtype, bucket) -> seconds: the noted additions replayed, each key's sum in the order added."""
         by_rate = self._by_rate
-        if self.parts:
-            for what, times in self.parts:
+        if by_rate is None:
+            by_rate = self._by_rate = {}
+        parts = self.parts
+        if parts:
+            notes = iter(parts)
+            for what, times in zip(notes, notes):
                 if type(what) is tuple:  # _add_terms' op terms: by_rate += seconds * times, op by op
                     for key, _, seconds, _ in what:
                         by_rate[key] = by_rate.get(key, 0.0) + seconds * times
                 else:  # add: the other Cost's by_rate, times over
                     for key, seconds in what.by_rate.items():
                         by_rate[key] = by_rate.get(key, 0.0) + seconds * times
-            self.parts.clear()
+            parts.clear()
         return by_rate
 
     def __eq__(self, other: object) -> bool:
@@ -167,5 +172,5 @@ def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
             memory_s += seconds - t_compute
     cost.compute_s += compute_s
     cost.memory_s += memory_s
-    cost.parts.append((op_terms, times))
+    cost.parts += op_terms, times
     return cost

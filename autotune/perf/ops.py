@@ -9,7 +9,6 @@ input, which is what serving.py evaluates at every candidate operating point.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, halves, precision
@@ -155,6 +154,18 @@ def _rate_name(key: tuple[str, str, str]) -> str:
     return name
 
 
+class TimedStep(float):
+    """A step's time (ms) without its StepBreakdown (step_fn's `pending`: ops.complete builds the breakdown for the
+    steps a prediction reports); `step_ms` reads it as serving.py reads a StepBreakdown's. The step memo keeps
+    the plain float: entries the garbage collector does not track (instances of a class are tracked)."""
+
+    __slots__ = ()
+
+    @property
+    def step_ms(self) -> float:
+        return float(self)
+
+
 def step_fn(
     model: ModelSpec,
     phase: PhasePlan,
@@ -163,13 +174,14 @@ def step_fn(
     gpus: tuple[int, ...],
     label: str,
     pending: dict | None = None,
-) -> Callable[[StepInput], StepBreakdown]:
+) -> Callable[[StepInput], StepBreakdown | TimedStep]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
     the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
 
-    With `pending` (a dict the caller keeps for one prediction) the steps may come without their rates_ms (None:
-    a step's time does not read it, and summing it was a fifth of a step): complete(pending, step) adds it to
-    the steps the caller reports. Without, every step comes whole."""
+    With `pending` (a dict the caller keeps for one prediction) a step may come as a TimedStep, its time without
+    the rest of the breakdown (its rates_ms, summed from every op's rates-table entry, was a fifth of a step and
+    only the reported steps need it): complete(pending, step) makes the steps the caller reports whole. Without,
+    every step comes whole."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
@@ -186,45 +198,59 @@ def step_fn(
     def cost(x: StepInput) -> StepBreakdown:
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
-        if hit is None or hit.rates_ms is None:
-            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
-            hit = _STEPS.put(key, _with_rates(step, total, stages))
+        if hit is None or type(hit) is float:  # a float: timed only by step_fn's `pending` path
+            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            hit = _STEPS.put(key, _whole(step, total, label, stages))
         return hit
 
     if pending is None:
         return cost
 
-    def timed(x: StepInput) -> StepBreakdown:
+    def timed(x: StepInput) -> StepBreakdown | TimedStep:
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
         if hit is None:
-            hit, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label)
-            _STEPS.put(key, hit)
-            pending[id(hit)] = (hit, total, stages, key)
-        elif hit.rates_ms is None:  # remembered without rates by an earlier prediction: cost(x) makes it whole
-            pending[id(hit)] = (hit, None, cost, x)
+            (step_ms, batch_tokens, launch_ms), total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            hit = TimedStep(_STEPS.put(key, step_ms))
+            pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
+        elif type(hit) is float:  # timed by an earlier prediction: complete() has cost(x) cost it again whole
+            hit = TimedStep(hit)
+            pending[id(hit)] = (hit, None, (cost, x))
         return hit
 
     return timed
 
 
-def complete(pending: dict, step: StepBreakdown) -> StepBreakdown:
-    """`step` (from a step_fn given `pending`) with its rates_ms: summed from the step's Cost (Cost.by_rate), or
-    the step costed again whole when an earlier prediction remembered it without them. The whole step replaces
-    the one remembered, so later predictions find it whole."""
-    if step.rates_ms is not None:
+def complete(pending: dict, step: StepBreakdown | TimedStep) -> StepBreakdown:
+    """`step` (from a step_fn given `pending`) whole: built from the step's Cost, or costed again whole when an
+    earlier prediction remembered it as a TimedStep. The whole step replaces the one remembered, so later
+    predictions find it whole."""
+    if type(step) is not TimedStep:
         return step
-    _, total, how, key = pending[id(step)]
-    if total is None:  # (step, None, cost, x)
-        return how(key)
-    return _STEPS.put(key, _with_rates(step, total, how))
+    _, total, how = pending[id(step)]
+    if total is None:  # how: (cost, x)
+        return how[0](how[1])
+    key, label, batch_tokens, launch_ms, stages = how
+    return _STEPS.put(key, _whole((float(step), batch_tokens, launch_ms), total, label, stages))
 
 
-def _with_rates(step: StepBreakdown, total: Cost, stages: int) -> StepBreakdown:
-    """The step `_step` returned, with its time per rates-table entry (ms over all `stages`) from `total`."""
+def _whole(step: tuple[float, int, float], total: Cost, label: str, stages: int) -> StepBreakdown:
+    """The StepBreakdown of a step `_step` timed ((step_ms, batch_tokens, launch_ms)), its parts (ms over all
+    `stages`) from the step's Cost `total`."""
     names = _RATE_NAMES
-    rates_ms = {(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()}
-    return replace(step, rates_ms=rates_ms)
+    step_ms, batch_tokens, launch_ms = step
+    return StepBreakdown(
+        phase=label,
+        batch_tokens=batch_tokens,
+        step_ms=step_ms,
+        compute_ms=total.compute_s * stages * 1e3,
+        memory_ms=total.memory_s * stages * 1e3,
+        comm_ms={k: v * stages * 1e3 for k, v in sorted(total.comm_s.items())},
+        bubble_ms=0.0,
+        overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
+        launch_ms=launch_ms,
+        rates_ms={(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()},
+    )
 
 
 def step_cost(
@@ -247,9 +273,9 @@ def _step(
     spec_width: int,
     hand_off_group: tuple[int, ...],
     x: StepInput,
-    label: str,
-) -> tuple[StepBreakdown, Cost]:
-    """The step at `x` without its rates_ms (None), and the Cost it was summed from (its by_rate: _with_rates)."""
+) -> tuple[tuple[float, int, float], Cost]:
+    """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
+    StepBreakdown."""
     model, phase, engine = c.model, c.phase, c.engine
     width = spec_width if x.decode_seqs else 1
     if width > 1:
@@ -281,16 +307,5 @@ def _step(
     stages = phase.pp
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
     overhead_ms = eff.scheduler_overhead_ms(engine, phase.pp, gpu_ms)
-    step = StepBreakdown(
-        phase=label,
-        batch_tokens=int(round(x.decode_seqs * width + x.prefill_tokens)),
-        step_ms=gpu_ms + overhead_ms,
-        compute_ms=total.compute_s * stages * 1e3,
-        memory_ms=total.memory_s * stages * 1e3,
-        comm_ms={k: v * stages * 1e3 for k, v in sorted(total.comm_s.items())},
-        bubble_ms=0.0,
-        overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
-        launch_ms=launch_s * stages * 1e3 + overhead_ms,
-        rates_ms=None,  # _with_rates, from `total`
-    )
-    return step, total
+    batch_tokens = int(round(x.decode_seqs * width + x.prefill_tokens))
+    return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total

@@ -121,7 +121,7 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 memory=fits,
             )
     kv_ms = _kv_transfer_ms(model, plan, hw, workload.isl) if plan.mode == "disaggregated" else 0.0
-    pending: dict = {}  # the steps costed without their rates_ms (ops.step_fn): the reported ones get them below
+    pending: dict = {}  # the steps timed only (ops.step_fn, TimedStep): the reported ones are made whole below
     points, at_rate = _points(plan, model, hw, workload, fits, kv_ms, pending)
     capacity = max(p.requests_per_s for p in points)
     rate, note = workload.rate_rps, ""
@@ -144,7 +144,7 @@ def _points(
     plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float, pending: dict
 ) -> tuple[list[Point], Callable[[float], Point]]:
     """The closed-loop operating points to choose from, and the operating point at an offered rate (req/s)
-    below capacity; their steps come without rates_ms, noted in `pending` (ops.step_fn, ops.complete)."""
+    below capacity; their steps come timed only, noted in `pending` (ops.step_fn, ops.complete)."""
     seq_tokens = w.isl + w.osl
     if plan.mode == "aggregated":
         phase = plan.phases["both"]
@@ -203,7 +203,7 @@ def _prediction(
         tpot_ms={"mean": p.tpot_ms},
         slo_met=slo_met,
         memory=fits,
-        steps=steps,  # p.steps with their rates_ms (ops.complete)
+        steps=steps,  # p.steps made whole (ops.complete)
         kv_transfer_ms=kv_ms,
         capacity_rps=capacity,
         note=note,
