@@ -56,7 +56,7 @@ class Cost:
         parts = self.parts
         if parts:
             notes = iter(parts)
-            for what, times in zip(notes, notes):
+            for what, times in zip(notes, notes, strict=True):  # (what, times) pairs
                 if type(what) is tuple:  # _add_terms' op terms: by_rate += seconds * times, op by op
                     for key, _, seconds, _ in what:
                         by_rate[key] = by_rate.get(key, 0.0) + seconds * times

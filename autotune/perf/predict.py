@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 
 from autotune.capability.profiles import profile
@@ -136,8 +135,8 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 f"{capacity:.1f} req/s and the queue grows without bound"
             )
     steps = tuple(complete(pending, s) for s in point.steps)
-    prediction = _prediction(point, steps, slo_met, plan, workload, fits, kv_ms, capacity, note)
-    return replace(prediction, rates=rates.used(hw, [s.rates_ms for s in steps]))
+    used = rates.used(hw, [s.rates_ms for s in steps])
+    return _prediction(point, steps, used, slo_met, plan, workload, fits, kv_ms, capacity, note)
 
 
 def _points(
@@ -185,7 +184,16 @@ def _points(
 
 
 def _prediction(
-    p: Point, steps: tuple, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float, capacity: float, note: str
+    p: Point,
+    steps: tuple,
+    used: dict[str, str],
+    slo_met: bool,
+    plan: Plan,
+    w: Workload,
+    fits,
+    kv_ms: float,
+    capacity: float,
+    note: str,
 ) -> Prediction:
     n = plan.num_gpus
     input_tok_s = p.requests_per_s * w.isl
@@ -207,4 +215,5 @@ def _prediction(
         kv_transfer_ms=kv_ms,
         capacity_rps=capacity,
         note=note,
+        rates=used,
     )

@@ -4,10 +4,12 @@ uncached costing does, over random plans whose entries meet; steps costed withou
 
 from __future__ import annotations
 
+import dataclasses
+
 from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
-from autotune.perf import halves, ops
+from autotune.perf import halves, ops, predict, rates
 from autotune.perf.costing import Cost, _op_terms, cost_ops
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import ffn_ops, head_ops
@@ -102,3 +104,27 @@ def test_cost_by_rate_is_the_eager_sum_in_order():
         assert list(total.by_rate.items()) == list(expected.items())
         checked += 1
     assert checked > 10
+
+
+def test_remembered_provenances_are_each_box_s_own():
+    """rates.used remembers each entry's provenance per box and rates table object: warm, with another box's
+    entries (corrected rates, collectives scaled) beside, it reports what an empty memo does."""
+    model, workload = load_model("deepseek-v4.1-flash"), Workload()
+    checked = 0
+    for preset in ("rtx-pro-6000-x8", "h200-x8"):
+        hw = load_preset(preset)
+        other = dataclasses.replace(hw, corrections={"collective": 1.3, "gemm": 1.1})
+        for plan in random_plans(model, hw, workload, 15, seed=3):
+            prediction = predict(plan, model, hw, workload)
+            if not prediction.feasible:
+                continue
+            steps = [s.rates_ms for s in prediction.steps]
+            fresh = {}
+            for box in (hw, other):
+                rates._PROVENANCES.clear()
+                fresh[box.fingerprint] = rates.used(box, steps)
+            assert fresh[hw.fingerprint] != fresh[other.fingerprint]
+            for box in (hw, other, hw, other):
+                assert rates.used(box, steps) == fresh[box.fingerprint]
+                checked += 1
+    assert checked > 20
