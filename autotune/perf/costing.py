@@ -140,19 +140,22 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     terms, out = c.rate_terms, []
     platform = c.phase.platform if profile(c.engine).ascend_platform else None
     for op in ops:
+        kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
         key = op[:3]
-        if op.kind == "collective":
+        if kind == "collective":
             name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
             out.append((key, name, seconds, 0.0))
             continue
         flops_per_s, bytes_per_s, min_s = terms.get(key) or _rate_terms(c, key)
-        speed, share = op.speed, 1.0
         if platform is not None:
-            speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
-            share = ascend.op_share(platform, op.kind, c.phase.tp)
-        t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
-        t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
-        out.append((key, None, max(t_compute, t_memory) + min_s * op.count, t_compute))
+            speed *= ascend.op_speed(platform, kind, op.dtype, c.phase.tp)
+            share = ascend.op_share(platform, kind, c.phase.tp)
+            flops, nbytes = flops * share, nbytes * share
+        # (x * 1.0 and x / 1.0 are x exactly: off vllm-ascend the share and a non-attention op's memory speed
+        # are left out, the same floats)
+        t_compute = flops / flops_per_s / speed if flops else 0.0
+        t_memory = nbytes / bytes_per_s / speed if kind == "attention" else nbytes / bytes_per_s
+        out.append((key, None, (t_memory if t_memory > t_compute else t_compute) + min_s * count, t_compute))
     return tuple(out)
 
 
