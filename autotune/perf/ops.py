@@ -55,7 +55,8 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
 STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
-_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown
+_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown, or step_ms
+# (a float) while only step_fn's `pending` path has timed it (TimedStep)
 
 
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
@@ -179,9 +180,9 @@ def step_fn(
     the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
 
     With `pending` (a dict the caller keeps for one prediction) a step may come as a TimedStep, its time without
-    the rest of the breakdown (its rates_ms, summed from every op's rates-table entry, was a fifth of a step and
-    only the reported steps need it): complete(pending, step) makes the steps the caller reports whole. Without,
-    every step comes whole."""
+    the rest of the breakdown (rates_ms sums every op's rates-table entry; serving reads step_ms only and a
+    prediction reports one or two of its tens of steps): complete(pending, step) makes the steps the caller
+    reports whole. Without, every step comes whole."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
