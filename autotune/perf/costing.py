@@ -17,13 +17,20 @@ TFLOP = 1e12
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
 
 
-@dataclass
+@dataclass(eq=False, slots=True)
 class Cost:
+    """A costed op list's seconds. `by_rate` (seconds per rates-table key) is summed only when read: `add` and
+    `_add_terms` note each addition in `parts` (a Cost or an _op_terms tuple, then its `times`: a flat list, no
+    pair objects for the garbage collector to walk), and reading `by_rate` replays the notes in order with the
+    float operations an eager sum does, so it is bit-identical to one; a step whose rates nobody reads (most
+    steps of a prediction: ops.step_fn's `pending`) skips the sums."""
+
     compute_s: float = 0.0
     memory_s: float = 0.0  # memory-bound (or minimum-latency-bound) time beyond the compute time of the same ops
     comm_s: dict[str, float] = field(default_factory=dict)
     overlap_saved_s: float = 0.0
-    by_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (class, dtype, bucket) -> s
+    parts: list = field(default_factory=list, repr=False)  # Cost or op terms, times, ...: not yet in `by_rate`
+    _by_rate: dict | None = field(default=None, repr=False)  # the replayed part of by_rate (made when first read)
 
     def add_comm(self, name: str, seconds: float) -> None:
         if seconds > 0:
@@ -38,9 +45,32 @@ class Cost:
             seconds *= times
             if seconds > 0:  # add_comm, inlined: this runs for every layer kind of every step
                 comm_s[name] = comm_s.get(name, 0.0) + seconds
-        by_rate = self.by_rate
-        for key, seconds in other.by_rate.items():
-            by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+        self.parts += other, times
+
+    @property
+    def by_rate(self) -> dict[tuple[str, str, str], float]:
+        """(class, dtype, bucket) -> seconds: the noted additions replayed, each key's sum in the order added."""
+        by_rate = self._by_rate
+        if by_rate is None:
+            by_rate = self._by_rate = {}
+        parts = self.parts
+        if parts:
+            notes = iter(parts)
+            for what, times in zip(notes, notes, strict=True):  # (what, times) pairs
+                if type(what) is tuple:  # _add_terms' op terms: by_rate += seconds * times, op by op
+                    for key, _, seconds, _ in what:
+                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+                else:  # add: the other Cost's by_rate, times over
+                    for key, seconds in what.by_rate.items():
+                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+            parts.clear()
+        return by_rate
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cost):
+            return NotImplemented
+        mine = (self.compute_s, self.memory_s, self.comm_s, self.overlap_saved_s, self.by_rate)
+        return mine == (other.compute_s, other.memory_s, other.comm_s, other.overlap_saved_s, other.by_rate)
 
     @property
     def time_s(self) -> float:
@@ -112,27 +142,31 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     terms, out = c.rate_terms, []
     platform = c.phase.platform if profile(c.engine).ascend_platform else None
     for op in ops:
+        kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
         key = op[:3]
-        if op.kind == "collective":
+        if kind == "collective":
             name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
             out.append((key, name, seconds, 0.0))
             continue
         flops_per_s, bytes_per_s, min_s = terms.get(key) or _rate_terms(c, key)
-        speed, share = op.speed, 1.0
         if platform is not None:
-            speed *= ascend.op_speed(platform, op.kind, op.dtype, c.phase.tp)
-            share = ascend.op_share(platform, op.kind, c.phase.tp)
-        t_compute = op.flops * share / flops_per_s / speed if op.flops else 0.0
-        t_memory = op.nbytes * share / bytes_per_s / (speed if op.kind == "attention" else 1.0)
-        out.append((key, None, max(t_compute, t_memory) + min_s * op.count, t_compute))
+            speed *= ascend.op_speed(platform, kind, op.dtype, c.phase.tp)
+            share = ascend.op_share(platform, kind, c.phase.tp)
+            flops, nbytes = flops * share, nbytes * share
+        # (x * 1.0 and x / 1.0 are x exactly: off vllm-ascend the share and a non-attention op's memory speed
+        # are left out, the same floats)
+        t_compute = flops / flops_per_s / speed if flops else 0.0
+        t_memory = nbytes / bytes_per_s / speed if kind == "attention" else nbytes / bytes_per_s
+        out.append((key, None, (t_memory if t_memory > t_compute else t_compute) + min_s * count, t_compute))
     return tuple(out)
 
 
 def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
-    """Add `times` x the ops of `op_terms` (_op_terms) to `cost`, exactly as cost_ops adds them."""
-    comm_s, by_rate = cost.comm_s, cost.by_rate
+    """Add `times` x the ops of `op_terms` (_op_terms) to `cost`, exactly as cost_ops adds them (their by_rate
+    seconds noted in cost.parts, summed when read)."""
+    comm_s = cost.comm_s
     compute_s = memory_s = 0.0
-    for key, name, seconds, t_compute in op_terms:
+    for _, name, seconds, t_compute in op_terms:
         seconds *= times
         if name is not None:
             if seconds > 0:
@@ -141,7 +175,7 @@ def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
             t_compute *= times
             compute_s += t_compute
             memory_s += seconds - t_compute
-        by_rate[key] = by_rate.get(key, 0.0) + seconds
     cost.compute_s += compute_s
     cost.memory_s += memory_s
+    cost.parts += op_terms, times
     return cost

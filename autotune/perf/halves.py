@@ -122,13 +122,13 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
     each kind times its layers / pp) at its input (`inputs`: x or x's decode part, by the kind's in_prefill) to
     the step's fresh `total`, in the order of `groups`. Without dcp the result is remembered across plans by
     the attention prefix, pp and x, which is all the additions read; it is restored as the same floats and the
-    same by_rate entries in the same order."""
+    same by_rate notes (Cost.parts: op terms and times) in the same order."""
     phase = c.phase
     key = (_attention_prefix(c), phase.pp, step_input(x))
     hit = _ATTENTION_SUMS.get(key) if phase.dcp == 1 else None
     if hit is not None:
         total.compute_s, total.memory_s = hit[0], hit[1]
-        total.by_rate.update(hit[2])
+        total.parts.extend(hit[2])  # the additions' by_rate notes (Cost.parts), replayed when read
         return
     for layer, count in groups:
         layer_x, times = inputs[layer.in_prefill], count / phase.pp
@@ -136,7 +136,7 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
         if phase.dcp > 1:
             cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
     if phase.dcp == 1 and not total.comm_s:
-        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, dict(total.by_rate)))
+        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, tuple(total.parts)))
 
 
 _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)

@@ -55,7 +55,8 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
 STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
-_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown
+_STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown, or step_ms
+# (a float) while only step_fn's `pending` path has timed it (TimedStep)
 
 
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
@@ -154,11 +155,34 @@ def _rate_name(key: tuple[str, str, str]) -> str:
     return name
 
 
+class TimedStep(float):
+    """A step's time (ms) without its StepBreakdown (step_fn's `pending`: ops.complete builds the breakdown for the
+    steps a prediction reports); `step_ms` reads it as serving.py reads a StepBreakdown's. The step memo keeps
+    the plain float: entries the garbage collector does not track (instances of a class are tracked)."""
+
+    __slots__ = ()
+
+    @property
+    def step_ms(self) -> float:
+        return float(self)
+
+
 def step_fn(
-    model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, gpus: tuple[int, ...], label: str
-) -> Callable[[StepInput], StepBreakdown]:
+    model: ModelSpec,
+    phase: PhasePlan,
+    engine: str,
+    hw: HardwareProfile,
+    gpus: tuple[int, ...],
+    label: str,
+    pending: dict | None = None,
+) -> Callable[[StepInput], StepBreakdown | TimedStep]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
-    the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates."""
+    the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
+
+    With `pending` (a dict the caller keeps for one prediction) a step may come as a TimedStep, its time without
+    the rest of the breakdown (rates_ms sums every op's rates-table entry; serving reads step_ms only and a
+    prediction reports one or two of its tens of steps): complete(pending, step) makes the steps the caller
+    reports whole. Without, every step comes whole."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
@@ -170,15 +194,64 @@ def step_fn(
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
     prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
     number = halves.number(prefix, (model, hw))
+    stages = phase.pp
 
     def cost(x: StepInput) -> StepBreakdown:
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
-        if hit is None:
-            hit = _STEPS.put(key, _step(c, groups, ffn_groups, spec_width, hand_off_group, x, label))
+        if hit is None or type(hit) is float:  # a float: timed only by step_fn's `pending` path
+            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            hit = _STEPS.put(key, _whole(step, total, label, stages))
         return hit
 
-    return cost
+    if pending is None:
+        return cost
+
+    def timed(x: StepInput) -> StepBreakdown | TimedStep:
+        key = (number, halves.step_input(x))
+        hit = _STEPS.get(key)
+        if hit is None:
+            (step_ms, batch_tokens, launch_ms), total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            hit = TimedStep(_STEPS.put(key, step_ms))
+            pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
+        elif type(hit) is float:  # timed by an earlier prediction: complete() has cost(x) cost it again whole
+            hit = TimedStep(hit)
+            pending[id(hit)] = (hit, None, (cost, x))
+        return hit
+
+    return timed
+
+
+def complete(pending: dict, step: StepBreakdown | TimedStep) -> StepBreakdown:
+    """`step` (from a step_fn given `pending`) whole: built from the step's Cost, or costed again whole when an
+    earlier prediction remembered it as a TimedStep. The whole step replaces the one remembered, so later
+    predictions find it whole."""
+    if type(step) is not TimedStep:
+        return step
+    _, total, how = pending[id(step)]
+    if total is None:  # how: (cost, x)
+        return how[0](how[1])
+    key, label, batch_tokens, launch_ms, stages = how
+    return _STEPS.put(key, _whole((float(step), batch_tokens, launch_ms), total, label, stages))
+
+
+def _whole(step: tuple[float, int, float], total: Cost, label: str, stages: int) -> StepBreakdown:
+    """The StepBreakdown of a step `_step` timed ((step_ms, batch_tokens, launch_ms)), its parts (ms over all
+    `stages`) from the step's Cost `total`."""
+    names = _RATE_NAMES
+    step_ms, batch_tokens, launch_ms = step
+    return StepBreakdown(
+        phase=label,
+        batch_tokens=batch_tokens,
+        step_ms=step_ms,
+        compute_ms=total.compute_s * stages * 1e3,
+        memory_ms=total.memory_s * stages * 1e3,
+        comm_ms={k: v * stages * 1e3 for k, v in sorted(total.comm_s.items())},
+        bubble_ms=0.0,
+        overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
+        launch_ms=launch_ms,
+        rates_ms={(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()},
+    )
 
 
 def step_cost(
@@ -201,8 +274,9 @@ def _step(
     spec_width: int,
     hand_off_group: tuple[int, ...],
     x: StepInput,
-    label: str,
-) -> StepBreakdown:
+) -> tuple[tuple[float, int, float], Cost]:
+    """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
+    StepBreakdown."""
     model, phase, engine = c.model, c.phase, c.engine
     width = spec_width if x.decode_seqs else 1
     if width > 1:
@@ -231,18 +305,8 @@ def _step(
         rows = x.decode_seqs * width + x.prefill_tokens
         hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES
         total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
-    stages, names = phase.pp, _RATE_NAMES
+    stages = phase.pp
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
     overhead_ms = eff.scheduler_overhead_ms(engine, phase.pp, gpu_ms)
-    return StepBreakdown(
-        phase=label,
-        batch_tokens=int(round(x.decode_seqs * width + x.prefill_tokens)),
-        step_ms=gpu_ms + overhead_ms,
-        compute_ms=total.compute_s * stages * 1e3,
-        memory_ms=total.memory_s * stages * 1e3,
-        comm_ms={k: v * stages * 1e3 for k, v in sorted(total.comm_s.items())},
-        bubble_ms=0.0,
-        overlap_saved_ms=total.overlap_saved_s * stages * 1e3,
-        launch_ms=launch_s * stages * 1e3 + overhead_ms,
-        rates_ms={(names.get(k) or _rate_name(k)): v * stages * 1e3 for k, v in total.by_rate.items()},
-    )
+    batch_tokens = int(round(x.decode_seqs * width + x.prefill_tokens))
+    return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 
 from autotune.capability.profiles import profile
 from autotune.perf import comm, precision, rates
 from autotune.perf.memory import memory_fit
-from autotune.perf.ops import speculation, step_fn
+from autotune.perf.ops import complete, speculation, step_fn
 from autotune.perf.serving import (
     Point,
     aggregated_at_rate,
@@ -91,8 +90,8 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
     return ""
 
 
-def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str):
-    return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label)
+def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str, pending: dict):
+    return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label, pending)
 
 
 def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
@@ -121,7 +120,8 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 memory=fits,
             )
     kv_ms = _kv_transfer_ms(model, plan, hw, workload.isl) if plan.mode == "disaggregated" else 0.0
-    points, at_rate = _points(plan, model, hw, workload, fits, kv_ms)
+    pending: dict = {}  # the steps timed only (ops.step_fn, TimedStep): the reported ones are made whole below
+    points, at_rate = _points(plan, model, hw, workload, fits, kv_ms, pending)
     capacity = max(p.requests_per_s for p in points)
     rate, note = workload.rate_rps, ""
     if rate and rate < capacity * (1 - 1e-9):  # open loop below capacity: the plan serves the offered load
@@ -134,15 +134,16 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
                 f"offered {rate:.1f} req/s exceeds this plan's capacity of {capacity:.1f} req/s: it serves "
                 f"{capacity:.1f} req/s and the queue grows without bound"
             )
-    prediction = _prediction(point, slo_met, plan, workload, fits, kv_ms, capacity, note)
-    return replace(prediction, rates=rates.used(hw, [s.rates_ms for s in point.steps]))
+    steps = tuple(complete(pending, s) for s in point.steps)
+    used = rates.used(hw, [s.rates_ms for s in steps])
+    return _prediction(point, steps, used, slo_met, plan, workload, fits, kv_ms, capacity, note)
 
 
 def _points(
-    plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float
+    plan: Plan, model: ModelSpec, hw: HardwareProfile, w: Workload, fits, kv_ms: float, pending: dict
 ) -> tuple[list[Point], Callable[[float], Point]]:
     """The closed-loop operating points to choose from, and the operating point at an offered rate (req/s)
-    below capacity."""
+    below capacity; their steps come timed only, noted in `pending` (ops.step_fn, ops.complete)."""
     seq_tokens = w.isl + w.osl
     if plan.mode == "aggregated":
         phase = plan.phases["both"]
@@ -158,15 +159,19 @@ def _points(
             spec=speculation(phase, model.family, w.draft_acceptance),
             mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
         )
-        step = _step_fn(model, phase, plan.engine, hw, "mixed")
+        step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)
         point = partial(aggregated_point, step, **args)
         return [point(seqs=n) for n in sorted(set(sizes))], partial(aggregated_at_rate, step, limit, **args)
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
     pool = prefill_pool(
-        _step_fn(model, pre, plan.engine, hw, "prefill"), pre.replicas, w, pre.batching.chunked_prefill_tokens, pre.pp
+        _step_fn(model, pre, plan.engine, hw, "prefill", pending),
+        pre.replicas,
+        w,
+        pre.batching.chunked_prefill_tokens,
+        pre.pp,
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
-    decode = _step_fn(model, dec, plan.engine, hw, "decode")
+    decode = _step_fn(model, dec, plan.engine, hw, "decode", pending)
     accepted = speculation(dec, model.family, w.draft_acceptance)[1]
     points = [
         disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp, accepted) for n in candidate_sizes(limit)
@@ -179,7 +184,16 @@ def _points(
 
 
 def _prediction(
-    p: Point, slo_met: bool, plan: Plan, w: Workload, fits, kv_ms: float, capacity: float, note: str
+    p: Point,
+    steps: tuple,
+    used: dict[str, str],
+    slo_met: bool,
+    plan: Plan,
+    w: Workload,
+    fits,
+    kv_ms: float,
+    capacity: float,
+    note: str,
 ) -> Prediction:
     n = plan.num_gpus
     input_tok_s = p.requests_per_s * w.isl
@@ -197,8 +211,9 @@ def _prediction(
         tpot_ms={"mean": p.tpot_ms},
         slo_met=slo_met,
         memory=fits,
-        steps=p.steps,
+        steps=steps,  # p.steps made whole (ops.complete)
         kv_transfer_ms=kv_ms,
         capacity_rps=capacity,
         note=note,
+        rates=used,
     )

@@ -398,8 +398,12 @@ def collective_provenance(hw: HardwareProfile, name: str = "") -> str:
     return prov if m == 1.0 else f"{prov}; measured-run x{m:.3g}"
 
 
+_PROVENANCES: dict = {}  # (id(hw), "class/dtype/bucket") -> (hw, its rates table, provenance): used(), across plans
+
+
 def used(hw: HardwareProfile, steps_rates_ms: list[dict[str, float]], share: float = 0.01) -> dict[str, str]:
-    """The entries that carried more than `share` of some step's time, with their provenance."""
+    """The entries that carried more than `share` of some step's time, with their provenance (remembered per box
+    object and its rates table object: a collective's reads only the box, the others' only the table)."""
     table = rates_table(hw)
     out: dict[str, str] = {}
     for by_rate in steps_rates_ms:
@@ -407,9 +411,16 @@ def used(hw: HardwareProfile, steps_rates_ms: list[dict[str, float]], share: flo
         for key, ms in by_rate.items():
             if total <= 0 or ms <= share * total or key in out:
                 continue
+            hit = _PROVENANCES.get((id(hw), key))
+            if hit is not None and hit[0] is hw and hit[1] is table:
+                out[key] = hit[2]
+                continue
             op_class, dtype, bucket = key.split("/", 2)
             if op_class == "collective":
                 out[key] = collective_provenance(hw, bucket)
             else:
                 out[key] = table.get(op_class, dtype, bucket).provenance
+            if len(_PROVENANCES) >= 4096:
+                _PROVENANCES.clear()
+            _PROVENANCES[(id(hw), key)] = (hw, table, out[key])
     return dict(sorted(out.items()))

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from autotune.perf.ops import StepInput
 from autotune.specs import StepBreakdown, Workload
 
-StepFn = Callable[[StepInput], StepBreakdown]
+StepFn = Callable[[StepInput], StepBreakdown]  # or a TimedStep (ops.step_fn): serving reads step_ms only
 
 
 @dataclass(frozen=True)

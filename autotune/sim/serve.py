@@ -27,7 +27,8 @@ def _instance(
     role: str, plan: Plan, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile, kv_tokens: int, w: Workload
 ) -> InstanceSpec:
     label = {"both": "mixed"}.get(role, role)
-    step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label)
+    # the simulator reads step_ms only: steps timed only (ops.step_fn's `pending`, TimedStep; never completed)
+    step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label, pending={})
     width, accepted = speculation(phase, model.family, w.draft_acceptance) if role != "prefill" else (1, 1.0)
     return InstanceSpec(
         role=role,
