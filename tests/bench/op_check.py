@@ -47,6 +47,17 @@ APART = {
     "at any shape, 1 MFLOP included, where per-tensor FP8 takes 5 us): AIConfigurator's collector/vllm/"
     "collect_gemm.py passes use_cuda_graph=gemm_type != 'fp8_block' (github.com/ai-dynamo/aiconfigurator, commit "
     "00e9bde); its later tests/unit/collector test_gemm_publishes_only_graph_timing refuses such eager timings",
+    "mla native-ops": "measured with vLLM's RMSNorm and rotary embedding running their native torch chains, not "
+    "the CUDA kernels a serving engine runs (about 30 more kernels a module, vLLM 0.23.0 source: rms_norm's to-fp32 "
+    "/ pow / mean / add / rsqrt / mul / to-bf16 / mul, vllm/ir/ops/layernorm.py:10-21, twice; DeepseekScalingRotary"
+    "Embedding.forward_static's gather / repeat_interleave / neg / stack / mul / add, rotary_embedding/"
+    "deepseek_scaling_rope.py:142-181): 'a batch-independent ~50-65us per layer that a serving engine never pays' "
+    "(module glue under CUDA-graph replay on B200: native 74.1 us, fused vllm_c 21.0 us), AIConfigurator commit "
+    "c56db49fe (#1423, 2026-07-29, collector/vllm/utils.py enable_engine_fused_ops), which asks for these tables' "
+    "re-collection. Printed apart: the vLLM 0.24.0 tables committed in d5bad971c (2026-07-13; the installed files "
+    "are byte-identical). A re-collected table says so in its collection_meta.yaml (norm_dispatch: "
+    "vllm_c_eager_surrogate: B200's, headline), and its decode rows show no such floor (b <= 8: predicted minus "
+    "measured within -11..+5 us, where H100 and H200 miss by 28-49 us at every head count)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
@@ -161,6 +172,7 @@ def mla_points(root, system, hw, model):
         if not path:
             continue
         frame = pd.read_parquet(path)
+        tag = [] if _fused_norms(path, filename) else ["mla native-ops"]
         # every backend's rows stay in: a context row's kernel_source is the MLA prefill backend that ran it
         # (FLASH_ATTN: FlashAttention varlen over the up-projected keys, the path mi-tune costs as MLA prefill),
         # or the decode backend when vLLM ran the whole batch as decodes (single-token prompts, and prompts under
@@ -180,7 +192,21 @@ def mla_points(root, system, hw, model):
                 x = opcore.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:
                 x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
-            yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3
+            yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3, *tag
+
+
+def _fused_norms(path: str, filename: str) -> bool:
+    """Whether the module table at `path` was measured with vLLM's fused CUDA norm / rotary kernels: its
+    collection_meta.yaml records the norm dispatch for the table (APART's "mla native-ops")."""
+    import yaml
+
+    meta_path = os.path.join(os.path.dirname(path), "collection_meta.yaml")
+    if not os.path.exists(meta_path):
+        return False
+    with open(meta_path) as f:
+        meta = yaml.safe_load(f) or {}
+    table = (meta.get("tables") or {}).get(filename.removesuffix(".parquet")) or {}
+    return bool(table.get("norm_dispatch"))
 
 
 def moe_points(root, system, hw, model):
