@@ -77,6 +77,9 @@ class EngineProfile:
     # (perf/tiles.py FA3_GRAPH_MAX_SPLITS): few (sequence, KV head) tiles then leave SMs idle
     fa3_graph_split_cap_archs: tuple[str, ...] = ()
     mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
+    # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
+    # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill)
+    mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
 
     @property
     def label(self) -> str:

@@ -149,6 +149,7 @@ class Context:
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
+    mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -185,6 +186,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
+        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
     )
 
 
@@ -196,6 +198,15 @@ def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
     if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
         return tiles.FA3_GRAPH_MAX_SPLITS
     return 0
+
+
+def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> int:
+    """The most query rows per sequence a prefill may have and still run on the `auto` MLA backend's absorbed
+    (decode) path (the engine profile's mla_absorbed_prefill_rows for the arch: vLLM's FLASH_ATTN_MLA on sm_90);
+    0 where every prefill takes the MHA path, and for a kernel the plan names."""
+    if attention_kernel != "auto":
+        return 0
+    return next((rows for a, rows in profile(engine).mla_absorbed_prefill_rows if a == arch), 0)
 
 
 def _moe_variant_speed(moe: str, arch: str) -> float:

@@ -174,8 +174,9 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
+    absorbed_prefill = _absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
-        _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs))
+        _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs) or absorbed_prefill)
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -199,7 +200,9 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
-    if x.prefill_tokens:
+    if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
+        _absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
+    elif x.prefill_tokens:
         tokens_per_rank = x.prefill_tokens / dp
         entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
         # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
@@ -221,6 +224,39 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+
+
+def _absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
+    """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
+    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq)."""
+    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.index_heads:
+        return False
+    if not mla.is_absorbed_mla(att):
+        return False
+    return tiles.prefill_rows_per_seq(x.prefill_tokens / dp, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+
+
+def _absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: _AttentionShape,
+                          with_decodes: bool) -> None:  # fmt: skip
+    """The prefill rows of an absorbed-MLA layer on its decode path (_absorbed_prefill): every head scores the
+    latent key (score_dim_decode) of each attended entry, the causal diagonal block computed whole as in the MHA
+    prefill; each sequence's latent KV is read once, its queries and latent outputs once per row. The engine runs
+    them in the decode rows' kernel (forward_mqa on the whole decode batch), so with decode rows this op's FLOPs
+    and bytes join the decode op just appended, else it is a kernel of its own. No key concat, no output copy."""
+    tokens = x.prefill_tokens / c.phase.dp
+    rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
+    entries = attended_entries(att, x.prefill_ctx)
+    flops = 2 * shape.heads_per_rank * shape.score_dim_decode * (entries + tiles.causal_diagonal_entries(entries))
+    flops *= tokens
+    whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
+    nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
+    nbytes += tokens * shape.q_o_bytes
+    if with_decodes:
+        decode = ops[-1]
+        ops[-1] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
+    else:
+        ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, 1.0,
+                      "kernels.attention (absorbed prefill)", c.attention_speed))  # fmt: skip
 
 
 def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: float, x: StepInput) -> float:

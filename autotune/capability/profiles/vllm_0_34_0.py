@@ -77,6 +77,14 @@ PROFILE = EngineProfile(
     # forward_mha copies the prefill attention output into the layer output
     # (vllm/model_executor/layers/attention/mla_attention.py:3521-3526)
     mla_prefill_output_copy=True,
+    # sm_90's FLASH_ATTN_MLA (first on the list, vllm/platforms/cuda.py:146-150) reorders requests of up to 512
+    # query tokens into the decode batch ("process small prefills with decode pathway",
+    # vllm/v1/attention/backends/mla/flashattn_mla.py:128-129, VARLEN): split_decodes_and_prefills then counts
+    # every such request, short prompts and short chunks alike, as a decode (vllm/v1/attention/backends/
+    # utils.py:957-979), run by forward_mqa on the latent KV. FLASHINFER_MLA (sm_100) and TRITON_MLA (sm_12x, sm_8x)
+    # keep the builder's default threshold of 1 (model_executor/layers/attention/mla_attention.py:2505; raised only
+    # to the draft length under speculative decoding, vllm/v1/attention/backend.py:659-671)
+    mla_absorbed_prefill_rows=(("sm_90", 512),),
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the

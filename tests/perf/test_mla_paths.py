@@ -1,0 +1,86 @@
+"""Which path an MLA prefill takes: vLLM's FLASH_ATTN_MLA (the `auto` MLA backend on sm_90) runs requests of at most
+512 query tokens with the decodes, on the latent KV (vllm/v1/attention/backends/mla/flashattn_mla.py:128-129;
+the engine profile's mla_absorbed_prefill_rows, perf/oplist.py _absorbed_prefill). Each test fails on the model
+before it was modelled (every prefill took the MHA path)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from autotune.capability.profiles import profile
+from autotune.catalog import load_model, load_preset
+from autotune.perf import halves
+from autotune.perf.opcore import context, mla_absorbed_prefill_rows
+from autotune.perf.oplist import attention_ops
+from autotune.perf.ops import StepInput, cost_ops
+from autotune.specs import Kernels, PhasePlan
+
+H200 = load_preset("h200-x8")
+DSV3 = dataclasses.replace(load_model("deepseek-v3"), dense_dtype="bf16")
+PHASE = PhasePlan(gpus=(0,))
+
+
+def _b200():
+    from autotune.catalog.devices import DEVICES_BY_KEY
+
+    spec = DEVICES_BY_KEY["b200"]
+    gpus = tuple(dataclasses.replace(a, name=spec.name, arch=spec.arch) for a in H200.accelerators)
+    return dataclasses.replace(H200, accelerators=gpus)
+
+
+def _ops(c, x):
+    return {op.source: op for op in attention_ops(c, DSV3.layers[-1].attention, x)}
+
+
+def test_absorbed_prefill_rows_are_vllm_flash_attn_mla_on_hopper_only():
+    assert profile("vllm").mla_absorbed_prefill_rows == (("sm_90", 512),)
+    assert mla_absorbed_prefill_rows("vllm", "sm_90", "auto") == 512
+    assert mla_absorbed_prefill_rows("vllm", "sm_100", "auto") == 0  # FLASHINFER_MLA: threshold 1
+    assert mla_absorbed_prefill_rows("vllm", "sm_120", "auto") == 0  # TRITON_MLA: threshold 1
+    assert mla_absorbed_prefill_rows("vllm", "sm_90", "triton") == 0  # a kernel the plan names
+    assert mla_absorbed_prefill_rows("sglang", "sm_90", "auto") == 0
+
+
+def test_short_prompts_take_the_absorbed_path_on_vllm_hopper():
+    """256-token prompts on an H200 under vLLM: one attention kernel on the decode path scoring the latent key
+    (576 + 512 per head), the absorbed kv_b launches, and neither the MHA path's key concat nor its output copy;
+    1024-token prompts, SGLang and B200 keep the MHA path."""
+    heads = DSV3.layers[-1].attention.num_heads
+    short = StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0)
+    c = context(DSV3, PHASE, "vllm", H200, (0,))
+    ops = _ops(c, short)
+    att = ops["kernels.attention (absorbed prefill)"]
+    assert att.bucket == "decode"
+    assert "mla prefill key concat" not in ops and "mla prefill output copy" not in ops
+    assert "mla absorb" in ops
+    assert att.flops >= 2 * heads * (576 + 512) * 128 * 8 * 256  # latent scores: at least the attended entries
+    long = StepInput(prefill_tokens=8 * 1024.0, prefill_ctx=512.0)
+    assert "mla prefill key concat" in _ops(c, long) and "mla absorb" not in _ops(c, long)
+    for other in (context(DSV3, PHASE, "sglang", H200, (0,)), context(DSV3, PHASE, "vllm", _b200(), (0,))):
+        assert "mla prefill key concat" in _ops(other, short)
+    named = context(DSV3, dataclasses.replace(PHASE, kernels=Kernels(attention="flashinfer")), "vllm", H200, (0,))
+    assert "mla prefill key concat" in _ops(named, short)
+
+
+def test_short_prompts_join_the_decode_kernel():
+    """With decode rows in the step the short prompts add to the decode kernel (forward_mqa runs the whole decode
+    batch): one attention op, its rows the decode rows plus the prompt tokens."""
+    c = context(DSV3, PHASE, "vllm", H200, (0,))
+    x = StepInput(decode_seqs=32.0, decode_ctx=4096.0, prefill_tokens=256.0, prefill_ctx=128.0)
+    attention = [op for op in attention_ops(c, DSV3.layers[-1].attention, x) if op.kind == "attention"]
+    assert len(attention) == 1 and attention[0].m == 32.0 + 256.0
+    alone = [op for op in attention_ops(c, DSV3.layers[-1].attention, StepInput(decode_seqs=32.0, decode_ctx=4096.0))
+             if op.kind == "attention"]  # fmt: skip
+    assert attention[0].flops > alone[0].flops and attention[0].nbytes > alone[0].nbytes
+
+
+def test_absorbed_prefill_rows_enter_the_attention_memo_key():
+    """Two Contexts that differ only in the absorbed-prefill threshold must not share memoised attention terms."""
+    c = context(DSV3, PHASE, "vllm", H200, (0,))
+    off = dataclasses.replace(c, mla_absorbed_prefill_rows=0, memo_keys={}, attention_shapes={})
+    x = StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0)
+    att = DSV3.layers[-1].attention
+    assert halves._attention_prefix(c) != halves._attention_prefix(off)
+    on, cut = halves.attention_terms(c, att, x), halves.attention_terms(off, att, x)  # memoised after the first
+    assert on != cut
+    assert cost_ops(c, attention_ops(c, att, x)).time_s != cost_ops(off, attention_ops(off, att, x)).time_s
