@@ -80,6 +80,9 @@ class EngineProfile:
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
     # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill)
     mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
+    # KV tokens per split of the Triton MLA decode kernel (power-of-two splits, at most 2 per SM), whose fp32
+    # partial outputs are written and read back once more (perf/mla.py triton_scratch_bytes); 0: not modelled
+    triton_mla_split_tokens: int = 0
 
     @property
     def label(self) -> str:

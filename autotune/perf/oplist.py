@@ -176,7 +176,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     absorbed_prefill = _absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
-        _mla_module_ops(ops, att, rows, shape, bool(x.decode_seqs) or absorbed_prefill)
+        absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
+        _mla_module_ops(ops, att, rows, shape, absorbed_rows)
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -193,6 +194,9 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
         per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes
         nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
+        if c.triton_mla_split_tokens and mla.is_absorbed_mla(att):  # its split partials (perf/mla.py)
+            splits = mla.triton_decode_splits(x.decode_ctx / c.phase.dcp, c.sms, c.triton_mla_split_tokens)
+            nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
                c.attention_speed * _decode_fill(c, att, shape, seqs, x))
@@ -272,13 +276,15 @@ def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: f
     return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 
-def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, decode: bool) -> None:
-    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels)."""
-    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, decode, precision.ACTIVATION_BYTES)
+def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, absorbed_rows: float) -> None:
+    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels); `absorbed_rows`
+    of the `rows` run the absorbed path (decode rows, and short prefills where _absorbed_prefill)."""
+    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
     ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
     ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
-    if k.extra_gemms:  # launches only: the absorbed kv_b's FLOPs and weights are in the projection op
-        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, 0.0, k.extra_gemms, "mla absorb"))
+    if k.extra_gemms:  # launches and activations: the absorbed kv_b's FLOPs and weights are in the projection op
+        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, k.absorb_bytes, k.extra_gemms,
+                      "mla absorb"))  # fmt: skip
 
 
 def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: _AttentionShape) -> None:

@@ -9,7 +9,7 @@ import dataclasses
 
 from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
-from autotune.perf import halves
+from autotune.perf import halves, mla
 from autotune.perf.opcore import context, mla_absorbed_prefill_rows
 from autotune.perf.oplist import attention_ops
 from autotune.perf.ops import StepInput, cost_ops
@@ -84,3 +84,48 @@ def test_absorbed_prefill_rows_enter_the_attention_memo_key():
     on, cut = halves.attention_terms(c, att, x), halves.attention_terms(off, att, x)  # memoised after the first
     assert on != cut
     assert cost_ops(c, attention_ops(c, att, x)).time_s != cost_ops(off, attention_ops(off, att, x)).time_s
+
+
+def test_triton_mla_decode_splits_follow_vllm():
+    """vLLM's TRITON_MLA splits a decode's KV into the power of two at or above max_seq_len / 512, at most 2 per SM
+    (vllm/v1/attention/backends/mla/triton_mla.py:41-53)."""
+    assert mla.triton_decode_splits(300, 188, 512) == 1
+    assert mla.triton_decode_splits(8192, 188, 512) == 16
+    assert mla.triton_decode_splits(9000, 188, 512) == 32  # 17 -> 32
+    assert mla.triton_decode_splits(65536, 188, 512) == 128
+    assert mla.triton_decode_splits(1_000_000, 188, 512) == 376  # capped at 2 x SMs
+
+
+def test_triton_mla_decode_writes_and_reads_its_split_partials():
+    """DeepSeek-V3 decode on an RTX PRO 6000 (vLLM's auto MLA kernel there: TRITON_MLA) moves the fp32 partials of
+    every (row, head, split) twice besides the latent KV and the queries / outputs: at 64k context and 128 heads
+    they are 128 splits x 513 values x 4 B x 2 per row and head (old: the KV and q / o bytes only); SGLang's
+    decode on the same box has no such term."""
+    rtx = load_preset("rtx-pro-6000-x8")
+    att = DSV3.layers[-1].attention
+    x = StepInput(decode_seqs=32.0, decode_ctx=65536.0)
+    c = context(DSV3, PHASE, "vllm", rtx, (0,))
+    assert c.triton_mla_split_tokens == 512
+    op = next(o for o in attention_ops(c, att, x) if o.kind == "attention")
+    kv = 32 * 65536 * att.kv_read_elems_per_token * c.kv_elem_bytes
+    q_o = 32 * att.num_heads * att.score_dim_decode * 2
+    splits = mla.triton_decode_splits(65536, c.sms, 512)
+    assert op.nbytes == kv + q_o + 2 * 32 * att.num_heads * splits * 513 * 4
+    sglang = context(DSV3, PHASE, "sglang", rtx, (0,))
+    assert sglang.triton_mla_split_tokens == 0
+    assert next(o for o in attention_ops(sglang, att, x) if o.kind == "attention").nbytes == kv + q_o
+
+
+def test_absorbed_gemms_move_their_activations():
+    """The absorbed kv_b's two batched GEMMs read the nope query (128 per head) and write the latent query (512),
+    then read the latent output (512) and write the value (128), per decode row and head
+    (model_executor/layers/attention/mla_attention.py:1362, :1633; old: launches only, no bytes). Rows of an MHA
+    prefill in the same step do not run them."""
+    c = context(DSV3, PHASE, "vllm", H200, (0,))
+    heads = DSV3.layers[-1].attention.num_heads
+    decode = _ops(c, StepInput(decode_seqs=64.0, decode_ctx=4096.0))
+    assert decode["mla absorb"].nbytes == 64 * heads * (128 + 512 + 512 + 128) * 2
+    mixed = _ops(c, StepInput(decode_seqs=64.0, decode_ctx=4096.0, prefill_tokens=2048.0, prefill_ctx=1024.0))
+    assert mixed["mla absorb"].nbytes == decode["mla absorb"].nbytes
+    short = _ops(c, StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0))  # absorbed prefill: every row
+    assert short["mla absorb"].nbytes == 8 * 256 * heads * (128 + 512 + 512 + 128) * 2

@@ -85,6 +85,11 @@ PROFILE = EngineProfile(
     # keep the builder's default threshold of 1 (model_executor/layers/attention/mla_attention.py:2505; raised only
     # to the draft length under speculative decoding, vllm/v1/attention/backend.py:659-671)
     mla_absorbed_prefill_rows=(("sm_90", 512),),
+    # TRITON_MLA decode: num_kv_splits = min(next_power_of_2(max_seq_len // 512), 2 x SMs)
+    # (vllm/v1/attention/backends/mla/triton_mla.py:41-53); stage 1 writes fp32 partials of
+    # (rows, heads, splits, kv_lora_rank + 1) that stage 2 reads (triton_mla.py:313-323,
+    # vllm/v1/attention/ops/triton_decode_attention.py:527-533 grid (batch, heads / 16, splits))
+    triton_mla_split_tokens=512,
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
