@@ -83,6 +83,11 @@ class EngineProfile:
     # KV tokens per split of the Triton MLA decode kernel (power-of-two splits, at most 2 per SM), whose fp32
     # partial outputs are written and read back once more (perf/mla.py triton_scratch_bytes); 0: not modelled
     triton_mla_split_tokens: int = 0
+    # the MLA decode backends concatenate the latent query with its rope part in a kernel of their own before the
+    # attention kernel (perf/mla.py query_concat_bytes), except the `auto` backend on these archs, which takes the
+    # two parts apart
+    mla_decode_query_concat: bool = False
+    mla_split_query_archs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

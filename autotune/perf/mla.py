@@ -65,6 +65,12 @@ def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_
     return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS, absorb)
 
 
+def query_concat_bytes(att: AttentionSpec, rows: float, heads_per_rank: float, act_bytes: float) -> float:
+    """The decode query's concat (Context.mla_query_concat): the latent part (kv_lora) and the rope part of every
+    row and head read, the joined query written."""
+    return 2 * rows * heads_per_rank * ((att.score_dim_decode - ROPE_DIM) / 2 + ROPE_DIM) * act_bytes
+
+
 def triton_decode_splits(ctx: float, sms: int, split_tokens: int) -> int:
     """KV splits of the Triton MLA decode kernel at context `ctx`: the power of two at or above ctx / split_tokens
     (at least 1), at most 2 per SM (vLLM's _compute_num_kv_splits: EngineProfile.triton_mla_split_tokens)."""

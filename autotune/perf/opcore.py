@@ -151,6 +151,7 @@ class Context:
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
+    mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -189,6 +190,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
+        mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
     )
 
 
@@ -209,6 +211,13 @@ def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> 
     if attention_kernel != "auto":
         return 0
     return next((rows for a, rows in profile(engine).mla_absorbed_prefill_rows if a == arch), 0)
+
+
+def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
+    """Whether the MLA decode backend a plan runs concatenates the latent query with its rope part (the engine
+    profile's mla_decode_query_concat), which the `auto` backend on mla_split_query_archs does not."""
+    p = profile(engine)
+    return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
 
 
 def _moe_variant_speed(moe: str, arch: str) -> float:

@@ -177,7 +177,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     absorbed_prefill = _absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
-        _mla_module_ops(ops, att, rows, shape, absorbed_rows)
+        _mla_module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -276,15 +276,20 @@ def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: f
     return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 
-def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, absorbed_rows: float) -> None:
+def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, absorbed_rows: float,
+                    concat: bool) -> None:  # fmt: skip
     """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels); `absorbed_rows`
-    of the `rows` run the absorbed path (decode rows, and short prefills where _absorbed_prefill)."""
+    of the `rows` run the absorbed path (decode rows, and short prefills where _absorbed_prefill), their query
+    concatenated first where `concat` (Context.mla_query_concat)."""
     k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
     ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
     ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
     if k.extra_gemms:  # launches and activations: the absorbed kv_b's FLOPs and weights are in the projection op
         ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, k.absorb_bytes, k.extra_gemms,
                       "mla absorb"))  # fmt: skip
+    if absorbed_rows and concat:  # the decode backend joins the latent query and its rope part (mla.py)
+        nbytes = mla.query_concat_bytes(att, absorbed_rows, shape.heads_per_rank, precision.ACTIVATION_BYTES)
+        ops.append(Op("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0, "mla query concat"))
 
 
 def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: _AttentionShape) -> None:

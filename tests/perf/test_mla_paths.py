@@ -129,3 +129,18 @@ def test_absorbed_gemms_move_their_activations():
     assert mixed["mla absorb"].nbytes == decode["mla absorb"].nbytes
     short = _ops(c, StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0))  # absorbed prefill: every row
     assert short["mla absorb"].nbytes == 8 * 256 * heads * (128 + 512 + 512 + 128) * 2
+
+
+def test_decode_query_concat_where_the_backend_joins_the_parts():
+    """FLASHINFER_MLA (vLLM's auto on B200) and TRITON_MLA join the latent query (512) and its rope part (64) in a
+    kernel of their own before attention (vllm/v1/attention/backends/mla/flashinfer_mla.py:327-329,
+    triton_mla.py:287-288: read both, write the joined query); FLASH_ATTN_MLA (auto on H200) passes them apart
+    (old: no concat anywhere). SGLang is not modelled for it."""
+    heads = DSV3.layers[-1].attention.num_heads
+    x = StepInput(decode_seqs=64.0, decode_ctx=4096.0)
+    b200 = _ops(context(DSV3, PHASE, "vllm", _b200(), (0,)), x)
+    assert b200["mla query concat"].nbytes == 2 * 64 * heads * (512 + 64) * 2
+    assert "mla query concat" not in _ops(context(DSV3, PHASE, "vllm", H200, (0,)), x)
+    triton = context(DSV3, dataclasses.replace(PHASE, kernels=Kernels(attention="triton")), "vllm", H200, (0,))
+    assert "mla query concat" in _ops(triton, x)
+    assert "mla query concat" not in _ops(context(DSV3, PHASE, "sglang", _b200(), (0,)), x)

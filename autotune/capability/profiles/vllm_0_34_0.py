@@ -90,6 +90,11 @@ PROFILE = EngineProfile(
     # (rows, heads, splits, kv_lora_rank + 1) that stage 2 reads (triton_mla.py:313-323,
     # vllm/v1/attention/ops/triton_decode_attention.py:527-533 grid (batch, heads / 16, splits))
     triton_mla_split_tokens=512,
+    # forward_mqa of FLASHINFER_MLA, TRITON_MLA and FLASHMLA: torch.cat of the latent query and its rope part
+    # (vllm/v1/attention/backends/mla/flashinfer_mla.py:327-329, triton_mla.py:287-288, flashmla.py:270-271);
+    # FLASH_ATTN_MLA (auto on sm_90) passes them apart (flashattn_mla.py:364-369)
+    mla_decode_query_concat=True,
+    mla_split_query_archs=("sm_90",),
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
