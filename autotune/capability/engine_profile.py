@@ -87,6 +87,9 @@ class EngineProfile:
     # attention kernel (perf/mla.py query_concat_bytes), except the `auto` backend on these archs, which takes the
     # two parts apart
     mla_decode_query_concat: bool = False
+    # an MLA prefill on the MHA path with a cached prefix gathers the prefix's latent KV, up-projects it through
+    # kv_b, builds its keys and merges the prefix's attention output with the new tokens' (perf/mla.py)
+    mla_prefill_prefix_up_projection: bool = False
     mla_split_query_archs: tuple[str, ...] = ()
 
     @property

@@ -65,6 +65,29 @@ def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_
     return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS, absorb)
 
 
+class PrefixKernels(NamedTuple):
+    gather_bytes: float  # the prefix's latent KV read from the paged cache, written to the workspace (bf16)
+    up_n: float  # kv_b's output width per rank: (nope + v) per head
+    up_k: float  # its input width: kv_lora
+    concat_bytes: float  # the prefix's keys built per head (as prefill_kernels' concat)
+    merge_bytes: float  # the prefix's and the new tokens' outputs merged (read both, write one)
+
+
+def prefix_kernels(att: AttentionSpec, prefix_tokens: float, tokens: float, heads_per_rank: float,
+                   kv_elem_bytes: float, act_bytes: float) -> PrefixKernels:  # fmt: skip
+    """The kernels an MHA-path prefill of `tokens` new rows runs over its `prefix_tokens` cached rows (summed over
+    its sequences): EngineProfile.mla_prefill_prefix_up_projection. Widths as prefill_kernels takes them."""
+    k_width = (att.score_dim + ROPE_DIM) / 2
+    v_width = att.score_dim - k_width
+    kv_lora = (att.score_dim_decode - ROPE_DIM) / 2
+    latent = kv_lora + ROPE_DIM
+    gather = prefix_tokens * latent * (kv_elem_bytes + act_bytes)
+    up_n = heads_per_rank * (k_width - ROPE_DIM + v_width)
+    concat = prefix_tokens * (heads_per_rank * (2 * k_width - ROPE_DIM) + ROPE_DIM) * act_bytes
+    merge = 3 * tokens * heads_per_rank * v_width * act_bytes
+    return PrefixKernels(gather, up_n, kv_lora, concat, merge)
+
+
 def query_concat_bytes(att: AttentionSpec, rows: float, heads_per_rank: float, act_bytes: float) -> float:
     """The decode query's concat (Context.mla_query_concat): the latent part (kv_lora) and the rope part of every
     row and head read, the joined query written."""

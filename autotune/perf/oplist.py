@@ -224,6 +224,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         )  # fmt: skip
         if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
             _mla_prefill_ops(ops, c, att, tokens_per_rank, shape)
+            if c.mla_prefix_up_projection:
+                _mla_prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
         if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
             rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
             ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -301,6 +303,28 @@ def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, s
         ops.append(
             Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.copy_bytes, 1.0, "mla prefill output copy")
         )
+
+
+def _mla_prefix_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, ctx: float,
+                    shape: _AttentionShape) -> None:  # fmt: skip
+    """A dense MLA layer's MHA prefill over a cached prefix (Context.mla_prefix_up_projection, mla.prefix_kernels):
+    each sequence's prefix is what its rows attend beyond their own half (ctx - rows / 2, tiles.
+    prefill_rows_per_seq); the gather, kv_b's up-projection of the prefix rows in the dense dtype, the prefix's
+    key concat and the output merge. Nothing for fresh prompts."""
+    rows = tiles.prefill_rows_per_seq(tokens, ctx)
+    prefix = (ctx - rows / 2) * tokens / rows
+    if prefix <= 0:
+        return
+    k = mla.prefix_kernels(att, prefix, tokens, shape.heads_per_rank, c.kv_elem_bytes, precision.ACTIVATION_BYTES)
+    dtype = c.dense_dtype
+    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.gather_bytes, 1.0, "mla prefix gather"))
+    ops.append(
+        _gemm("mla prefix up-projection", dtype, prefix, k.up_n * k.up_k, k.up_k, 2 * prefix * k.up_n * k.up_k,
+              k.up_n * k.up_k * c.dense_bytes + _act_bytes(prefix, k.up_n, k.up_k, 1.0, precision.ACTIVATION_BYTES),
+              1.0, c.dense_speed * _tile_speed(c, dtype, prefix, k.up_n))
+    )  # fmt: skip
+    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefix key concat"))
+    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.merge_bytes, 1.0, "mla prefix merge"))
 
 
 def _attention_waves(ops: list, c: Context, ctas: float) -> None:

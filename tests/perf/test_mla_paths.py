@@ -144,3 +144,22 @@ def test_decode_query_concat_where_the_backend_joins_the_parts():
     triton = context(DSV3, dataclasses.replace(PHASE, kernels=Kernels(attention="triton")), "vllm", H200, (0,))
     assert "mla query concat" in _ops(triton, x)
     assert "mla query concat" not in _ops(context(DSV3, PHASE, "sglang", _b200(), (0,)), x)
+
+
+def test_mha_prefill_up_projects_its_cached_prefix_on_vllm():
+    """A 4096-token chunk of a prompt whose first 28,672 tokens are cached: vLLM's forward_mha gathers the prefix's
+    latent KV, runs kv_b over all 28,672 prefix rows (2 x 28,672 x 512 x 128 heads x 256 FLOPs), builds their keys
+    and merges the two attention outputs (model_executor/layers/attention/mla_attention.py:3174-3298; old: kv_b
+    over the new rows only). A fresh prompt and SGLang (not modelled for it) have none of it."""
+    heads = DSV3.layers[-1].attention.num_heads
+    chunk = StepInput(prefill_tokens=4096.0, prefill_ctx=28672.0 + 2048.0)
+    c = context(DSV3, PHASE, "vllm", H200, (0,))
+    ops = _ops(c, chunk)
+    up = ops["mla prefix up-projection"]
+    assert up.m == 28672 and up.flops == 2 * 28672 * 512 * heads * 256
+    assert ops["mla prefix gather"].nbytes == 28672 * 576 * (c.kv_elem_bytes + 2)
+    assert ops["mla prefix key concat"].nbytes == 28672 * (heads * (2 * 192 - 64) + 64) * 2
+    assert ops["mla prefix merge"].nbytes == 3 * 4096 * heads * 128 * 2
+    fresh = _ops(c, StepInput(prefill_tokens=4096.0, prefill_ctx=2048.0))
+    assert not any(source.startswith("mla prefix") for source in fresh)
+    assert not any(s.startswith("mla prefix") for s in _ops(context(DSV3, PHASE, "sglang", H200, (0,)), chunk))

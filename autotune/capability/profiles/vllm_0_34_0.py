@@ -95,6 +95,10 @@ PROFILE = EngineProfile(
     # FLASH_ATTN_MLA (auto on sm_90) passes them apart (flashattn_mla.py:364-369)
     mla_decode_query_concat=True,
     mla_split_query_archs=("sm_90",),
+    # forward_mha's _compute_prefill_context, per workspace-sized context chunk: gather_and_maybe_dequant_cache of the
+    # prefix's latent KV, kv_b_proj over it, _concat_k_nope_k_pe, the context attention, accumulate / merge_attn_states
+    # (vllm/model_executor/layers/attention/mla_attention.py:3174-3298; the algorithm at :120-197)
+    mla_prefill_prefix_up_projection=True,
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
