@@ -56,8 +56,9 @@ APART = {
     "c56db49fe (#1423, 2026-07-29, collector/vllm/utils.py enable_engine_fused_ops), which asks for these tables' "
     "re-collection. Printed apart: the vLLM 0.24.0 tables committed in d5bad971c (2026-07-13; the installed files "
     "are byte-identical). A re-collected table says so in its collection_meta.yaml (norm_dispatch: "
-    "vllm_c_eager_surrogate: B200's, headline), and its decode rows show no such floor (b <= 8: predicted minus "
-    "measured within -11..+5 us, where H100 and H200 miss by 28-49 us at every head count)",
+    "vllm_c_eager_surrogate: B200's, headline), and its decode rows show no such floor: at batch <= 8 and context "
+    "<= 2k, every head count, predicted minus measured is +3 us median (5th-95th percentile -9..+6) on B200 and "
+    "-40 us (-52..-28) on H100 and H200",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
