@@ -78,8 +78,10 @@ class EngineProfile:
     fa3_graph_split_cap_archs: tuple[str, ...] = ()
     mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
-    # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill)
+    # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill), and the
+    # rows every other MLA backend does so for (0: none)
     mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
+    mla_absorbed_prefill_rows_default: int = 0
     # KV tokens per split of the Triton MLA decode kernel (power-of-two splits, at most 2 per SM), whose fp32
     # partial outputs are written and read back once more (perf/mla.py triton_scratch_bytes); 0: not modelled
     triton_mla_split_tokens: int = 0

@@ -208,11 +208,13 @@ def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
 
 def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> int:
     """The most query rows per sequence a prefill may have and still run on the `auto` MLA backend's absorbed
-    (decode) path (the engine profile's mla_absorbed_prefill_rows for the arch: vLLM's FLASH_ATTN_MLA on sm_90);
-    0 where every prefill takes the MHA path, and for a kernel the plan names."""
-    if attention_kernel != "auto":
-        return 0
-    return next((rows for a, rows in profile(engine).mla_absorbed_prefill_rows if a == arch), 0)
+    (decode) path (the engine profile's mla_absorbed_prefill_rows for the arch: vLLM's FLASH_ATTN_MLA on sm_90;
+    its mla_absorbed_prefill_rows_default on other archs and for a kernel the plan names); 0 where every prefill
+    takes the MHA path."""
+    p = profile(engine)
+    if attention_kernel == "auto":
+        return next((rows for a, rows in p.mla_absorbed_prefill_rows if a == arch), p.mla_absorbed_prefill_rows_default)
+    return p.mla_absorbed_prefill_rows_default
 
 
 def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:

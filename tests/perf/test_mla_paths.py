@@ -32,13 +32,18 @@ def _ops(c, x):
     return {op.source: op for op in attention_ops(c, DSV3.layers[-1].attention, x)}
 
 
-def test_absorbed_prefill_rows_are_vllm_flash_attn_mla_on_hopper_only():
+def test_absorbed_prefill_rows_are_vllm_flash_attn_mla_on_hopper_and_one_row_elsewhere():
+    """512 query rows for FLASH_ATTN_MLA (auto on sm_90); the builders' default threshold of 1 elsewhere (a
+    one-token prompt runs as a decode: the AIConfigurator tables' one-token prompts record FLASHINFER_MLA /
+    TRITON_MLA as their kernel); SGLang not modelled."""
     assert profile("vllm").mla_absorbed_prefill_rows == (("sm_90", 512),)
     assert mla_absorbed_prefill_rows("vllm", "sm_90", "auto") == 512
-    assert mla_absorbed_prefill_rows("vllm", "sm_100", "auto") == 0  # FLASHINFER_MLA: threshold 1
-    assert mla_absorbed_prefill_rows("vllm", "sm_120", "auto") == 0  # TRITON_MLA: threshold 1
-    assert mla_absorbed_prefill_rows("vllm", "sm_90", "triton") == 0  # a kernel the plan names
+    assert mla_absorbed_prefill_rows("vllm", "sm_100", "auto") == 1  # FLASHINFER_MLA: threshold 1
+    assert mla_absorbed_prefill_rows("vllm", "sm_120", "auto") == 1  # TRITON_MLA: threshold 1
+    assert mla_absorbed_prefill_rows("vllm", "sm_90", "triton") == 1  # a kernel the plan names
     assert mla_absorbed_prefill_rows("sglang", "sm_90", "auto") == 0
+    one = StepInput(prefill_tokens=64.0, prefill_ctx=0.5)  # 64 one-token prompts
+    assert "mla prefill key concat" not in _ops(context(DSV3, PHASE, "vllm", _b200(), (0,)), one)
 
 
 def test_short_prompts_take_the_absorbed_path_on_vllm_hopper():

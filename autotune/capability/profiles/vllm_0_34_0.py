@@ -83,8 +83,10 @@ PROFILE = EngineProfile(
     # every such request, short prompts and short chunks alike, as a decode (vllm/v1/attention/backends/
     # utils.py:957-979), run by forward_mqa on the latent KV. FLASHINFER_MLA (sm_100) and TRITON_MLA (sm_12x, sm_8x)
     # keep the builder's default threshold of 1 (model_executor/layers/attention/mla_attention.py:2505; raised only
-    # to the draft length under speculative decoding, vllm/v1/attention/backend.py:659-671)
+    # to the draft length under speculative decoding, vllm/v1/attention/backend.py:659-671): a one-token prompt or
+    # chunk is a decode there
     mla_absorbed_prefill_rows=(("sm_90", 512),),
+    mla_absorbed_prefill_rows_default=1,
     # TRITON_MLA decode: num_kv_splits = min(next_power_of_2(max_seq_len // 512), 2 x SMs)
     # (vllm/v1/attention/backends/mla/triton_mla.py:41-53); stage 1 writes fp32 partials of
     # (rows, heads, splits, kv_lora_rank + 1) that stage 2 reads (triton_mla.py:313-323,
