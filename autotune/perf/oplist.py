@@ -257,9 +257,10 @@ def _absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInpu
     whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
     nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
     nbytes += tokens * shape.q_o_bytes
-    if with_decodes:
-        decode = ops[-1]
-        ops[-1] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
+    if with_decodes:  # the decode op _attention_ops just appended (a latent-KV layer appends no wave op after it)
+        i = next(j for j in range(len(ops) - 1, -1, -1) if ops[j].kind == "attention" and ops[j].bucket == "decode")
+        decode = ops[i]
+        ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
     else:
         ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, 1.0,
                       "kernels.attention (absorbed prefill)", c.attention_speed))  # fmt: skip
