@@ -322,8 +322,13 @@ def _custom_s(holder: _Holder, group: tuple[int, ...], nbytes: float) -> float:
 
 def custom_latency_s(topo: Topology, group: tuple[int, ...]) -> float:
     """Fixed time of the engines' custom all-reduce on `group`: a launch part plus one flag exchange per peer, the
-    same on NVLink and PCIe (comm_rates.engine_ar_latency_us; `topo` kept for the callers)."""
-    return cr.engine_ar_latency_us(len(group)) * 1e-6
+    same form on NVLink and PCIe (comm_rates.engine_ar_latency_us), longer on an NVLink group of parts whose
+    small-message latency is (comm_rates.NVLINK_P2P_LATENCY_FACTOR_BY_ARCH: B200)."""
+    latency_s = cr.engine_ar_latency_us(len(group)) * 1e-6
+    factor = max((topo.nvlink_latency_factor[g] for g in group), default=1.0) if topo.nvlink_latency_factor else 1.0
+    if factor != 1.0 and transport(topo, group) == "nvlink":  # the pair check only where a factor applies
+        latency_s *= factor
+    return latency_s
 
 
 def _custom_wire_s(nbytes: float, unit_wire_s: float, latency_s: float) -> float:

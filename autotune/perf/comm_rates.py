@@ -106,6 +106,13 @@ PCIE_IPC_EFFICIENCY = 0.343
 # NVLink LL per-step hardware latency 0.6 us (NVIDIA/nccl src/graph/tuning.cc:151, :159).
 ENGINE_AR_BASE_US = 3.5
 ENGINE_AR_PEER_US = 0.35
+# The fit above is Hopper NVLink (sglang#2904, H100) and sm_120 PCIe. On B200 (sm_100) NVLink the same small-message
+# work takes longer: NVIDIA/nccl#1940, nccl-tests all_reduce_perf 8 B on 8 GPUs with NCCL 2.27's symmetric-memory
+# kernels (P2P loads/stores and flag exchanges over NVLink, as the engines' kernels do), tuned the same way on both:
+# best ~3.0 us on 8x B200 against ~2.3 us on 8x H800 / H200 -> 1.30x the fixed time of a P2P kernel on an NVLink
+# group of sm_100 parts (calibration id nvlink-small-message-latency-b200-nccl1940). Other archs: 1.0 (no public
+# figure; the Hopper fit).
+NVLINK_P2P_LATENCY_FACTOR_BY_ARCH = {"sm_100": 3.0 / 2.3}
 
 
 def engine_ar_latency_us(p: int) -> float:

@@ -52,7 +52,7 @@ MOE_VARIANT_SPEED = {
     "cutlass": 1.0,
     "deep_gemm": 1.1,
     "triton": 0.85,
-    "marlin": 0.7,
+    "marlin": 0.7,  # other archs only: NVIDIA's are by arch (opcore._moe_variant_speed, rates.MMA_SYNC_SHARE)
     "flashinfer_cutlass": 1.0,
     "b12x": 1.1,
     "flashinfer_mxfp4": 1.0,

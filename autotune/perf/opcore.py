@@ -225,10 +225,11 @@ def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
 
 
 def _moe_variant_speed(moe: str, arch: str) -> float:
-    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, but Marlin on an mma.sync arch at the MARLIN paper's
-    figure (rates.MARLIN_MMA_SYNC_SPEED)."""
-    if moe == "marlin" and arch in rates.MMA_SYNC_ARCHS:
-        return rates.MARLIN_MMA_SYNC_SPEED
+    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, but Marlin at the MARLIN paper's figure against an
+    mma.sync GEMM (rates.MARLIN_MMA_SYNC_SPEED) times the share of the arch's BF16 rate mma.sync gets there
+    (rates.MMA_SYNC_SHARE: sm_90 / sm_100; 1 where mma.sync is the BF16 path, rates.MMA_SYNC_ARCHS)."""
+    if moe == "marlin" and (arch in rates.MMA_SYNC_ARCHS or arch in rates.MMA_SYNC_SHARE):
+        return rates.MARLIN_MMA_SYNC_SPEED * rates.MMA_SYNC_SHARE.get(arch, 1.0)
     return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
 
 

@@ -66,14 +66,23 @@ M_BUCKET_SCALE = {"m<=16": 0.35, "m<=128": 0.6, "m<=1024": 0.8, "m>1024": 1.0}
 # 0.95-1.07 of its dense rate at 4,096-8,192 rows per group; the engines' default fused-MoE kernels are slower.
 GROUPED_VS_DENSE = 0.85
 
-# Marlin (W4A16: INT4 weights dequantised in registers into FP16/BF16 mma.sync) on the archs whose BF16 tensor
-# path is mma.sync itself (sm_80 / sm_86 / sm_89 / sm_120: no wgmma or tcgen05, so the other kernels run the same
-# instruction): calibration.yaml kernel-marlin-a10-large-batch (MARLIN paper, arXiv:2408.11743: at batch >= 1,024
-# it runs about 10% below the FP16 GEMM, compute bound) -> 0.9 of the BF16 rate, in place of the 0.7 prior of
-# efficiency.MOE_VARIANT_SPEED, which stays on sm_90 / sm_100 (wgmma / tcgen05 BF16 peaks mma.sync does not reach).
+# Marlin (W4A16 / MXFP4 weight-only MoE: 4-bit weights dequantised in registers into FP16/BF16 mma.sync):
+# calibration.yaml kernel-marlin-a10-large-batch (MARLIN paper, arXiv:2408.11743: at batch >= 1,024 it runs about
+# 10% below the FP16 GEMM, compute bound) -> 0.9 of an mma.sync BF16 GEMM. On sm_80 / sm_86 / sm_89 / sm_120 that
+# is the BF16 rate itself (no wgmma or tcgen05: the other kernels run the same instruction). On sm_90 / sm_100
+# mma.sync gets only a share of the wgmma / tcgen05 rate, MMA_SYNC_SHARE: what an mma.sync kernel gets against the
+# arch's own kernel of the same problem, FlashAttention-2 (mma.sync on both) over FlashAttention-3 / -4, forward
+# BF16, head dim 128, non-causal, seqlen 8k: H100 370 / 646 TFLOPS (calibration.yaml kernel-fa2-h100-fwd, FA3
+# paper figure 5; kernel-fa3-h100-fwd-headdim), B200 361.6 / 1,289 (kernel-fa2-b200-fwd, tritonbench#171;
+# kernel-fa4-b200-fwd-headdim). FA2 runs at the same ~360 TFLOPS on both: the B200's doubled BF16 peak is
+# tcgen05's only. Marlin's speed is MARLIN_MMA_SYNC_SPEED x the share (0.52 on sm_90, 0.25 on sm_100; before: a
+# 0.7 prior on both). FA3 also overlaps its softmax with the GEMMs, so the share is a lower bound of the
+# instruction's alone (confidence M).
 MARLIN_MMA_SYNC_SPEED = 0.9
 MMA_SYNC_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_120")
 MARLIN_PROVENANCE = "public:kernel-marlin-a10-large-batch"
+MMA_SYNC_SHARE = {"sm_90": 370.0 / 646.0, "sm_100": 361.6 / 1289.0}
+MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b200-fwd")
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at

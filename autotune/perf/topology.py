@@ -32,6 +32,7 @@ class Topology:
     p2p: tuple[tuple[bool, ...], ...]
     path_rank: tuple[tuple[int, ...], ...]  # NCCL path type of each pair (comm_rates.NCCL_PATH_RANK)
     amd_host: bool  # NCCL's default P2P level depends on the CPU vendor
+    nvlink_latency_factor: tuple[float, ...] = ()  # per GPU: its arch's P2P-kernel fixed-time factor on NVLink
 
 
 def _groups(n: int, same) -> tuple[int, ...]:
@@ -71,6 +72,7 @@ def _topology(fingerprint: str, hw_holder: _Holder) -> Topology:
         p2p=hw.p2p,
         path_rank=tuple(tuple(_path_rank(label) for label in row) for row in links),
         amd_host="AMD" in hw.host.cpu_model.upper(),
+        nvlink_latency_factor=tuple(cr.NVLINK_P2P_LATENCY_FACTOR_BY_ARCH.get(a.arch, 1.0) for a in hw.accelerators),
     )
 
 

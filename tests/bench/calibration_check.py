@@ -45,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.catalog import load_preset  # noqa: E402
+from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
 from autotune.perf import comm, ep_balance, predict  # noqa: E402
@@ -222,6 +223,17 @@ def switchless_host():
     on two NUMA nodes, no PCIe switches (the entry's setup)."""
     links = tuple(tuple("X" if i == j else "NODE" if i // 4 == j // 4 else "SYS" for j in range(8)) for i in range(8))
     return dataclasses.replace(box("rtx-pro-6000-x8"), links=links, pcie_switch_uplink_gbs=0.0)
+
+
+@cache
+def b200_box():
+    """8x B200 on NVSwitch: the H200 preset's box with catalog.devices "b200" GPUs (arch sm_100, NVLink5)."""
+    spec = DEVICES_BY_KEY["b200"]
+    gpus = tuple(
+        dataclasses.replace(a, name=spec.name, arch=spec.arch, nvlink_gbs=spec.nvlink_gbs)
+        for a in box("h200-x8").accelerators
+    )
+    return dataclasses.replace(box("h200-x8"), accelerators=gpus)
 
 
 # --- rows -------------------------------------------------------------------------------------------------------
@@ -451,6 +463,10 @@ def rows() -> list[Row]:
     for size, label, t in ((512 * KIB, "0.5 MiB", 15.0), (MIB, "1 MiB", 17.0), (2 * MIB, "2 MiB", 26.0),
                            (4 * MIB, "4 MiB", 37.0)):  # fmt: skip
         out.append(Row(v6, f"custom AR 6 GPU NVLink {label} two-stage", "us", t, us(h200, six, size, Comm("custom"))))
+    # NVIDIA/nccl#1940: 8 B all-reduce on 8 GPUs, 3.0 us on B200 against 2.3 us on H800 / H200 (P2P small messages)
+    b200_vs_h200 = lambda: us(b200_box, EIGHT, 512, Comm("custom"))() / us(h200, EIGHT, 512, Comm("custom"))()  # noqa: E731
+    out.append(Row("nvlink-small-message-latency-b200-nccl1940", "AR 8 GPU 512 B B200 / H200", "x", 3.0 / 2.3,
+                   b200_vs_h200))  # fmt: skip
     out += [
         Row(
             "kernel-l20-hgemm-cublas",

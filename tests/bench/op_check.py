@@ -59,6 +59,17 @@ APART = {
     "vllm_c_eager_surrogate: B200's, headline), and its decode rows show no such floor: at batch <= 8 and context "
     "<= 2k, every head count, predicted minus measured is +3 us median (5th-95th percentile -9..+6) on B200 and "
     "-40 us (-52..-28) on H100 and H200",
+    "moe untuned": "FlashInfer CUTLASS MoE on sm_90 (per-tensor FP8; block FP8 has one fixed tactic, "
+    "flashinfer_cutlass_fused_moe_binding.cu:982-989, and stays counted) timed without FlashInfer's autotuner: "
+    "AIConfigurator's collector/vllm/collect_moe.py (commit 095f58a) calls the FusedMoE module with no autotune() "
+    "context (its TRT-LLM collector tunes), so AutoTuner.choose_one returns the fallback tactic -1 "
+    "(flashinfer/autotuner/autotuner.py:1630-1660, flashinfer fb28d72), which the binding maps to the first "
+    "profile (flashinfer_cutlass_fused_moe_binding.cu:992), on sm_90 the smallest grouped tile, CtaShape128x16x128B "
+    "with a 1x1x1 cluster (nv_internal/.../cutlass_heuristic.cpp:223; the other GPUs' FlashInfer rows take the "
+    "same fallback but their first tile is not N = 16: 128x128 on sm_100, Ampere 32x128 for bf16 / FP8 on sm_120, "
+    "cutlass_heuristic.cpp:327-328, 132-133, 162-163, 631-636, and stay counted). vLLM 0.34 tunes "
+    "FlashInfer at startup on cc >= 9.0 (model_executor/warmup/kernel_warmup.py:385-393, on at -O1..-O3: "
+    "config/vllm.py:301-364)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
@@ -232,7 +243,9 @@ def moe_points(root, system, hw, model):
             c = _context(spec, hw, dp=ep, ep=ep, kernels=Kernels(moe=kernel))
             ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
             ops = [op for op in ops if op.kind != "norm"]
-            yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3, *(["moe ep>1"] if ep > 1 else [])
+            untuned = kernel == "flashinfer_cutlass" and hw.gpu.arch == "sm_90" and dtype_name != "fp8_block"
+            tags = ["moe untuned"] * untuned + ["moe ep>1"] * (ep > 1)
+            yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3, *tags
 
 
 def allreduce_points(root, system, hw, model):

@@ -254,3 +254,30 @@ def test_pcie_ipc_and_custom_share_the_kernel_latency(pro):
     _, ipc_s = comm.all_reduce(hw, (0, 1), 2, "pcie_ipc")
     _, custom_s = comm.all_reduce(hw, (0, 1), 2, "custom")
     assert ipc_s == pytest.approx(custom_s, rel=0.02)
+
+
+def _b200_box():
+    """8x B200 on NVSwitch: the H200 preset's box with catalog.devices "b200" GPUs (sm_100, NVLink5)."""
+    from autotune.catalog.devices import DEVICES_BY_KEY
+
+    spec, hw = DEVICES_BY_KEY["b200"], modelled(load_preset("h200-x8"))
+    gpus = tuple(dataclasses.replace(a, arch=spec.arch, nvlink_gbs=spec.nvlink_gbs) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def test_b200_nvlink_small_all_reduce_takes_longer_than_hopper():
+    """NVIDIA/nccl#1940: an 8 B all-reduce on 8 GPUs takes ~3.0 us on B200 against ~2.3 us on H200 / H800 with
+    the same tuning (calibration id nvlink-small-message-latency-b200-nccl1940): the custom all-reduce's fixed time
+    on a B200 NVLink group is 3.0 / 2.3 of the Hopper one. The old model gave B200 Hopper's fixed time (its faster
+    NVLink only shortened the wire part). NCCL's ring latencies are its tuner's, the same on both."""
+    h200, b200 = modelled(load_preset("h200-x8")), _b200_box()
+    for p in (2, 4, 8):
+        group = tuple(range(p))
+        algo, t_b200 = comm.all_reduce(b200, group, 512, "custom")
+        assert algo == "custom"
+        assert t_b200 / comm.all_reduce_s(h200, group, 512, "custom") == pytest.approx(3.0 / 2.3, rel=0.02)
+        assert comm.all_reduce_s(b200, group, 512, "nccl") == pytest.approx(
+            comm.all_reduce_s(h200, group, 512, "nccl"), rel=0.01
+        )
+    fn = comm.all_reduce_fn(b200, EIGHT, "custom", 1e12)  # the step costing path agrees
+    assert fn(512)[1] == pytest.approx(comm.all_reduce_s(b200, EIGHT, 512, "custom"))
