@@ -103,6 +103,22 @@ class EngineProfile:
     cutlass_fp8_tile_archs: tuple[str, ...] = ()
     # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
     allreduce_paths: AllReduceDispatch | None = None
+    # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
+    # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill), and the
+    # rows every other MLA backend does so for (0: none)
+    mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
+    mla_absorbed_prefill_rows_default: int = 0
+    # KV tokens per split of the Triton MLA decode kernel (power-of-two splits, at most 2 per SM), whose fp32
+    # partial outputs are written and read back once more (perf/mla.py triton_scratch_bytes); 0: not modelled
+    triton_mla_split_tokens: int = 0
+    # the MLA decode backends concatenate the latent query with its rope part in a kernel of their own before the
+    # attention kernel (perf/mla.py query_concat_bytes), except the `auto` backend on these archs, which takes the
+    # two parts apart
+    mla_decode_query_concat: bool = False
+    # an MLA prefill on the MHA path with a cached prefix gathers the prefix's latent KV, up-projects it through
+    # kv_b, builds its keys and merges the prefix's attention output with the new tokens' (perf/mla.py)
+    mla_prefill_prefix_up_projection: bool = False
+    mla_split_query_archs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:

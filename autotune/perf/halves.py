@@ -46,8 +46,9 @@ def _attention_prefix(c: Context) -> int:
     """The Context's part of attention_terms' key, as a number (one per distinct part, built once per Context):
     what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
     specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
-    resolved sizes and kernel speeds, the decode kernel's split cap and MLA output copy, the FP8 GEMMs' K-loop
-    bound (Context.fp8_kloop), and the vllm-ascend platform options when the engine runs on it."""
+    resolved sizes and kernel speeds, the decode kernel's split cap, the MLA output copy, absorbed-prefill rows,
+    Triton MLA split size, query concat and prefix up-projection, the FP8 GEMMs' K-loop bound (Context.fp8_kloop),
+    and the vllm-ascend platform options when the engine runs on it."""
     hit = c.memo_keys.get("attention")
     if hit is None:
         phase = c.phase
@@ -56,6 +57,7 @@ def _attention_prefix(c: Context) -> int:
             id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop,
+            c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit

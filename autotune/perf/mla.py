@@ -6,7 +6,9 @@ model_executor/layers/attention/mla_attention.py):
 - the rotary embedding of the queries' and the key's rope part (mla.py:229-232);
 - in decode, the absorbed kv_b: the query's nope part times W_UK_T before the kernel and the latent output times
   W_UV after it, two batched GEMMs (mla_attention.py:1362 torch.bmm(mqa_q_nope, W_UK_T), :1633 torch.bmm(x, W_UV))
-  where the op list's projection op counts one kv_b launch.
+  where the op list's projection op counts one kv_b launch. Their FLOPs and weights are the projection op's; their
+  activations are their own: the first reads the nope part (qk_nope_head_dim per head) and writes the latent
+  query (kv_lora_rank), the second reads the latent output and writes the value (v_head_dim), per row and head.
 The KV-cache write (concat_and_cache_mla) is the op list's `kv cache write`. A prefill row takes the MHA path
 instead of the absorbed one (mla_attention.py:3444-3526, forward_mha): kv_b up-projects the new tokens' latent KV
 (the projection op's kv_b), then
@@ -38,6 +40,7 @@ class ModuleKernels(NamedTuple):
     rope_kernels: int
     rope_bytes: float  # read + write of the rope parts of the queries and the key
     extra_gemms: int  # launches beyond the projection op's count (decode only)
+    absorb_bytes: float  # the two absorbed batched GEMMs' activation reads and writes (decode only)
 
 
 def is_absorbed_mla(att: AttentionSpec) -> bool:
@@ -45,13 +48,65 @@ def is_absorbed_mla(att: AttentionSpec) -> bool:
     return att.latent_shared and att.score_dim_decode > 0
 
 
-def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_width: float, decode: bool,
+def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_width: float, absorbed_rows: float,
                    act_bytes: float) -> ModuleKernels:  # fmt: skip
-    """The module's extra kernels for `rows` tokens on a rank holding `heads_per_rank` heads; `down_width` is the
-    replicated down-projections' output width per row (q_a + kv_a, and the indexer's where the model has one)."""
+    """The module's extra kernels for `rows` tokens on a rank holding `heads_per_rank` heads, `absorbed_rows` of
+    them on the absorbed (decode) path; `down_width` is the replicated down-projections' output width per row
+    (q_a + kv_a, and the indexer's where the model has one). The nope and value widths are score_dim's halves
+    less the rope part (as in prefill_kernels), the latent width score_dim_decode's (kv_lora + rope + kv_lora)."""
     norm_bytes = 2 * rows * down_width * act_bytes
     rope_bytes = 2 * rows * (heads_per_rank + 1) * ROPE_DIM * act_bytes
-    return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS if decode else 0)
+    if not absorbed_rows:
+        return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, 0, 0.0)
+    k_width = (att.score_dim + ROPE_DIM) / 2
+    nope, v_width = k_width - ROPE_DIM, att.score_dim - k_width
+    kv_lora = (att.score_dim_decode - ROPE_DIM) / 2
+    absorb = absorbed_rows * heads_per_rank * (nope + 2 * kv_lora + v_width) * act_bytes
+    return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS, absorb)
+
+
+class PrefixKernels(NamedTuple):
+    gather_bytes: float  # the prefix's latent KV read from the paged cache, written to the workspace (bf16)
+    up_n: float  # kv_b's output width per rank: (nope + v) per head
+    up_k: float  # its input width: kv_lora
+    concat_bytes: float  # the prefix's keys built per head (as prefill_kernels' concat)
+    merge_bytes: float  # the prefix's and the new tokens' outputs merged (read both, write one)
+
+
+def prefix_kernels(att: AttentionSpec, prefix_tokens: float, tokens: float, heads_per_rank: float,
+                   kv_elem_bytes: float, act_bytes: float) -> PrefixKernels:  # fmt: skip
+    """The kernels an MHA-path prefill of `tokens` new rows runs over its `prefix_tokens` cached rows (summed over
+    its sequences): EngineProfile.mla_prefill_prefix_up_projection. Widths as prefill_kernels takes them."""
+    k_width = (att.score_dim + ROPE_DIM) / 2
+    v_width = att.score_dim - k_width
+    kv_lora = (att.score_dim_decode - ROPE_DIM) / 2
+    latent = kv_lora + ROPE_DIM
+    gather = prefix_tokens * latent * (kv_elem_bytes + act_bytes)
+    up_n = heads_per_rank * (k_width - ROPE_DIM + v_width)
+    concat = prefix_tokens * (heads_per_rank * (2 * k_width - ROPE_DIM) + ROPE_DIM) * act_bytes
+    merge = 3 * tokens * heads_per_rank * v_width * act_bytes
+    return PrefixKernels(gather, up_n, kv_lora, concat, merge)
+
+
+def query_concat_bytes(att: AttentionSpec, rows: float, heads_per_rank: float, act_bytes: float) -> float:
+    """The decode query's concat (Context.mla_query_concat): the latent part (kv_lora) and the rope part of every
+    row and head read, the joined query written."""
+    return 2 * rows * heads_per_rank * ((att.score_dim_decode - ROPE_DIM) / 2 + ROPE_DIM) * act_bytes
+
+
+def triton_decode_splits(ctx: float, sms: int, split_tokens: int) -> int:
+    """KV splits of the Triton MLA decode kernel at context `ctx`: the power of two at or above ctx / split_tokens
+    (at least 1), at most 2 per SM (vLLM's _compute_num_kv_splits: EngineProfile.triton_mla_split_tokens)."""
+    ideal = max(1, int(ctx // split_tokens))
+    splits = 1 << (ideal - 1).bit_length()
+    return min(splits, 2 * sms) if sms > 0 else splits
+
+
+def triton_scratch_bytes(att: AttentionSpec, rows: float, heads_per_rank: float, splits: int) -> float:
+    """The fp32 partial outputs (kv_lora + 1 values: the latent output and its log-sum-exp) of every (query row,
+    head, split) that the Triton MLA decode's first stage writes and its second stage reads back."""
+    kv_lora = (att.score_dim_decode - ROPE_DIM) / 2
+    return 2 * rows * heads_per_rank * splits * (kv_lora + 1) * 4
 
 
 class PrefillKernels(NamedTuple):

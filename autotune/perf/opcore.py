@@ -179,6 +179,10 @@ class Context:
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
+    mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
+    triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
+    mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
+    mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
 
 
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
@@ -217,6 +221,10 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
+        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
+        triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
+        mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
+        mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
     )
 
 
@@ -228,6 +236,24 @@ def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
     if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
         return tiles.FA3_GRAPH_MAX_SPLITS
     return 0
+
+
+def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> int:
+    """The most query rows per sequence a prefill may have and still run on the `auto` MLA backend's absorbed
+    (decode) path (the engine profile's mla_absorbed_prefill_rows for the arch: vLLM's FLASH_ATTN_MLA on sm_90;
+    its mla_absorbed_prefill_rows_default on other archs and for a kernel the plan names); 0 where every prefill
+    takes the MHA path."""
+    p = profile(engine)
+    if attention_kernel == "auto":
+        return next((rows for a, rows in p.mla_absorbed_prefill_rows if a == arch), p.mla_absorbed_prefill_rows_default)
+    return p.mla_absorbed_prefill_rows_default
+
+
+def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
+    """Whether the MLA decode backend a plan runs concatenates the latent query with its rope part (the engine
+    profile's mla_decode_query_concat), which the `auto` backend on mla_split_query_archs does not."""
+    p = profile(engine)
+    return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
 
 
 def _moe_variant_speed(moe: str, arch: str) -> float:

@@ -47,6 +47,18 @@ APART = {
     "at any shape, 1 MFLOP included, where per-tensor FP8 takes 5 us): AIConfigurator's collector/vllm/"
     "collect_gemm.py passes use_cuda_graph=gemm_type != 'fp8_block' (github.com/ai-dynamo/aiconfigurator, commit "
     "00e9bde); its later tests/unit/collector test_gemm_publishes_only_graph_timing refuses such eager timings",
+    "mla native-ops": "measured with vLLM's RMSNorm and rotary embedding running their native torch chains, not "
+    "the CUDA kernels a serving engine runs (about 30 more kernels a module, vLLM 0.23.0 source: rms_norm's to-fp32 "
+    "/ pow / mean / add / rsqrt / mul / to-bf16 / mul, vllm/ir/ops/layernorm.py:10-21, twice; DeepseekScalingRotary"
+    "Embedding.forward_static's gather / repeat_interleave / neg / stack / mul / add, rotary_embedding/"
+    "deepseek_scaling_rope.py:142-181): 'a batch-independent ~50-65us per layer that a serving engine never pays' "
+    "(module glue under CUDA-graph replay on B200: native 74.1 us, fused vllm_c 21.0 us), AIConfigurator commit "
+    "c56db49fe (#1423, 2026-07-29, collector/vllm/utils.py enable_engine_fused_ops), which asks for these tables' "
+    "re-collection. Printed apart: the vLLM 0.24.0 tables committed in d5bad971c (2026-07-13; the installed files "
+    "are byte-identical). A re-collected table says so in its collection_meta.yaml (norm_dispatch: "
+    "vllm_c_eager_surrogate: B200's, headline), and its decode rows show no such floor: at batch <= 8 and context "
+    "<= 2k, every head count, predicted minus measured is +3 us median (5th-95th percentile -9..+6) on B200 and "
+    "-40 us (-52..-28) on H100 and H200",
     "moe untuned": "FlashInfer CUTLASS MoE on sm_90 (per-tensor FP8; block FP8 has one fixed tactic, "
     "flashinfer_cutlass_fused_moe_binding.cu:982-989, and stays counted) timed without FlashInfer's autotuner: "
     "AIConfigurator's collector/vllm/collect_moe.py (commit 095f58a) calls the FusedMoE module with no autotune() "
@@ -172,6 +184,7 @@ def mla_points(root, system, hw, model):
         if not path:
             continue
         frame = pd.read_parquet(path)
+        tag = [] if _fused_norms(path, filename) else ["mla native-ops"]
         # every backend's rows stay in: a context row's kernel_source is the MLA prefill backend that ran it
         # (FLASH_ATTN: FlashAttention varlen over the up-projected keys, the path mi-tune costs as MLA prefill),
         # or the decode backend when vLLM ran the whole batch as decodes (single-token prompts, and prompts under
@@ -191,7 +204,21 @@ def mla_points(root, system, hw, model):
                 x = opcore.StepInput(decode_seqs=float(r.batch_size), decode_ctx=float(r.isl + r.step))
             else:
                 x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
-            yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3
+            yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3, *tag
+
+
+def _fused_norms(path: str, filename: str) -> bool:
+    """Whether the module table at `path` was measured with vLLM's fused CUDA norm / rotary kernels: its
+    collection_meta.yaml records the norm dispatch for the table (APART's "mla native-ops")."""
+    import yaml
+
+    meta_path = os.path.join(os.path.dirname(path), "collection_meta.yaml")
+    if not os.path.exists(meta_path):
+        return False
+    with open(meta_path) as f:
+        meta = yaml.safe_load(f) or {}
+    table = (meta.get("tables") or {}).get(filename.removesuffix(".parquet")) or {}
+    return bool(table.get("norm_dispatch"))
 
 
 def moe_points(root, system, hw, model):

@@ -86,7 +86,8 @@ def test_mla_decode_runs_the_modules_norms_rope_and_absorb_gemms():
     by_source = {op.source: op for op in ops}
     assert by_source["mla q_a/kv_a norms"].count == 2 and by_source["mla rope"].count == 1
     assert by_source["mla absorb"].count == 1 and by_source["mla absorb"].flops == 0  # launch only
-    prefill = attention_ops(c, att, StepInput(prefill_tokens=512, prefill_ctx=256))
+    # a 2048-token prompt: above the 512 query rows vLLM's FLASH_ATTN_MLA runs on the absorbed path (test_mla_paths)
+    prefill = attention_ops(c, att, StepInput(prefill_tokens=2048, prefill_ctx=1024))
     assert "mla absorb" not in {op.source for op in prefill}  # prefill runs the un-absorbed kv_b
     gqa = attention_ops(context(LLAMA70, phase(), "vllm", H200, (0,)), LLAMA70.layers[0].attention,
                         StepInput(decode_seqs=1, decode_ctx=1000))  # fmt: skip

@@ -169,6 +169,32 @@ PROFILE = EngineProfile(
     # vllm/model_executor/kernels/linear/__init__.py:459-468)
     cutlass_fp8_tile_archs=("sm_89", "sm_90", "sm_100"),
     allreduce_paths=allreduce_paths,
+    # sm_90's FLASH_ATTN_MLA (first on the list, vllm/platforms/cuda.py:146-150) reorders requests of up to 512
+    # query tokens into the decode batch ("process small prefills with decode pathway",
+    # vllm/v1/attention/backends/mla/flashattn_mla.py:128-129, VARLEN): split_decodes_and_prefills then counts
+    # every such request, short prompts and short chunks alike, as a decode
+    # (vllm/v1/attention/backends/utils.py:957-979), run by forward_mqa on the latent KV. FLASHINFER_MLA (sm_100)
+    # and TRITON_MLA (sm_12x, sm_8x) keep the builder's default threshold of 1
+    # (vllm/model_executor/layers/attention/mla_attention.py:2505; raised only to the draft length under
+    # speculative decoding, vllm/v1/attention/backend.py:659-671): a one-token prompt or chunk is a decode there
+    mla_absorbed_prefill_rows=(("sm_90", 512),),
+    mla_absorbed_prefill_rows_default=1,
+    # TRITON_MLA decode: num_kv_splits = min(next_power_of_2(max_seq_len // 512), 2 x SMs)
+    # (vllm/v1/attention/backends/mla/triton_mla.py:41-53); stage 1 writes fp32 partials of
+    # (rows, heads, splits, kv_lora_rank + 1) that stage 2 reads (vllm/v1/attention/backends/mla/triton_mla.py:313-323,
+    # vllm/v1/attention/ops/triton_decode_attention.py:527-533 grid (batch, heads / 16, splits))
+    triton_mla_split_tokens=512,
+    # forward_mqa of FLASHINFER_MLA, TRITON_MLA and FLASHMLA: torch.cat of the latent query and its rope part
+    # (vllm/v1/attention/backends/mla/flashinfer_mla.py:327-329, vllm/v1/attention/backends/mla/triton_mla.py:287-288,
+    # vllm/v1/attention/backends/mla/flashmla.py:270-271); FLASH_ATTN_MLA (auto on sm_90) passes them apart
+    # (vllm/v1/attention/backends/mla/flashattn_mla.py:364-369)
+    mla_decode_query_concat=True,
+    mla_split_query_archs=("sm_90",),
+    # forward_mha's _compute_prefill_context, per workspace-sized context chunk: gather_and_maybe_dequant_cache of the
+    # prefix's latent KV, kv_b_proj over it, _concat_k_nope_k_pe, the context attention, accumulate / merge_attn_states
+    # (vllm/model_executor/layers/attention/mla_attention.py:3174-3298; the algorithm at
+    # vllm/model_executor/layers/attention/mla_attention.py:120-197)
+    mla_prefill_prefix_up_projection=True,
     auto_moe_kernel=auto_moe_kernel,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
