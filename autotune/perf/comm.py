@@ -318,11 +318,20 @@ def _two_shot(topo: Topology, group: tuple[int, ...], nbytes: float) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: float) -> float:
-    """Seconds per byte of message of a one- or two-shot all-reduce on `group` (traffic is linear in bytes)."""
+def _unit_wire_s(
+    holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: float, nvlink_eff: float | None = None
+) -> float:
+    """Seconds per byte of message of a one- or two-shot all-reduce on `group` (traffic is linear in bytes);
+    `nvlink_eff`: the NVLink efficiency its bytes move at (None: efficiency.NVLINK_COLLECTIVE_EFFICIENCY)."""
     topo = topology(holder.hw)
     traffic = _one_shot(group, 1.0) if shot == "one" else _two_shot(topo, group, 1.0)
-    return transfer_s(topo, traffic, p2p_eff=p2p_eff)
+    return transfer_s(topo, traffic, p2p_eff=p2p_eff, nvlink_eff=nvlink_eff)
+
+
+def _two_shot_nvlink_eff(path: AllReducePath) -> float:
+    """NVLink efficiency of a path's two-shot wire: vLLM's two-stage kernel its own (comm_rates), else the
+    collective one."""
+    return cr.CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY if path.two_stage_wire else eff.NVLINK_COLLECTIVE_EFFICIENCY
 
 
 def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
@@ -336,9 +345,10 @@ def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes
     its copies of the message (_copy_terms)."""
     one = nbytes <= path.one_shot_max_bytes
     copy_fixed_s, copy_unit_s = _copy_terms(holder.hw, path)
+    nvlink_eff = eff.NVLINK_COLLECTIVE_EFFICIENCY if one else _two_shot_nvlink_eff(path)
     return _custom_wire_s(
         nbytes,
-        _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY) + copy_unit_s,
+        _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY, nvlink_eff) + copy_unit_s,
         custom_latency_s(topology(holder.hw), group) * (path.one_shot_syncs if one else path.two_shot_syncs)
         + copy_fixed_s,
     )
@@ -435,10 +445,10 @@ def all_reduce_fn(
     if paths:  # per path: (name, max bytes, one-shot max bytes, one-shot (unit wire, fixed s), two-shot (...))
         lat = custom_latency_s(topo, group)
         one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY)
-        two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
         resolved = []
         for x in paths:
             copy_fixed, copy_unit = _copy_terms(hw, x)
+            two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY, _two_shot_nvlink_eff(x))
             one_terms = (one + copy_unit, lat * x.one_shot_syncs + copy_fixed)
             two_terms = (two + copy_unit, lat * x.two_shot_syncs + copy_fixed)
             resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms))

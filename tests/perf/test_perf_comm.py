@@ -299,10 +299,42 @@ def test_vllm_two_stage_custom_kernel_pays_two_fixed_times_sglang_one():
     for size in (3 * MB, 4 * MB):  # past vLLM's FlashInfer limit at 4 ranks on sm_90 (2 MiB): its custom kernel
         vllm_algo, vllm_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="vllm")
         sglang_algo, sglang_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="sglang")
-        assert vllm_algo == sglang_algo == "custom"  # both two-shot: the same wire
-        assert vllm_s - sglang_s == pytest.approx(comm.custom_latency_s(topo, four), rel=1e-6)
+        assert vllm_algo == sglang_algo == "custom"  # both two-shot traffic, vLLM's at its two-stage rate
+        two_shot_bytes = size * 2 * (len(four) - 1) / len(four)
+        slower_wire_s = (
+            two_shot_bytes
+            / (topo.nvlink_gbs[0] * 1e9)
+            * (1 / comm.cr.CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY - 1 / comm.eff.NVLINK_COLLECTIVE_EFFICIENCY)
+        )
+        assert vllm_s - sglang_s == pytest.approx(comm.custom_latency_s(topo, four) + slower_wire_s, rel=1e-6)
         fn = comm.all_reduce_fn(h200, four, Comm("custom"), 1e12, "vllm")  # the step costing path agrees
         assert fn(size) == ("custom", pytest.approx(vllm_s))
+
+
+def test_vllm_two_stage_kernel_moves_its_bytes_slower_than_one_stage():
+    """vllm#24111 / #24532 (H100 SXM TP=4, CUDA graphs): the custom kernel forced two-stage takes longer than forced
+    one-stage at 3-4 MiB (ca_2stage 35 / 43 us against ca_1stage 30 / 38 us) though it moves 2(p-1)/p of the message
+    per rank against (p-1): its reduce-scatter and all-gather rounds (csrc/custom_all_reduce.cuh
+    cross_device_reduce_2stage) move bytes at their own rate (comm_rates.CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY). The old
+    model priced both at the one-round NVLink efficiency: two-stage 27 us against one-stage 40 us at 4 MiB. SGLang's
+    one-round two-shot pull keeps the collective rate."""
+    h200, four = modelled(load_preset("h200-x8")), (0, 1, 2, 3)
+    topo = comm.topology(h200)
+    custom = next(p for p in comm.allreduce_paths("vllm", h200, four) if p.name == "custom")
+    assert custom.two_stage_wire
+    one_stage = dataclasses.replace(custom, max_bytes=float("inf"), one_shot_max_bytes=float("inf"))
+    two_stage = dataclasses.replace(custom, max_bytes=float("inf"), one_shot_max_bytes=0.0)
+    for size in (3 * MB, 4 * MB):
+        assert comm.path_s(h200, four, two_stage, size) > comm.path_s(h200, four, one_stage, size)
+        # per byte of its own traffic, slower than the one-stage kernel (fixed times taken out)
+        fixed_s = comm.custom_latency_s(topo, four)
+        two_rate = size * 1.5 / (comm.path_s(h200, four, two_stage, size) - 2 * fixed_s)
+        one_rate = size * 3 / (comm.path_s(h200, four, one_stage, size) - fixed_s)
+        assert two_rate < 0.8 * one_rate
+    sglang = comm.allreduce_paths("sglang", h200, four)[0]
+    assert not sglang.two_stage_wire
+    sglang_two = dataclasses.replace(sglang, one_shot_max_bytes=0.0)
+    assert comm.path_s(h200, four, sglang_two, 4 * MB) < comm.path_s(h200, four, two_stage, 4 * MB) - fixed_s
 
 
 def test_vllm_dispatch_follows_its_size_rules_on_nvswitch():

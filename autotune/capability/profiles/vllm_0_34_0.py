@@ -104,7 +104,8 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       symmetric memory runs (CUSTOM_SYMM_MAX_BYTES). Its two-stage kernel synchronises twice (csrc/custom_all_reduce.cuh
       cross_device_reduce_2stage: start_sync, the reduce-scatter, an end_sync every block waits on, then the
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
-      end_sync on one block only).
+      end_sync on one block only). Its two rounds move their bytes at their own measured rate (two_stage_wire:
+      comm_rates.CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY, vllm#24111 / #24532's ca_2stage columns).
     - FlashInfer (Lamport one-/two-shot kernels) and symmetric memory (two-shot / multimem, a barrier before and
       after; the message copied into and out of the symmetric buffer,
       vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom
@@ -121,7 +122,7 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
         paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, one_stage))
     symm_max = SYMM_MEM_MAX_BYTES.get(arch, {}).get(world, 0) if nvlink else 0
     custom_max = min(CUSTOM_MAX_BYTES, CUSTOM_SYMM_MAX_BYTES[arch][world] - 16) if symm_max else CUSTOM_MAX_BYTES
-    paths.append(AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2))
+    paths.append(AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2, two_stage_wire=True))
     if symm_max:
         paths.append(AllReducePath("symm_mem", symm_max, 0.0, copies=2))
     return tuple(paths)
