@@ -318,20 +318,11 @@ def _two_shot(topo: Topology, group: tuple[int, ...], nbytes: float) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def _unit_wire_s(
-    holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: float, nvlink_eff: float | None = None
-) -> float:
-    """Seconds per byte of message of a one- or two-shot all-reduce on `group` (traffic is linear in bytes);
-    `nvlink_eff`: the NVLink efficiency its bytes move at (None: efficiency.NVLINK_COLLECTIVE_EFFICIENCY)."""
+def _unit_wire_s(holder: _Holder, group: tuple[int, ...], shot: str, p2p_eff: float) -> float:
+    """Seconds per byte of message of a one- or two-shot all-reduce on `group` (traffic is linear in bytes)."""
     topo = topology(holder.hw)
     traffic = _one_shot(group, 1.0) if shot == "one" else _two_shot(topo, group, 1.0)
-    return transfer_s(topo, traffic, p2p_eff=p2p_eff, nvlink_eff=nvlink_eff)
-
-
-def _two_shot_nvlink_eff(path: AllReducePath) -> float:
-    """NVLink efficiency of a path's two-shot wire: vLLM's two-stage kernel its own (comm_rates), else the
-    collective one."""
-    return cr.CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY if path.two_stage_wire else eff.NVLINK_COLLECTIVE_EFFICIENCY
+    return transfer_s(topo, traffic, p2p_eff=p2p_eff)
 
 
 def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
@@ -342,16 +333,26 @@ def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nby
 
 def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
     """Time of a P2P all-reduce path: its synchronised rounds x the kernels' fixed time + one- or two-shot wire, and
-    its copies of the message (_copy_terms)."""
+    its copies of the message (_copy_terms); a wave-quantised two-stage kernel's wire is _two_stage_wire_s."""
     one = nbytes <= path.one_shot_max_bytes
     copy_fixed_s, copy_unit_s = _copy_terms(holder.hw, path)
-    nvlink_eff = eff.NVLINK_COLLECTIVE_EFFICIENCY if one else _two_shot_nvlink_eff(path)
-    return _custom_wire_s(
-        nbytes,
-        _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY, nvlink_eff) + copy_unit_s,
+    unit_s = _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+    fixed_s = (
         custom_latency_s(topology(holder.hw), group) * (path.one_shot_syncs if one else path.two_shot_syncs)
-        + copy_fixed_s,
+        + copy_fixed_s
     )
+    if not one and path.two_stage_grid_bytes:
+        wave_bytes = path.two_stage_grid_bytes * len(group)
+        return fixed_s + nbytes * copy_unit_s + _two_stage_wire_s(nbytes, wave_bytes, unit_s)
+    return _custom_wire_s(nbytes, unit_s + copy_unit_s, fixed_s)
+
+
+def _two_stage_wire_s(nbytes: float, wave_bytes: float, unit_wire_s: float) -> float:
+    """Wire time of a two-stage kernel whose grid covers `wave_bytes` of the message per pass (AllReducePath
+    .two_stage_grid_bytes x p): its passes, each a reduce-scatter pass and an all-gather pass taking at least
+    comm_rates.CUSTOM_TWO_STAGE_WAVE_US, or its two-shot traffic at the link rate where that is longer."""
+    waves = math.ceil(nbytes / wave_bytes)
+    return max(waves * cr.CUSTOM_TWO_STAGE_WAVE_US * 1e-6, nbytes * unit_wire_s)
 
 
 def _copy_terms(hw: HardwareProfile, path: AllReducePath) -> tuple[float, float]:
@@ -445,13 +446,14 @@ def all_reduce_fn(
     if paths:  # per path: (name, max bytes, one-shot max bytes, one-shot (unit wire, fixed s), two-shot (...))
         lat = custom_latency_s(topo, group)
         one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY)
+        two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
         resolved = []
         for x in paths:
             copy_fixed, copy_unit = _copy_terms(hw, x)
-            two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY, _two_shot_nvlink_eff(x))
             one_terms = (one + copy_unit, lat * x.one_shot_syncs + copy_fixed)
             two_terms = (two + copy_unit, lat * x.two_shot_syncs + copy_fixed)
-            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms))
+            wave = x.two_stage_grid_bytes * p  # 0: not a wave-quantised two-stage kernel (_two_stage_wire_s)
+            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms, wave, two, copy_unit))
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
@@ -463,10 +465,12 @@ def all_reduce_fn(
             return "none", 0.0
         nbytes = float(nbytes)
         if paths:
-            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed in resolved:
+            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed, wave, wire, copy in resolved:
                 if nbytes <= max_bytes:
                     if nbytes <= one_max:
                         return name, _custom_wire_s(nbytes, one_unit, one_fixed)
+                    if wave:
+                        return name, two_fixed + nbytes * copy + _two_stage_wire_s(nbytes, wave, wire)
                     return name, _custom_wire_s(nbytes, two_unit, two_fixed)
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box

@@ -69,17 +69,19 @@ NCCL_SATURATING_CHANNELS = 8
 
 # vLLM's two-stage custom kernel (csrc/custom_all_reduce.cuh cross_device_reduce_2stage, vLLM c9eabec): a
 # reduce-scatter round (each rank reads its 1/p part from every peer), an end_sync every block waits on, then an
-# all-gather round (each rank reads the p-1 peers' reduced parts out of their IPC buffers): 2(p-1)/p of the message
-# per rank over NVLink in two dependent rounds. Its bytes move slower than the one-stage kernel's (p-1) x message
-# (NVLINK_COLLECTIVE_EFFICIENCY): vllm-project/vllm#24111 (H100 SXM, TP=4 and TP=6) and #24532 (TP=4), CUDA graphs,
-# 0.5-4 MiB: ca_1stage 10 -> 38 us at 4 ranks (~390 GB/s per rank of (p-1) x size), ca_2stage 17 -> 43 us at 4 ranks
-# and 15 -> 37 us at 6 (~210 / ~280 GB/s per rank of 2(p-1)/p x size, beyond its two fixed times). Fitted on those
-# two sources' ca_2stage columns (calibration ids custom-allreduce-h100-tp6-vllm24111,
-# custom-allreduce-h100-tp4-vllm24532; tests/bench/calibration_check.py FITTED two_stage_eff, median log error over
-# the 18 rows). SGLang's two-shot pull is one round (sglang kernels/jit/csrc/distributed/custom_all_reduce.cuh:353-382:
-# each thread reads its chunk from every peer, reduces and stores it to every peer, no barrier between): it keeps
-# NVLINK_COLLECTIVE_EFFICIENCY.
-CUSTOM_TWO_STAGE_NVLINK_EFFICIENCY = 0.4
+# all-gather round (each rank reads the p-1 peers' reduced parts out of their IPC buffers), both walking the part with
+# the kernel's fixed grid (36 blocks x 512 threads x 16 B: capability/profiles/vllm_0_34_0.py CUSTOM_GRID_BYTES).
+# vllm-project/vllm#24111 (H100 SXM, TP=4 and TP=6) and #24532 (TP=4), CUDA graphs, ca_2stage at 0.5-4 MiB
+# (calibration ids custom-allreduce-h100-tp6-vllm24111, custom-allreduce-h100-tp4-vllm24532) step with the grid's
+# passes, not with the bytes: at 4 ranks 17, 18 us (1 pass each round), 25-27, 26-27 (2), 35 (3), 42-43 (4); at 6
+# ranks 15, 17, 20 (1), 26, 29 (2), 37 (3). Less the two fixed times that is ~8.4 us per pass at both world sizes,
+# though a pass moves (p-1) x 288 KiB per rank (4.2 us at 4 ranks at the one-stage kernel's measured rate, ~390 GB/s
+# per rank): a floor per pass of both rounds, the link rate (NVLINK_COLLECTIVE_EFFICIENCY) above it. Fitted on those
+# two sources' ca_2stage columns (tests/bench/calibration_check.py FITTED two_stage_wave_us, median log error over the
+# 18 rows; prior 0: link-bound). SGLang's two-shot pull is one round (sglang
+# kernels/jit/csrc/distributed/custom_all_reduce.cuh:353-382: each thread reads its chunk from every peer, reduces it
+# and stores it to every peer, no barrier between), so its profile sets no grid: the link-rate two-shot.
+CUSTOM_TWO_STAGE_WAVE_US = 8.5
 
 # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE / VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC) -
 # World sizes: sglang pcie_ipc_ar.py:77, vllm flashinfer_pcie_ipc_all_reduce.py:29 `_SUPPORTED_WORLD_SIZES = (2,4,8)`.

@@ -106,16 +106,13 @@ def transfer_s(
     traffic: dict[tuple[int, int], float],
     level: int = _SYS,
     p2p_eff: float | None = None,
-    nvlink_eff: float | None = None,
 ) -> float:
     """Seconds for a traffic matrix, bound by its most loaded link (loads weighted by path efficiency; `p2p_eff`
-    defaults to efficiency.PCIE_COLLECTIVE_EFFICIENCY, `nvlink_eff` to efficiency.NVLINK_COLLECTIVE_EFFICIENCY).
+    defaults to efficiency.PCIE_COLLECTIVE_EFFICIENCY).
     A PCIe pair moves data P2P when the hardware allows it and its NCCL path rank is within `level`, else
     through host shared memory (slower where NCCL chose it, slowest where the hardware has no P2P)."""
     if p2p_eff is None:  # read at call time (a default bound at import would keep the value the module had then)
         p2p_eff = eff.PCIE_COLLECTIVE_EFFICIENCY
-    if nvlink_eff is None:
-        nvlink_eff = eff.NVLINK_COLLECTIVE_EFFICIENCY
     load: dict[tuple, float] = defaultdict(float)
     capacity: dict[tuple, float] = {}
     shm_eff = p2p_eff * cr.NCCL_SHM_VS_P2P
@@ -123,7 +120,7 @@ def transfer_s(
         if i == j or nbytes <= 0:
             continue
         if on_fabric(topo.labels[i][j]) and level >= cr.NCCL_PATH_RANK["NVL"]:
-            eff_bytes = nbytes / nvlink_eff
+            eff_bytes = nbytes / eff.NVLINK_COLLECTIVE_EFFICIENCY
             for key, bw in ((("nv-out", i), topo.nvlink_gbs[i]), (("nv-in", j), topo.nvlink_gbs[j])):
                 load[key] += eff_bytes
                 capacity[key] = bw
