@@ -80,7 +80,9 @@ NCCL_SATURATING_CHANNELS = 8
 # two sources' ca_2stage columns (tests/bench/calibration_check.py FITTED two_stage_wave_us, median log error over the
 # 18 rows; prior 0: link-bound). SGLang's two-shot pull is one round (sglang
 # kernels/jit/csrc/distributed/custom_all_reduce.cuh:353-382: each thread reads its chunk from every peer, reduces it
-# and stores it to every peer, no barrier between), so its profile sets no grid: the link-rate two-shot.
+# and stores it to every peer, no barrier between), so its profile sets no grid: the link-rate two-shot. Measured on
+# Hopper only: other archs take the same floor (a prior; on sm_100 vLLM reaches its custom kernel only past FlashInfer
+# and below the symmetric-memory limit, capability/profiles/vllm_0_34_0.py allreduce_paths).
 CUSTOM_TWO_STAGE_WAVE_US = 8.5
 
 # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE / VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC) -
