@@ -333,15 +333,26 @@ def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nby
 
 def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
     """Time of a P2P all-reduce path: its synchronised rounds x the kernels' fixed time + one- or two-shot wire, and
-    its copies of the message (_copy_terms)."""
+    its copies of the message (_copy_terms); a wave-quantised two-stage kernel's wire is _two_stage_wire_s."""
     one = nbytes <= path.one_shot_max_bytes
     copy_fixed_s, copy_unit_s = _copy_terms(holder.hw, path)
-    return _custom_wire_s(
-        nbytes,
-        _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY) + copy_unit_s,
+    unit_s = _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
+    fixed_s = (
         custom_latency_s(topology(holder.hw), group) * (path.one_shot_syncs if one else path.two_shot_syncs)
-        + copy_fixed_s,
+        + copy_fixed_s
     )
+    if not one and path.two_stage_grid_bytes:
+        wave_bytes = path.two_stage_grid_bytes * len(group)
+        return fixed_s + nbytes * copy_unit_s + _two_stage_wire_s(nbytes, wave_bytes, unit_s)
+    return _custom_wire_s(nbytes, unit_s + copy_unit_s, fixed_s)
+
+
+def _two_stage_wire_s(nbytes: float, wave_bytes: float, unit_wire_s: float) -> float:
+    """Wire time of a two-stage kernel whose grid covers `wave_bytes` of the message per pass (AllReducePath
+    .two_stage_grid_bytes x p): its passes, each a reduce-scatter pass and an all-gather pass taking at least
+    comm_rates.CUSTOM_TWO_STAGE_WAVE_US, or its two-shot traffic at the link rate where that is longer."""
+    waves = math.ceil(nbytes / wave_bytes)
+    return max(waves * cr.CUSTOM_TWO_STAGE_WAVE_US * 1e-6, nbytes * unit_wire_s)
 
 
 def _copy_terms(hw: HardwareProfile, path: AllReducePath) -> tuple[float, float]:
@@ -441,7 +452,8 @@ def all_reduce_fn(
             copy_fixed, copy_unit = _copy_terms(hw, x)
             one_terms = (one + copy_unit, lat * x.one_shot_syncs + copy_fixed)
             two_terms = (two + copy_unit, lat * x.two_shot_syncs + copy_fixed)
-            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms))
+            wave = x.two_stage_grid_bytes * p  # 0: not a wave-quantised two-stage kernel (_two_stage_wire_s)
+            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms, wave, two, copy_unit))
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
@@ -453,10 +465,12 @@ def all_reduce_fn(
             return "none", 0.0
         nbytes = float(nbytes)
         if paths:
-            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed in resolved:
+            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed, wave, wire, copy in resolved:
                 if nbytes <= max_bytes:
                     if nbytes <= one_max:
                         return name, _custom_wire_s(nbytes, one_unit, one_fixed)
+                    if wave:
+                        return name, two_fixed + nbytes * copy + _two_stage_wire_s(nbytes, wave, wire)
                     return name, _custom_wire_s(nbytes, two_unit, two_fixed)
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box

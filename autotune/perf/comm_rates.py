@@ -67,6 +67,24 @@ NCCL_SATURATING_CHANNELS = 8
 # Which kernel each engine runs for which size, arch and world size (the one-/two-shot split, size limits, the
 # FlashInfer / symmetric-memory paths of vLLM): the engine profiles' allreduce_paths (capability/profiles/*.py).
 
+# vLLM's two-stage custom kernel (csrc/custom_all_reduce.cuh cross_device_reduce_2stage, vLLM c9eabec): a
+# reduce-scatter round (each rank reads its 1/p part from every peer), an end_sync every block waits on, then an
+# all-gather round (each rank reads the p-1 peers' reduced parts out of their IPC buffers), both walking the part with
+# the kernel's fixed grid (36 blocks x 512 threads x 16 B: capability/profiles/vllm_0_34_0.py CUSTOM_GRID_BYTES).
+# vllm-project/vllm#24111 (H100 SXM, TP=4 and TP=6) and #24532 (TP=4), CUDA graphs, ca_2stage at 0.5-4 MiB
+# (calibration ids custom-allreduce-h100-tp6-vllm24111, custom-allreduce-h100-tp4-vllm24532) step with the grid's
+# passes, not with the bytes: at 4 ranks 17, 18 us (1 pass each round), 25-27, 26-27 (2), 35 (3), 42-43 (4); at 6
+# ranks 15, 17, 20 (1), 26, 29 (2), 37 (3). Less the two fixed times that is ~8.4 us per pass at both world sizes,
+# though a pass moves (p-1) x 288 KiB per rank (4.2 us at 4 ranks at the one-stage kernel's measured rate, ~390 GB/s
+# per rank): a floor per pass of both rounds, the link rate (NVLINK_COLLECTIVE_EFFICIENCY) above it. Fitted on those
+# two sources' ca_2stage columns (tests/bench/calibration_check.py FITTED two_stage_wave_us, median log error over the
+# 18 rows; prior 0: link-bound). SGLang's two-shot pull is one round (sglang
+# kernels/jit/csrc/distributed/custom_all_reduce.cuh:353-382: each thread reads its chunk from every peer, reduces it
+# and stores it to every peer, no barrier between), so its profile sets no grid: the link-rate two-shot. Measured on
+# Hopper only: other archs take the same floor (a prior; on sm_100 vLLM reaches its custom kernel only past FlashInfer
+# and below the symmetric-memory limit, capability/profiles/vllm_0_34_0.py allreduce_paths).
+CUSTOM_TWO_STAGE_WAVE_US = 8.5
+
 # --- FlashInfer PCIe-IPC all-reduce (SGLANG_ENABLE_PCIE_IPC_ALLREDUCE / VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC) -
 # World sizes: sglang pcie_ipc_ar.py:77, vllm flashinfer_pcie_ipc_all_reduce.py:29 `_SUPPORTED_WORLD_SIZES = (2,4,8)`.
 PCIE_IPC_WORLD_SIZES = (2, 4, 8)

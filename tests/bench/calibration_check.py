@@ -87,7 +87,10 @@ FITTED = [
     # sglang-pcie-ipc; prior: NCCL's PCIe efficiency (the same links; a P2P kernel's copies reach no more)
     ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), "PCIE_COLLECTIVE_EFFICIENCY"),
     ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
-    ("nvlink_eff", "NVLINK_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # sglang2904 / vllm24111 two-stage rows
+    ("nvlink_eff", "NVLINK_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # sglang2904 / vllm24111 / vllm24532 one-stage rows
+    # vLLM's two-stage custom kernel's time per pass of its grid (vllm24111 / vllm24532 ca_2stage rows); prior 0: the
+    # link rate alone
+    ("two_stage_wave_us", "CUSTOM_TWO_STAGE_WAVE_US", (0.0, 4.0, 6.0, 7.0, 7.5, 8.0, 8.5, 9.0, 10.0, 12.0), 0.0),
     # the engines' P2P all-reduce latency, base + per peer x (p - 1) (comm_rates.engine_ar_latency_us); priors:
     # NCCL's ring LL base latency and NVLink LL per-step latency (nccl src/graph/tuning.cc:151, :159)
     ("engine_ar_base_us", "ENGINE_AR_BASE_US", (2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0), 6.6),

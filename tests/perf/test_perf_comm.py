@@ -2,11 +2,14 @@
 autotune/catalog/calibration.yaml). Properties, not fitted numbers."""
 
 import dataclasses
+import math
 
 import pytest
 
+from autotune.capability.profiles.vllm_0_34_0 import CUSTOM_GRID_BYTES
 from autotune.catalog import load_model, load_preset
 from autotune.perf import comm
+from autotune.perf import comm_rates as cr
 from autotune.perf.ops import StepInput, step_cost
 from autotune.specs import Batching, Comm, PhasePlan
 
@@ -299,10 +302,41 @@ def test_vllm_two_stage_custom_kernel_pays_two_fixed_times_sglang_one():
     for size in (3 * MB, 4 * MB):  # past vLLM's FlashInfer limit at 4 ranks on sm_90 (2 MiB): its custom kernel
         vllm_algo, vllm_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="vllm")
         sglang_algo, sglang_s = comm.all_reduce(h200, four, size, Comm("custom"), engine="sglang")
-        assert vllm_algo == sglang_algo == "custom"  # both two-shot: the same wire
-        assert vllm_s - sglang_s == pytest.approx(comm.custom_latency_s(topo, four), rel=1e-6)
+        assert vllm_algo == sglang_algo == "custom"  # both two-shot traffic; vLLM's kernel at least a floor per pass
+        latency_s = comm.custom_latency_s(topo, four)
+        passes = math.ceil(size / (4 * CUSTOM_GRID_BYTES))
+        link_s = sglang_s - latency_s  # SGLang's one-round two-shot: the link rate
+        assert vllm_s == pytest.approx(2 * latency_s + max(passes * cr.CUSTOM_TWO_STAGE_WAVE_US * 1e-6, link_s))
         fn = comm.all_reduce_fn(h200, four, Comm("custom"), 1e12, "vllm")  # the step costing path agrees
         assert fn(size) == ("custom", pytest.approx(vllm_s))
+
+
+def test_vllm_two_stage_kernel_steps_with_its_grid_passes():
+    """vLLM's two-stage kernel walks each rank's 1/p part with a fixed grid (36 blocks x 512 threads x 16 B,
+    csrc/custom_all_reduce.cuh allreduce() / cross_device_reduce_2stage): its time steps with the grid's passes, a
+    floor per pass (comm_rates.CUSTOM_TWO_STAGE_WAVE_US). vllm#24111 / #24532 (H100 SXM, CUDA graphs): at 4 ranks
+    ca_2stage 18 us at 1 MiB (one pass), 25-27 us at 1.5 and 2 MiB alike (two passes), and slower than ca_1stage at
+    3-4 MiB (35 / 43 against 30 / 38 us) though it moves half the bytes; at 6 ranks faster than ca_1stage from 2 MiB
+    (26 / 29 / 37 against 38 / 53 / 70 us). The old model priced the two-stage wire at the link rate, linear in bytes:
+    15.7 / 17.8 us at 1.5 / 2 MiB, 26.6 against one-stage 39.5 us at 4 MiB."""
+    h200 = modelled(load_preset("h200-x8"))
+
+    def forced(group, stages):
+        custom = next(p for p in comm.allreduce_paths("vllm", h200, group) if p.name == "custom")
+        assert custom.two_stage_grid_bytes == CUSTOM_GRID_BYTES
+        one_max = float("inf") if stages == 1 else 0.0
+        return lambda size: comm.path_s(h200, group, dataclasses.replace(custom, one_shot_max_bytes=one_max), size)
+
+    four, six = (0, 1, 2, 3), tuple(range(6))
+    two4, one4, two6, one6 = forced(four, 2), forced(four, 1), forced(six, 2), forced(six, 1)
+    assert two4(2 * MB) == pytest.approx(two4(1.5 * MB))  # the same two passes
+    assert two4(1.5 * MB) - two4(MB) > 0.5 * (two4(MB) - 2 * comm.custom_latency_s(comm.topology(h200), four))
+    for size in (3 * MB, 4 * MB):
+        assert two4(size) > one4(size)
+    for size in (2 * MB, 3 * MB, 4 * MB):
+        assert two6(size) < one6(size)
+    # SGLang's two-shot pull is one round: no grid passes, the link rate
+    assert comm.allreduce_paths("sglang", h200, four)[0].two_stage_grid_bytes == 0
 
 
 def test_vllm_dispatch_follows_its_size_rules_on_nvswitch():

@@ -50,6 +50,12 @@ CUSTOM_WORLD_SIZES = (2, 4, 6, 8)
 # vllm/distributed/device_communicators/custom_all_reduce.py:138 max_size=8192 * 1024; :514 `inp_size <
 # self.max_size` with sizes a multiple of 16 bytes (:509-511): the largest message it takes is 8 MiB - 16
 CUSTOM_MAX_BYTES = 8 * MIB - 16
+# The custom kernel's launch: csrc/custom_all_reduce.cuh allreduce() (vLLM c9eabec) `threads = 512, block_limit = 36`,
+# blocks = min(block_limit, packets / threads), packets of 16 bytes (packed_t: ld.128 / st.128); the vLLM binding
+# passes no other limits (vllm/_custom_ops.py:3279-3286 all_reduce(fa, inp, out, reg_buffer, reg_buffer_sz_bytes)).
+# cross_device_reduce_2stage walks a rank's part (size / ngpus packets) with a grid-stride loop in both rounds, so one
+# pass of the grid covers 36 x 512 x 16 bytes of each rank's part.
+CUSTOM_GRID_BYTES = 36 * 512 * 16
 # FlashInfer's standalone all-reduce (on by default, vllm/envs.py:2070-2072): world sizes and per-rank input limits
 # (MiB, inclusive: vllm/distributed/device_communicators/flashinfer_all_reduce.py:512) of
 # vllm/compilation/passes/fusion/allreduce_rms_fusion.py:104-120 (read at
@@ -104,7 +110,8 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       symmetric memory runs (CUSTOM_SYMM_MAX_BYTES). Its two-stage kernel synchronises twice (csrc/custom_all_reduce.cuh
       cross_device_reduce_2stage: start_sync, the reduce-scatter, an end_sync every block waits on, then the
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
-      end_sync on one block only).
+      end_sync on one block only). The two-stage kernel's grid is fixed (CUSTOM_GRID_BYTES): its passes over a rank's
+      1/p part are counted (two_stage_grid_bytes, perf/comm.py _two_stage_wire_s).
     - FlashInfer (Lamport one-/two-shot kernels) and symmetric memory (two-shot / multimem, a barrier before and
       after; the message copied into and out of the symmetric buffer,
       vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom
@@ -121,7 +128,9 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
         paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, one_stage))
     symm_max = SYMM_MEM_MAX_BYTES.get(arch, {}).get(world, 0) if nvlink else 0
     custom_max = min(CUSTOM_MAX_BYTES, CUSTOM_SYMM_MAX_BYTES[arch][world] - 16) if symm_max else CUSTOM_MAX_BYTES
-    paths.append(AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2))
+    paths.append(
+        AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2, two_stage_grid_bytes=CUSTOM_GRID_BYTES)
+    )
     if symm_max:
         paths.append(AllReducePath("symm_mem", symm_max, 0.0, copies=2))
     return tuple(paths)
