@@ -130,7 +130,7 @@ NVLINK_P2P_LATENCY_FACTOR_BY_ARCH = {"sm_100": 3.0 / 2.3}
 # A device-to-device copy of an all-reduce's message around the kernel (vLLM's symmetric-memory path copies the input
 # into its symmetric buffer and the result out, vllm/distributed/device_communicators/symm_mem.py:134, :155): one
 # small elementwise kernel each, NVIDIA/Megatron-LM#6463's decode profile "a fused add 1.5 us" (the figure behind
-# efficiency.ELEMENTWISE_MIN_US), plus reading and writing the message at the GPU's memory bandwidth.
+# rates.MIN_US['elementwise']), plus reading and writing the message at the GPU's memory bandwidth.
 DEVICE_COPY_MIN_US = 1.5
 
 

@@ -129,11 +129,9 @@ ROUTING_GROUPS = 8
 # 7% left; eplb-vllm-kimi-k3-ep16: max/mean 1.069 -> 1.008, 12% left. Both keep ~1/10 of the excess.
 EPLB_RESIDUAL_IMBALANCE = 0.1
 
-# Per-kernel minimum GPU time of a small elementwise kernel (fused residual add + RMSNorm), microseconds.
-# NVIDIA/Megatron-LM#6463 decode profile: TransformerEngine rmsnorm_fwd 2.9 us, a fused add 1.5 us, the two
-# fused into one 4.1 us; the engines' fused_add_rms_norm is one such kernel: 2.9 us is used.
-ELEMENTWISE_MIN_US = 2.9
-NORMS_PER_LAYER = 2  # input + post-attention RMSNorm, each fused with its residual add (vLLM/SGLang)
+# The layer's norms: input + post-attention RMSNorm, each fused with its residual add (vLLM/SGLang); their minimum
+# kernel time is rates.FUSED_ADD_NORM_MIN_US.
+NORMS_PER_LAYER = 2
 
 # Speculative decoding: per-draft-token acceptance `a` (expected tokens per step (1 - a^(k+1)) / (1 - a)).
 # calibration.yaml mtp-deepseek-v3-report: 2nd-token acceptance 85-90% -> 0.85 (the low end);

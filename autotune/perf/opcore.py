@@ -35,7 +35,8 @@ class Op(NamedTuple):
 
     kind: str  # gemm | grouped_moe | attention | norm | elementwise | quant | sampling | collective
     dtype: str  # compute dtype (collectives: "")
-    bucket: str  # rates-table shape bucket: m<=16 ... / decode | prefill / any; collectives: the collective
+    # rates-table shape bucket: m<=16 ... / decode | prefill / any (norm: also fused_add); collectives: the collective
+    bucket: str
     m: float  # rows (tokens; tokens per expert for grouped_moe); 0 when shapeless
     n: float  # output width per rank (GEMMs), 0 otherwise
     k: float  # reduction width (GEMMs), 0 otherwise

@@ -501,7 +501,7 @@ def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     if kernels <= 0:
         return []
     nbytes = kernels * 4 * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
-    return [Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
+    return [Op("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
 
 
 def dcp_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:

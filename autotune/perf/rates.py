@@ -91,8 +91,10 @@ MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b2
 # 0.51-0.88 TFLOPS = 1.8-3.1 us for 1.6 MFLOP; 3 us is used. grouped_moe: a fused-MoE step is at least a routing /
 # permute kernel + two grouped GEMMs + unpermute: 4 x the GEMM floor, a prior. attention: paged decode kernels
 # (split-KV + combine) are two launches: 2 x 3 us, a prior. norm / elementwise: kernel-min-time-rmsnorm-decode
-# (Megatron-LM#6463): fused add+RMSNorm 2.9-4.1 us, a fused add 1.5 us. quant: per-token FP8 activation quant is
-# an elementwise kernel (1.5 us). sampling: top-k/top-p + argmax over the vocab, several launches: 10 us, a prior.
+# (Megatron-LM#6463): TransformerEngine rmsnorm_fwd 2.9 us (a plain RMSNorm: MLA's q_a / kv_a norms), a fused add
+# 1.5 us; the layer's fused residual add + RMSNorm is FUSED_ADD_NORM_MIN_US below. quant: per-token FP8 activation
+# quant is an elementwise kernel (1.5 us). sampling: top-k/top-p + argmax over the vocab, several launches: 10 us,
+# a prior.
 MIN_US = {
     "gemm": 3.0,
     "grouped_moe": 12.0,
@@ -102,6 +104,14 @@ MIN_US = {
     "quant": 1.5,
     "sampling": 10.0,
 }
+# The layer's two norms in vLLM and SGLang are one kernel each that adds the residual and normalises (a
+# ("norm", "bf16", "fused_add") entry): 4.11 us in Megatron-LM#6463's decode profile (calibration id
+# kernel-min-time-rmsnorm-decode), 5.17 us for FlashInfer's fused_add_rmsnorm (SGLang's) and 5.53 us for
+# torch.compile's (vLLM's default, its custom op off) at hidden 7168 and one row under CUDA graphs (vllm#36899,
+# kernel-min-time-add-rmsnorm-vllm36899): the median of the three figures. Before, these ran at the plain
+# RMSNorm's 2.9 us.
+FUSED_ADD_NORM_MIN_US = 5.17
+FUSED_ADD_NORM_PROVENANCE = "public:kernel-min-time-rmsnorm-decode, kernel-min-time-add-rmsnorm-vllm36899"
 GEMM_WAVE_PROVENANCE = "public:kernel-deepgemm-h800-grouped"  # tiles.GEMM_WAVE_FIXED_US
 MIN_US_PROVENANCE = {
     "gemm": "public:kernel-min-time-small-gemm",
@@ -374,6 +384,9 @@ def build(hw: HardwareProfile) -> RatesTable:
     for op_class in ("norm", "elementwise", "quant", "sampling"):
         prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")
         entries[(op_class, "bf16", "any")] = Rate(0.0, stream, MIN_US[op_class], prov)
+    entries[("norm", "bf16", "fused_add")] = Rate(
+        0.0, stream, FUSED_ADD_NORM_MIN_US, f"{stream_prov}; min {FUSED_ADD_NORM_PROVENANCE}"
+    )
     return RatesTable(arch, entries)
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import efficiency as eff
-from autotune.perf import predict
+from autotune.perf import predict, rates
 from autotune.perf.ops import StepInput, speculation, step_cost
 from autotune.specs import Comm, Kernels, PhasePlan, Plan, Speculative, Workload
 
@@ -167,8 +167,27 @@ def test_allreduce_rmsnorm_fusion_lowers_step_time_with_tp_only():
 def test_norms_cost_at_least_their_minimum_kernel_time():
     x = StepInput(decode_seqs=1, decode_ctx=100)
     s = step(LLAMA70, H200, phase(n=1, tp=1), x)
-    floor = LLAMA70.num_layers * eff.NORMS_PER_LAYER * eff.ELEMENTWISE_MIN_US * 1e-3
+    floor = LLAMA70.num_layers * eff.NORMS_PER_LAYER * rates.FUSED_ADD_NORM_MIN_US * 1e-3
     assert s.memory_ms >= floor
+
+
+def test_the_layers_norms_are_fused_add_rmsnorm_kernels_and_mlas_latent_norms_plain():
+    """vLLM and SGLang run each of a layer's two norms as one fused residual add + RMSNorm kernel (4.1-5.5 us in
+    kernel-min-time-rmsnorm-decode and kernel-min-time-add-rmsnorm-vllm36899), MLA's q_a / kv_a norms as plain
+    RMSNorms (2.9 us). Before, every norm took the plain figure, and the fused figures only calibration_check read."""
+    from autotune.perf import opcore, oplist
+
+    table = rates.rates_table(H200)
+    assert table.get("norm", "bf16", "fused_add").min_us == rates.FUSED_ADD_NORM_MIN_US > rates.MIN_US["norm"]
+    v3 = load_model("deepseek-v3")
+    plan = phase(n=1, tp=1)
+    c = opcore.context(v3, plan, "vllm", H200, plan.gpus)
+    x = StepInput(decode_seqs=1, decode_ctx=100)
+    layer_ops = oplist.layer_ops(c, v3.layers[-1], x)
+    norms = [op for op in layer_ops if op.kind == "norm"]
+    assert {op.bucket for op in norms} == {"fused_add", "any"}
+    assert next(op for op in norms if op.bucket == "fused_add").count == eff.NORMS_PER_LAYER
+    assert next(op for op in norms if op.bucket == "any").source == "mla q_a/kv_a norms"
 
 
 # ---- kernels

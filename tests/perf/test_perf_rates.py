@@ -59,7 +59,7 @@ def test_minimum_latency_floors_tiny_ops():
     cost = cost_ops(c, tiny)
     # launch + transfer (issue 16): the fixed per-kernel time adds to the bytes moved, it is not a max with them
     bandwidth = rates.rates_table(H200).get("norm", "bf16", "any").gbs * 1e9
-    floor_s = tiny[0].count * rates.MIN_US["norm"] * 1e-6
+    floor_s = tiny[0].count * rates.FUSED_ADD_NORM_MIN_US * 1e-6  # the layer's norms: fused add + RMSNorm
     assert cost.compute_s + cost.memory_s == pytest.approx(floor_s + tiny[0].nbytes / bandwidth)
     # a 1-token decode step of a 70B model on one GPU is at least its layers x kernels x floors
     s = step_cost(LLAMA70, phase(n=1), "vllm", H200, (0,), StepInput(decode_seqs=1, decode_ctx=16), "t")
