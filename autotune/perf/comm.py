@@ -557,11 +557,15 @@ def nccl_cost_fn(hw: HardwareProfile, name: str, group: tuple[int, ...], comm=No
 
 def kv_transfer_s(hw: HardwareProfile, src: tuple[int, ...], dst: tuple[int, ...], nbytes: float, comm=None) -> float:
     """Move `nbytes` of KV from prefill GPUs `src` to decode GPUs `dst`; shards travel in parallel, lane k from
-    src[k] to dst[k]. Pairs go P2P or through host memory as the NCCL environment of `comm` allows."""
+    src[k] to dst[k]. Pairs go P2P or through host memory as the NCCL environment of `comm` allows. Both engines'
+    P/D transfer is NIXL (engines/vllm.py NIXL_KV_TRANSFER, engines/sglang.py PD_TRANSFER_BACKEND), whose UCX
+    cuda_ipc transport copies with cuMemcpyDtoDAsync on the copy engines (openucx/ucx
+    src/uct/cuda/cuda_ipc/cuda_ipc_ep.c): a PCIe pair moves at the DMA copy efficiency
+    (efficiency.PCIE_COPY_EFFICIENCY), not at an NCCL ring's."""
     lanes = min(len(src), len(dst))
     if lanes == 0 or nbytes <= 0:
         return 0.0
     topo = topology(hw)
     traffic = {(src[k], dst[k]): nbytes / lanes for k in range(lanes)}
     group = tuple(sorted({*src[:lanes], *dst[:lanes]}))
-    return transfer_s(topo, traffic, p2p_level(topo, group, nccl_env(comm)))
+    return transfer_s(topo, traffic, p2p_level(topo, group, nccl_env(comm)), p2p_eff=eff.PCIE_COPY_EFFICIENCY)

@@ -408,3 +408,19 @@ def test_step_costing_runs_the_plans_engine_dispatch():
     assert set(vllm.comm_ms) == {"allreduce:flashinfer"} and set(sglang.comm_ms) == {"allreduce:custom"}
     assert set(step_cost(model, phase, "vllm", h200, EIGHT, prefill, "prefill").comm_ms) == {"allreduce:symm_mem"}
     assert set(step_cost(model, phase, "sglang", h200, EIGHT, prefill, "prefill").comm_ms) == {"allreduce:nccl"}
+
+
+def test_kv_transfer_is_a_dma_copy_not_an_nccl_ring(pro):
+    """P/D KV moves through NIXL (UCX cuda_ipc: cuMemcpyDtoDAsync on the copy engines), so a P2P pair under one
+    switch moves at the copy efficiency (hardware.md 5.1: 50-55 of 63 GB/s on Gen5), not at an NCCL ring's 0.62
+    (before: the ring's)."""
+    from autotune.perf import efficiency as eff
+    from autotune.perf.topology import transfer_s
+
+    topo = comm.topology(pro)
+    pair = (0, 1)
+    gib = float(1 << 30)
+    copy = transfer_s(topo, {pair: gib}, p2p_eff=eff.PCIE_COPY_EFFICIENCY)
+    ring = transfer_s(topo, {pair: gib}, p2p_eff=eff.PCIE_COLLECTIVE_EFFICIENCY)
+    assert copy < ring
+    assert comm.kv_transfer_s(pro, (0,), (1,), gib) == pytest.approx(copy)
