@@ -80,7 +80,7 @@ RULES = RuleTable(
         Rule(
             field="kernels.moe",
             values=("triton",),
-            needs={"expert_weights": ["bf16", "fp16", "fp8_block", "fp8_tensor", "fp8_online"]},
+            needs={"expert_weights": ["bf16", "fp16", "fp8_block", "fp8_tensor", "fp8_tensor_dynamic", "fp8_online"]},
             source="srt/layers/quantization/unquant.py:1169-1194; srt/layers/quantization/fp8.py:2960-2983",
             why="the Triton MoE runner serves bf16 and FP8 experts",
         ),
