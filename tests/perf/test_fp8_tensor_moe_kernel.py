@@ -1,9 +1,10 @@
 """Per-tensor FP8 experts: the checkpoint's activation scheme decides vLLM 0.34's fused-MoE kernel (issue 16).
 
-vLLM walks one priority list for every FP8 MoE (fused_moe/oracle/fp8.py:94-110, :440-446) and moves Triton or
+vLLM walks one priority list for every FP8 MoE (fused_moe/oracle/fp8.py:94-110, :498-503) and moves Triton or
 FlashInfer CUTLASS to the front for block FP8 on SM90 only (:127-139). Of per-tensor FP8, FlashInfer CUTLASS takes
 static activation scales alone (experts/flashinfer_cutlass_moe.py:153-168), DeepGEMM takes none
-(experts/triton_deep_gemm_moe.py:178-188), Triton takes both (experts/triton_moe.py:197-204). ModelOpt FP8 is static
+(experts/deep_gemm_moe.py:178-188, required by its backend's class through experts/fallback.py:81-89), Triton takes
+both (experts/triton_moe.py:197-204). ModelOpt FP8 is static
 (quantization/modelopt.py:505-509), an `fp8` checkpoint follows its activation_scheme (quantization/fp8.py:509-518).
 """
 
@@ -129,7 +130,7 @@ def test_the_auto_moe_kernel_of_per_tensor_fp8_is_one_the_engines_own_rules_admi
 
 # vLLM 0.34's FP8 MoE kernel classes by scheme (module docstring): an explicit --moe-backend no class takes raises
 # (fused_moe/oracle/base.py:215-236). ModelOpt and `fp8` checkpoints keep vLLM's own CUTLASS MoE off
-# (allow_vllm_cutlass False: oracle/fp8.py:449-459, quantization/fp8.py:522-527).
+# (allow_vllm_cutlass False: oracle/fp8.py:446-457,494-496, quantization/fp8.py:522-527).
 @pytest.mark.parametrize(
     ("fmt", "cc", "kernel", "admitted"),
     [
