@@ -80,7 +80,7 @@ def test_modelopt_per_channel_per_token_experts_are_dynamic(tmp_path):
 
 # (expert format, arch, ep) -> vLLM 0.34's pick, read from the oracle (module docstring): static scales reach
 # FlashInfer (CUTLASS on SM90/SM120, TRT-LLM on SM100, valued as flashinfer_cutlass) before DeepGEMM and Triton;
-# dynamic scales (and online FP8 of a bf16 checkpoint, quantization/online/fp8.py:559-567) reach Triton only
+# dynamic scales (and online FP8 of a bf16 checkpoint, quantization/online/fp8.py:665-674) reach Triton only
 VLLM_PICKS = [
     ("fp8_tensor", "sm_90", 1, "flashinfer_cutlass"),
     ("fp8_tensor", "sm_90", 4, "flashinfer_cutlass"),

@@ -30,7 +30,7 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
     vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:174-181,396-406; CUTLASS on cc 9.0/10.x/12.x,
     vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-168), Triton below; dynamic scales
     (fp8_tensor_dynamic, and online FP8 of a bf16/fp16 checkpoint,
-    vllm/model_executor/layers/quantization/online/fp8.py:559-567) are refused by TRT-LLM, FlashInfer CUTLASS and
+    vllm/model_executor/layers/quantization/online/fp8.py:665-674) are refused by TRT-LLM, FlashInfer CUTLASS and
     DeepGEMM (vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:178-188, which the DeepGEMM backend's
     class requires too: vllm/model_executor/layers/fused_moe/experts/fallback.py:81-89) and run Triton
     (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:197-204) everywhere. MXFP4: DeepGEMM on SM100/SM120,
