@@ -6,7 +6,8 @@ grep the file named in `source`. shared/reference/engine-knobs.md summarises the
 
 from autotune.capability.rules import Rule, RuleTable
 
-FP8_CHECKPOINT = ["fp8_block", "fp8_tensor", "mxfp8"]
+# per-tensor FP8 by activation scheme: fp8_tensor static scales, fp8_tensor_dynamic dynamic (catalog/adapters/common.py)
+FP8_CHECKPOINT = ["fp8_block", "fp8_tensor", "fp8_tensor_dynamic", "mxfp8"]
 FP8_FORMATS = FP8_CHECKPOINT + ["fp8_online"]
 FP4_FORMATS = ["mxfp4", "nvfp4"]
 INT4_FORMATS = ["int4_awq", "int4_gptq"]
@@ -106,11 +107,12 @@ RULES = RuleTable(
             field="kernels.moe",
             values=("flashinfer_cutlass",),
             needs={
-                "expert_weights": ["bf16", "fp16", "fp8_block", "mxfp4", "nvfp4"],
+                "expert_weights": ["bf16", "fp16", "fp8_block", "fp8_tensor", "mxfp4", "nvfp4"],
                 "cc": [9.0, 10.0, 10.3, 12.0, 12.1],
             },
             source="vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-187",
-            why="FlashInfer CUTLASS MoE runs on cc 9.0 / 10.x / 12.x and refuses online per-tensor FP8",
+            why="FlashInfer CUTLASS MoE runs on cc 9.0 / 10.x / 12.x; of per-tensor FP8 it takes static activation "
+            "scales only (ModelOpt FP8), not dynamic ones (online FP8, activation_scheme dynamic)",
         ),
         Rule(
             field="kernels.moe",
@@ -132,7 +134,7 @@ RULES = RuleTable(
         Rule(
             field="kernels.linear",
             values=("cutlass",),
-            needs={"dense_weights": ["fp8_block", "fp8_tensor", "fp8_online"]},
+            needs={"dense_weights": ["fp8_block", "fp8_tensor", "fp8_tensor_dynamic", "fp8_online"]},
             source="vllm/model_executor/kernels/linear/__init__.py:296-302,394-407,418-442",
             why="--linear-backend cutlass has FP8 kernels for per-tensor and 128-block FP8 only (no MXFP8, and "
             "mi-tune's linear_kernel is the FP8 GEMM kernel): other layers run what vLLM picks itself",

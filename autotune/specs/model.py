@@ -81,7 +81,8 @@ class ModelSpec:
     dense_dtype: str  # checkpoint dtype of attention / dense / shared weights
     expert_dtype: str  # checkpoint dtype of routed experts
     kv_dtype: str  # native KV-cache dtype the model is served with by default
-    # checkpoint quantisation format: bf16 | fp16 | fp8_tensor | fp8_block | mxfp4 | nvfp4 | int4_awq | int4_gptq
+    # checkpoint quantisation format: bf16 | fp16 | fp8_tensor (static activation scales) | fp8_tensor_dynamic |
+    # fp8_block | mxfp4 | nvfp4 | int4_awq | int4_gptq
     # ("" = the plain storage dtype); engines accept kernels by format, not only by dtype
     dense_format: str = ""
     expert_format: str = ""

@@ -57,7 +57,12 @@ def vllm_problems(launch: Launch, model: ModelSpec, hw: HardwareProfile) -> list
             found.append(f"{p.name}: b12x with expert parallelism / EPLB (fused_moe/b12x.py:536-545)")
         if f.get("--linear-backend") == "triton" and served != "fp8_block":
             found.append(f"{p.name}: --linear-backend triton on {served} linear layers is ignored (linear/__init__.py)")
-        if f.get("--linear-backend") == "cutlass" and served not in ("fp8_block", "fp8_tensor", "fp8_online"):
+        if f.get("--linear-backend") == "cutlass" and served not in (
+            "fp8_block",
+            "fp8_tensor",
+            "fp8_tensor_dynamic",
+            "fp8_online",
+        ):
             found.append(f"{p.name}: --linear-backend cutlass on {served} linear layers is ignored")
         if "--enable-eplb" in f and "--enable-expert-parallel" not in f:
             found.append(f"{p.name}: EPLB without expert parallelism (config/parallel.py:601-608)")

@@ -24,7 +24,17 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto (the oracles in vllm/model_executor/layers/fused_moe/oracle/): block FP8 on SM90 Triton
     first for ep == 1 and FlashInfer CUTLASS for ep > 1 (vllm/model_executor/layers/fused_moe/oracle/fp8.py:127-139),
-    on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton; MXFP4: DeepGEMM on SM100/SM120, else
+    on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton. Per-tensor FP8 follows the activation
+    scheme (nothing reorders the priority list for it: vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110,
+    walked in order at :498-503): static scales (fp8_tensor) run FlashInfer on SM90/SM100/SM120 (TRT-LLM on SM100,
+    vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:174-181,396-406; CUTLASS on cc 9.0/10.x/12.x,
+    vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-168), Triton below; dynamic scales
+    (fp8_tensor_dynamic, and online FP8 of a bf16/fp16 checkpoint,
+    vllm/model_executor/layers/quantization/online/fp8.py:665-674) are refused by TRT-LLM, FlashInfer CUTLASS and
+    DeepGEMM (vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:178-188, which the DeepGEMM backend's
+    class requires too: vllm/model_executor/layers/fused_moe/experts/fallback.py:81-89) and run Triton
+    (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:197-204) everywhere. MXFP4: DeepGEMM on SM100/SM120,
+    else
     Marlin; NVFP4 (ModelOpt): the FlashInfer kernels first
     (vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:238-247; TRT-LLM and CuteDSL on the SM100 family only,
     vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py:227-234; CUTLASS on SM90/100/120,
@@ -32,6 +42,10 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
     (the TRT-LLM kernel has no value of its own here), Marlin below SM100; bf16: FlashInfer CUTLASS on SM100/SM120
     (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:68-80), Triton on SM90 (FlashInfer moved back), SM89."""
     if expert_dtype == "fp8":
+        if expert_format == "fp8_tensor":
+            return "flashinfer_cutlass" if arch in ("sm_90", "sm_100", "sm_120") else "triton"
+        if expert_format in ("fp8_tensor_dynamic", "bf16", "fp16"):
+            return "triton"
         if arch == "sm_90":
             return "triton" if ep == 1 else "flashinfer_cutlass"
         return {"sm_100": "flashinfer_cutlass", "sm_120": "deep_gemm"}.get(arch, "triton")

@@ -51,6 +51,13 @@ class Fields:
 
 # Checkpoint quantisation formats (ModelSpec.dense_format / expert_format): what decides which kernels an
 # engine accepts (engine-knobs.md section 1), beyond the storage dtype.
+# Per-tensor FP8 carries its activation scheme, which decides vLLM 0.34's fused-MoE kernel: `fp8_tensor` has
+# static per-tensor activation scales (ModelOpt FP8, quantization/modelopt.py:505-509; fp8 "activation_scheme":
+# "static", quantization/fp8.py:509-511; compressed-tensors "dynamic": false), FlashInfer CUTLASS's scheme
+# (fused_moe/experts/flashinfer_cutlass_moe.py:153-168); FP8_TENSOR_DYNAMIC quantises activations at run time
+# (fp8 "dynamic", quantization/fp8.py:512-518; compressed-tensors "dynamic": true; ModelOpt
+# FP8_PER_CHANNEL_PER_TOKEN, modelopt.py:2846-2851), which FlashInfer CUTLASS and DeepGEMM refuse.
+FP8_TENSOR_DYNAMIC = "fp8_tensor_dynamic"
 _INT4_METHODS = {"awq": "int4_awq", "gptq": "int4_gptq"}
 
 
@@ -69,8 +76,11 @@ def _formats(root: Fields) -> tuple[str, str, str, str]:
     algo = str(quant.get("quant_algo", "")).upper()
     if method == "fp8":
         block = quant.get("weight_block_size") or []
-        # 32-wide blocks with power-of-two (ue8m0) scales are MXFP8 (DeepSeek-V4.1 dense layers)
-        fmt = "mxfp8" if block and max(block) == 32 else "fp8_block" if block else "fp8_tensor"
+        # 32-wide blocks with power-of-two (ue8m0) scales are MXFP8 (DeepSeek-V4.1 dense layers); per-tensor
+        # weights by activation_scheme (vLLM quantization/fp8.py:158, "dynamic" by default at :95)
+        static = str(quant.get("activation_scheme", "dynamic")) == "static"
+        tensor = "fp8_tensor" if static else FP8_TENSOR_DYNAMIC
+        fmt = "mxfp8" if block and max(block) == 32 else "fp8_block" if block else tensor
         dense, expert, dense_fmt, expert_fmt = "fp8", "fp8", fmt, fmt
     elif method == "mxfp4":
         dense, expert, dense_fmt, expert_fmt = base, "fp4", base, "mxfp4"
@@ -105,7 +115,7 @@ def _formats(root: Fields) -> tuple[str, str, str, str]:
 # W4A16_NVFP4 is weight-only: FP4 weights with bf16 activations (modelopt.py:771, an FP4 Marlin GEMM).
 _MODELOPT_ALGOS = {
     "FP8": ("fp8", "fp8_tensor"),
-    "FP8_PER_CHANNEL_PER_TOKEN": ("fp8", "fp8_tensor"),
+    "FP8_PER_CHANNEL_PER_TOKEN": ("fp8", FP8_TENSOR_DYNAMIC),
     "FP8_PB_WO": ("fp8", "fp8_block"),
     "MXFP8": ("fp8", "mxfp8"),
     "NVFP4": ("fp4", "nvfp4"),
@@ -150,7 +160,12 @@ def _compressed_tensors(quant: dict) -> tuple[str, str]:
     if bits == 4 and kind == "int":
         return "int4", "int4_gptq"
     if bits == 8 and kind == "float":
-        return "fp8", "fp8_block" if weights.get("strategy") == "block" else "fp8_tensor"
+        if weights.get("strategy") == "block":
+            return "fp8", "fp8_block"
+        # static only where the first group's input_activations say "dynamic": false
+        # (vLLM compressed_tensors_moe_w8a8_fp8.py:82); none at all is weight-only, not static either
+        acts = next((g.get("input_activations") or {} for g in groups.values() if isinstance(g, dict)), {})
+        return "fp8", FP8_TENSOR_DYNAMIC if acts.get("dynamic", True) else "fp8_tensor"
     if bits == 4 and kind == "float":
         return "fp4", "nvfp4"
     raise SpecError(
