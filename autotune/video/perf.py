@@ -82,7 +82,10 @@ def _comm_s(hw_key, kind: str, group: tuple[int, ...], nbytes: float) -> float:
     if kind == "all2all":
         return comm.all_to_all_s(hw, group, nbytes)
     if kind == "allreduce":
-        return comm.all_reduce_s(hw, group, nbytes)
+        # SGLang Diffusion's tensor-parallel group runs SGLang's own custom all-reduce dispatch
+        # (sglang/multimodal_gen/runtime/distributed/parallel_state.py:250 use_srt_custom_allreduce for "tensor",
+        # group_coordinator.py:267-280 dispatch_custom_allreduce), not vLLM's, the comm default
+        return comm.all_reduce_s(hw, group, nbytes, engine="sglang")
     return comm.all_gather_s(hw, group, nbytes)
 
 

@@ -190,3 +190,17 @@ def test_measure_and_bench_on_the_stand_in(tmp_path, capsys):
     bad.write_text('{"seconds_per_frame": 1}')
     assert run(["measure", str(out), "--stand-in", str(bad), "--port", "18492"]) == 2
     assert "unknown keys seconds_per_frame" in capsys.readouterr().err
+
+
+def test_video_tensor_parallel_all_reduce_runs_sglangs_dispatch():
+    """SGLang Diffusion's TP group uses SGLang's custom all-reduce (multimodal_gen parallel_state.py:250), so the
+    video model costs SGLang's dispatch, not vLLM's (the comm default): on an NVSwitch box at 8 ranks and 1 MiB vLLM
+    0.34 runs FlashInfer's all-reduce, SGLang its custom kernel v2; before, the video model took vLLM's."""
+    from autotune.perf import comm
+    from autotune.video import perf as video_perf
+
+    hw = load_preset("h200-x8")
+    group, nbytes = tuple(range(8)), float(1 << 20)
+    sglang = comm.all_reduce_s(hw, group, nbytes, engine="sglang")
+    assert sglang != comm.all_reduce_s(hw, group, nbytes, engine="vllm")
+    assert video_perf._comm_s(video_perf._Key(hw), "allreduce", group, nbytes) == sglang
