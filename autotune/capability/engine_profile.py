@@ -48,7 +48,7 @@ class AllReducePath:
     `two_stage_grid_bytes`: the two-shot is a reduce-scatter round, a grid-wide barrier, then an all-gather round
     reading the peers' reduced parts (vLLM's cross_device_reduce_2stage), whose fixed grid covers this many bytes of a
     rank's 1/p part per pass (blocks x threads x bytes per thread); each pass takes at least
-    comm_rates.CUSTOM_TWO_STAGE_WAVE_US (perf/comm.py _two_stage_wire_s). 0: a one-round two-shot."""
+    comm_rates.CUSTOM_TWO_STAGE_WAVE_US (perf/p2p_allreduce.py _two_stage_wire_s). 0: a one-round two-shot."""
 
     name: str  # reported as allreduce:<name>: custom, flashinfer, symm_mem
     max_bytes: float  # largest message, inclusive
@@ -109,7 +109,7 @@ class EngineProfile:
     # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
     allreduce_paths: AllReduceDispatch | None = None
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
-    # on its absorbed (decode) path instead of the MHA prefill path (perf/oplist.py _absorbed_prefill), and the
+    # on its absorbed (decode) path instead of the MHA prefill path (perf/mla_ops.py absorbed_prefill), and the
     # rows every other MLA backend does so for (0: none)
     mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
     mla_absorbed_prefill_rows_default: int = 0

@@ -186,6 +186,30 @@ class Context:
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
 
 
+class AttentionShape(NamedTuple):
+    """The step-independent parts of a layer kind's attention ops under one Context (oplist._attention_shape)."""
+
+    split_n: float  # output width per rank of the TP-split projections
+    split_flops: float  # 2 x the TP-split projection parameters (flops per row, before / tp)
+    split_bytes: float  # their weight bytes per rank
+    split_count: int  # their kernels
+    rep: int  # replicated projection parameters (MLA q_a / kv_a, indexer, compressor)
+    rep_n: float
+    rep_bytes: float
+    heads_per_rank: float
+    index_heads_per_rank: float
+    kv_shard: int  # ranks a prefill row's KV is split over
+    decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
+    score_dim_decode: int
+    quant_count: float  # FP8 activation-quant kernels in front of the projections (0 unless FP8)
+    quant_row_bytes: float  # their bytes per row
+    q_o_bytes: float  # bytes of one query row's Q read and O write in the attention kernel (all heads of the rank)
+    kv_heads_per_rank: float  # KV heads of a rank (at least one: TP beyond the KV heads replicates them)
+    q_per_kv: float  # query heads per KV head on a rank
+    cache_row_bytes: float  # bytes the KV-cache write moves per new token (reads the new K/V, writes the cache)
+    prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
+
+
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")

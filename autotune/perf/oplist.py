@@ -12,12 +12,12 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 from autotune.perf import efficiency as eff
-from autotune.perf import ep_balance, linear_attention, mla, precision, rates, tiles
+from autotune.perf import ep_balance, linear_attention, mla, mla_ops, precision, rates, tiles
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.opcore import (
+    AttentionShape,
     Context,
     Op,
     StepInput,
@@ -70,31 +70,7 @@ def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> 
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
-class _AttentionShape(NamedTuple):
-    """The step-independent parts of a layer kind's attention ops under one Context (_attention_shape)."""
-
-    split_n: float  # output width per rank of the TP-split projections
-    split_flops: float  # 2 x the TP-split projection parameters (flops per row, before / tp)
-    split_bytes: float  # their weight bytes per rank
-    split_count: int  # their kernels
-    rep: int  # replicated projection parameters (MLA q_a / kv_a, indexer, compressor)
-    rep_n: float
-    rep_bytes: float
-    heads_per_rank: float
-    index_heads_per_rank: float
-    kv_shard: int  # ranks a prefill row's KV is split over
-    decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
-    score_dim_decode: int
-    quant_count: float  # FP8 activation-quant kernels in front of the projections (0 unless FP8)
-    quant_row_bytes: float  # their bytes per row
-    q_o_bytes: float  # bytes of one query row's Q read and O write in the attention kernel (all heads of the rank)
-    kv_heads_per_rank: float  # KV heads of a rank (at least one: TP beyond the KV heads replicates them)
-    q_per_kv: float  # query heads per KV head on a rank
-    cache_row_bytes: float  # bytes the KV-cache write moves per new token (reads the new K/V, writes the cache)
-    prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
-
-
-def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
+def _attention_shape(c: Context, att: AttentionSpec) -> AttentionShape:
     """The parts of _attention_ops that depend on the Context and the layer kind only, computed once per
     (Context, attention spec): remembered by the spec's id, which the Context's model keeps alive."""
     hit = c.attention_shapes.get(id(att))
@@ -107,7 +83,7 @@ def _attention_shape(c: Context, att: AttentionSpec) -> _AttentionShape:
     rep = att.replicated_params
     kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
     quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
-    shape = _AttentionShape(
+    shape = AttentionShape(
         split_n=split / tp / hidden if hidden else 0.0,
         split_flops=2 * split,
         split_bytes=split * w_bytes / tp,
@@ -174,10 +150,10 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
-    absorbed_prefill = _absorbed_prefill(c, att, x, dp)
+    absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
-        _mla_module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
+        mla_ops.module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -205,68 +181,43 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
-        _absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
+        mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
     elif x.prefill_tokens:
-        tokens_per_rank = x.prefill_tokens / dp
-        entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
-        # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
-        computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
-        flops = 2 * heads_per_rank * att.score_dim * computed * tokens_per_rank
-        flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
-        nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
-        nbytes += tokens_per_rank * shape.q_o_bytes
-        speed = shape.prefill_speed
-        if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
-            speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
-        ops.append(
-            Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               speed)
-        )  # fmt: skip
-        if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
-            _mla_prefill_ops(ops, c, att, tokens_per_rank, shape)
-            if c.mla_prefix_up_projection:
-                _mla_prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
-        if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
-            rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
-            ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
-            _attention_waves(ops, c, ctas)
+        _prefill_attention_ops(ops, c, att, x, shape)
 
 
-def _absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
-    """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
-    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq)."""
-    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.index_heads:
-        return False
-    if not mla.is_absorbed_mla(att):
-        return False
-    return tiles.prefill_rows_per_seq(x.prefill_tokens / dp, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:
+    """_attention_ops' prefill rows on the prefill path: the attention kernel over each token's causal prefix (the
+    diagonal blocks computed whole), bounded by its longest CTA where the kernel is FlashAttention's; an MLA
+    layer's prefill kernels; the CTA waves."""
+    dp, kv_elem_bytes = c.phase.dp, c.kv_elem_bytes
+    heads_per_rank, index_heads_per_rank = shape.heads_per_rank, shape.index_heads_per_rank
+    tokens_per_rank = x.prefill_tokens / dp
+    entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
+    # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
+    computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
+    flops = 2 * heads_per_rank * att.score_dim * computed * tokens_per_rank
+    flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
+    nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
+    nbytes += tokens_per_rank * shape.q_o_bytes
+    speed = shape.prefill_speed
+    if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
+        speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
+    ops.append(
+        Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
+           speed)
+    )  # fmt: skip
+    if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
+        mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
+        if c.mla_prefix_up_projection:
+            mla_ops.prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
+    if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
+        rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
+        ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
+        _attention_waves(ops, c, ctas)
 
 
-def _absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: _AttentionShape,
-                          with_decodes: bool) -> None:  # fmt: skip
-    """The prefill rows of an absorbed-MLA layer on its decode path (_absorbed_prefill): every head scores the
-    latent key (score_dim_decode) of each attended entry, the causal diagonal block computed whole as in the MHA
-    prefill; each sequence's latent KV is read once, its queries and latent outputs once per row. The engine runs
-    them in the decode rows' kernel (forward_mqa on the whole decode batch), so with decode rows this op's FLOPs
-    and bytes join the decode op just appended, else it is a kernel of its own. No key concat, no output copy."""
-    tokens = x.prefill_tokens / c.phase.dp
-    rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
-    entries = attended_entries(att, x.prefill_ctx)
-    flops = 2 * shape.heads_per_rank * shape.score_dim_decode * (entries + tiles.causal_diagonal_entries(entries))
-    flops *= tokens
-    whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
-    nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
-    nbytes += tokens * shape.q_o_bytes
-    if with_decodes:  # the decode op _attention_ops just appended (a latent-KV layer appends no wave op after it)
-        i = next(j for j in range(len(ops) - 1, -1, -1) if ops[j].kind == "attention" and ops[j].bucket == "decode")
-        decode = ops[i]
-        ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
-    else:
-        ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, 1.0,
-                      "kernels.attention (absorbed prefill)", c.attention_speed))  # fmt: skip
-
-
-def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: float, x: StepInput) -> float:
+def _decode_fill(c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput) -> float:
     """Speed of a decode attention kernel whose KV splits are capped (Context.decode_split_cap: FA3 under vLLM's
     CUDA graphs) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one KV head)
     each stream at most rates.PER_SM_STREAM_GBS. 1 for uncapped kernels and sparse / compressed attention."""
@@ -277,55 +228,6 @@ def _decode_fill(c: Context, att: AttentionSpec, shape: _AttentionShape, seqs: f
     ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
     ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
     return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
-
-
-def _mla_module_ops(ops: list, att: AttentionSpec, rows: float, shape: _AttentionShape, absorbed_rows: float,
-                    concat: bool) -> None:  # fmt: skip
-    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels); `absorbed_rows`
-    of the `rows` run the absorbed path (decode rows, and short prefills where _absorbed_prefill), their query
-    concatenated first where `concat` (Context.mla_query_concat)."""
-    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
-    ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
-    ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
-    if k.extra_gemms:  # launches and activations: the absorbed kv_b's FLOPs and weights are in the projection op
-        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, k.absorb_bytes, k.extra_gemms,
-                      "mla absorb"))  # fmt: skip
-    if absorbed_rows and concat:  # the decode backend joins the latent query and its rope part (mla.py)
-        nbytes = mla.query_concat_bytes(att, absorbed_rows, shape.heads_per_rank, precision.ACTIVATION_BYTES)
-        ops.append(Op("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0, "mla query concat"))
-
-
-def _mla_prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: _AttentionShape) -> None:
-    """A dense MLA layer's prefill kernels besides its projections and attention (mla.prefill_kernels): the key
-    concat, and vLLM's output copy (Context.mla_output_copy)."""
-    k = mla.prefill_kernels(att, tokens, shape.heads_per_rank, precision.ACTIVATION_BYTES, c.mla_output_copy)
-    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefill key concat"))
-    if k.copy_bytes:
-        ops.append(
-            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.copy_bytes, 1.0, "mla prefill output copy")
-        )
-
-
-def _mla_prefix_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, ctx: float,
-                    shape: _AttentionShape) -> None:  # fmt: skip
-    """A dense MLA layer's MHA prefill over a cached prefix (Context.mla_prefix_up_projection, mla.prefix_kernels):
-    each sequence's prefix is what its rows attend beyond their own half (ctx - rows / 2, tiles.
-    prefill_rows_per_seq); the gather, kv_b's up-projection of the prefix rows in the dense dtype, the prefix's
-    key concat and the output merge. Nothing for fresh prompts."""
-    rows = tiles.prefill_rows_per_seq(tokens, ctx)
-    prefix = (ctx - rows / 2) * tokens / rows
-    if prefix <= 0:
-        return
-    k = mla.prefix_kernels(att, prefix, tokens, shape.heads_per_rank, c.kv_elem_bytes, precision.ACTIVATION_BYTES)
-    dtype = c.dense_dtype
-    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.gather_bytes, 1.0, "mla prefix gather"))
-    ops.append(
-        _gemm("mla prefix up-projection", dtype, prefix, k.up_n * k.up_k, k.up_k, 2 * prefix * k.up_n * k.up_k,
-              k.up_n * k.up_k * c.dense_bytes + _act_bytes(prefix, k.up_n, k.up_k, 1.0, precision.ACTIVATION_BYTES),
-              1.0, c.dense_speed * _tile_speed(c, dtype, prefix, k.up_n))
-    )  # fmt: skip
-    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefix key concat"))
-    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.merge_bytes, 1.0, "mla prefix merge"))
 
 
 def _attention_waves(ops: list, c: Context, ctas: float) -> None:

@@ -125,7 +125,7 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       cross_device_reduce_2stage: start_sync, the reduce-scatter, an end_sync every block waits on, then the
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
       end_sync on one block only). The two-stage kernel's grid is fixed (CUSTOM_GRID_BYTES): its passes over a rank's
-      1/p part are counted (two_stage_grid_bytes, the model's comm._two_stage_wire_s).
+      1/p part are counted (two_stage_grid_bytes, the model's p2p_allreduce._two_stage_wire_s).
     - FlashInfer (Lamport one-/two-shot kernels) and symmetric memory (two-shot / multimem, a barrier before and
       after; the message copied into and out of the symmetric buffer,
       vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom

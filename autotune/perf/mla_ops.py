@@ -1,0 +1,95 @@
+"""The absorbed-MLA layer's ops besides its projections and attention kernel (DeepSeek-V3 / GLM-5 family): the
+module's norms, RoPE and absorbed kv_b launches, short prefills on the absorbed (decode) path, the MHA prefill's key
+concat and output copy, and its cached prefix's up-projection, each an engine fact read from the Context (the
+engine profile's MLA fields). `perf/mla.py` holds the kernels' byte counts; `perf/oplist.py` calls these while
+building a layer's attention ops (`_attention_ops`)."""
+
+from __future__ import annotations
+
+from autotune.perf import mla, precision, rates, tiles
+from autotune.perf.layers import attended_entries
+from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _tile_speed
+from autotune.specs import AttentionSpec
+
+
+def absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
+    """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
+    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq)."""
+    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.index_heads:
+        return False
+    if not mla.is_absorbed_mla(att):
+        return False
+    return tiles.prefill_rows_per_seq(x.prefill_tokens / dp, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+
+
+def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape,
+                          with_decodes: bool) -> None:  # fmt: skip
+    """The prefill rows of an absorbed-MLA layer on its decode path (absorbed_prefill): every head scores the
+    latent key (score_dim_decode) of each attended entry, the causal diagonal block computed whole as in the MHA
+    prefill; each sequence's latent KV is read once, its queries and latent outputs once per row. The engine runs
+    them in the decode rows' kernel (forward_mqa on the whole decode batch), so with decode rows this op's FLOPs
+    and bytes join the decode op just appended, else it is a kernel of its own. No key concat, no output copy."""
+    tokens = x.prefill_tokens / c.phase.dp
+    rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
+    entries = attended_entries(att, x.prefill_ctx)
+    flops = 2 * shape.heads_per_rank * shape.score_dim_decode * (entries + tiles.causal_diagonal_entries(entries))
+    flops *= tokens
+    whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
+    nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
+    nbytes += tokens * shape.q_o_bytes
+    if with_decodes:  # the decode op _attention_ops just appended (a latent-KV layer appends no wave op after it)
+        i = next(j for j in range(len(ops) - 1, -1, -1) if ops[j].kind == "attention" and ops[j].bucket == "decode")
+        decode = ops[i]
+        ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
+    else:
+        ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, 1.0,
+                      "kernels.attention (absorbed prefill)", c.attention_speed))  # fmt: skip
+
+
+def module_ops(ops: list, att: AttentionSpec, rows: float, shape: AttentionShape, absorbed_rows: float,
+                    concat: bool) -> None:  # fmt: skip
+    """The absorbed-MLA module's kernels besides its projections and attention (mla.module_kernels); `absorbed_rows`
+    of the `rows` run the absorbed path (decode rows, and short prefills where absorbed_prefill), their query
+    concatenated first where `concat` (Context.mla_query_concat)."""
+    k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
+    ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
+    ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
+    if k.extra_gemms:  # launches and activations: the absorbed kv_b's FLOPs and weights are in the projection op
+        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, k.absorb_bytes, k.extra_gemms,
+                      "mla absorb"))  # fmt: skip
+    if absorbed_rows and concat:  # the decode backend joins the latent query and its rope part (mla.py)
+        nbytes = mla.query_concat_bytes(att, absorbed_rows, shape.heads_per_rank, precision.ACTIVATION_BYTES)
+        ops.append(Op("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0, "mla query concat"))
+
+
+def prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: AttentionShape) -> None:
+    """A dense MLA layer's prefill kernels besides its projections and attention (mla.prefill_kernels): the key
+    concat, and vLLM's output copy (Context.mla_output_copy)."""
+    k = mla.prefill_kernels(att, tokens, shape.heads_per_rank, precision.ACTIVATION_BYTES, c.mla_output_copy)
+    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefill key concat"))
+    if k.copy_bytes:
+        ops.append(
+            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.copy_bytes, 1.0, "mla prefill output copy")
+        )
+
+
+def prefix_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, ctx: float,
+                    shape: AttentionShape) -> None:  # fmt: skip
+    """A dense MLA layer's MHA prefill over a cached prefix (Context.mla_prefix_up_projection, mla.prefix_kernels):
+    each sequence's prefix is what its rows attend beyond their own half (ctx - rows / 2, tiles.
+    prefill_rows_per_seq); the gather, kv_b's up-projection of the prefix rows in the dense dtype, the prefix's
+    key concat and the output merge. Nothing for fresh prompts."""
+    rows = tiles.prefill_rows_per_seq(tokens, ctx)
+    prefix = (ctx - rows / 2) * tokens / rows
+    if prefix <= 0:
+        return
+    k = mla.prefix_kernels(att, prefix, tokens, shape.heads_per_rank, c.kv_elem_bytes, precision.ACTIVATION_BYTES)
+    dtype = c.dense_dtype
+    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.gather_bytes, 1.0, "mla prefix gather"))
+    ops.append(
+        _gemm("mla prefix up-projection", dtype, prefix, k.up_n * k.up_k, k.up_k, 2 * prefix * k.up_n * k.up_k,
+              k.up_n * k.up_k * c.dense_bytes + _act_bytes(prefix, k.up_n, k.up_k, 1.0, precision.ACTIVATION_BYTES),
+              1.0, c.dense_speed * _tile_speed(c, dtype, prefix, k.up_n))
+    )  # fmt: skip
+    ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefix key concat"))
+    ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.merge_bytes, 1.0, "mla prefix merge"))
