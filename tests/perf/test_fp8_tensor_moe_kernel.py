@@ -26,7 +26,7 @@ from autotune.search import SearchRequest, load_space
 from autotune.search.admit import Admission
 from autotune.search.sampler import sample_plan
 from autotune.search.study import study_choices
-from autotune.specs import Workload
+from autotune.specs import SpecError, Workload
 
 MODELOPT_FP8 = {"quant_method": "modelopt", "quant_algo": "FP8"}
 FP8_STATIC = {"quant_method": "fp8", "activation_scheme": "static"}
@@ -186,3 +186,18 @@ def test_a_search_never_runs_a_moe_kernel_vllm_refuses_for_per_tensor_fp8(tmp_pa
         emitted += 1
     assert emitted >= 20
     assert kernels  # something ran
+
+
+@pytest.mark.parametrize(
+    "groups",
+    [
+        ["group_0"],  # a list, not a mapping of groups
+        {"group_0": {"weights": "fp8"}},
+        {"group_0": {"weights": {"num_bits": 8, "type": "float"}, "input_activations": "dynamic"}},
+    ],
+)
+def test_malformed_compressed_tensors_groups_are_a_one_line_spec_error(tmp_path, groups):
+    """A user's config.json: a malformed config_groups is a SpecError naming the file and the field (the CLI's
+    one-line error), not an AttributeError traceback (before: `.get` on a list or a string)."""
+    with pytest.raises(SpecError, match=r"config\.json: quantization_config\.config_groups"):
+        _spec(tmp_path, {"quant_method": "compressed-tensors", "config_groups": groups})

@@ -155,7 +155,13 @@ def _compressed_tensors(quant: dict) -> tuple[str, str]:
     W4A16 (GPTQ-packed, Marlin kernels: int4_gptq), 8-bit float = FP8 (block or per-tensor / channel), 4-bit
     float = NVFP4 (vLLM compressed_tensors.py schemes W4A16 / W8A8Fp8 / W4A4Fp4)."""
     groups = quant.get("config_groups") or {}
-    weights = next((g.get("weights") or {} for g in groups.values() if isinstance(g, dict)), {})
+    if not isinstance(groups, dict):
+        raise SpecError(f"quantization_config.config_groups: expected a mapping of groups, got {groups!r}")
+    first = next((g for g in groups.values() if isinstance(g, dict)), {})
+    weights, acts = first.get("weights") or {}, first.get("input_activations") or {}
+    for key, value in (("weights", weights), ("input_activations", acts)):
+        if not isinstance(value, dict):
+            raise SpecError(f"quantization_config.config_groups: {key}: expected a mapping, got {value!r}")
     bits, kind = weights.get("num_bits"), str(weights.get("type", "int"))
     if bits == 4 and kind == "int":
         return "int4", "int4_gptq"
@@ -164,7 +170,6 @@ def _compressed_tensors(quant: dict) -> tuple[str, str]:
             return "fp8", "fp8_block"
         # static only where the first group's input_activations say "dynamic": false
         # (vLLM compressed_tensors_moe_w8a8_fp8.py:82); none at all is weight-only, not static either
-        acts = next((g.get("input_activations") or {} for g in groups.values() if isinstance(g, dict)), {})
         return "fp8", FP8_TENSOR_DYNAMIC if acts.get("dynamic", True) else "fp8_tensor"
     if bits == 4 and kind == "float":
         return "fp4", "nvfp4"
