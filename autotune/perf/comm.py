@@ -30,7 +30,7 @@ from functools import lru_cache
 
 from autotune.perf import comm_rates as cr
 from autotune.perf import efficiency as eff
-from autotune.perf.p2p_allreduce import _copy_terms, _custom_wire_s, _path_s, _two_stage_wire_s, _unit_wire_s
+from autotune.perf.p2p_allreduce import _path_s, _unit_wire_s, path_terms, terms_s
 from autotune.perf.p2p_allreduce import allreduce_paths as allreduce_paths  # the comm API, as before the split
 from autotune.perf.p2p_allreduce import custom_allreduce_applies as custom_allreduce_applies
 from autotune.perf.p2p_allreduce import custom_latency_s as custom_latency_s
@@ -333,17 +333,7 @@ def all_reduce_fn(
     holder, topo = _Holder(hw), topology(hw)
     paths = allreduce_paths(engine, hw, group) if algorithm == "custom" else ()
     ipc = algorithm == "pcie_ipc" and pcie_ipc_applies(topo, group)
-    if paths:  # per path: (name, max bytes, one-shot max bytes, one-shot (unit wire, fixed s), two-shot (...))
-        lat = custom_latency_s(topo, group)
-        one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY)
-        two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
-        resolved = []
-        for x in paths:
-            copy_fixed, copy_unit = _copy_terms(hw, x)
-            one_terms = (one + copy_unit, lat * x.one_shot_syncs + copy_fixed)
-            two_terms = (two + copy_unit, lat * x.two_shot_syncs + copy_fixed)
-            wave = x.two_stage_grid_bytes * p  # 0: not a wave-quantised two-stage kernel (_two_stage_wire_s)
-            resolved.append((x.name, x.max_bytes, x.one_shot_max_bytes, *one_terms, *two_terms, wave, two, copy_unit))
+    resolved = [path_terms(holder, group, x) for x in paths]  # the engine's paths, in dispatch order
     ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
     points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
     ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
@@ -354,14 +344,9 @@ def all_reduce_fn(
         if nbytes <= 0:
             return "none", 0.0
         nbytes = float(nbytes)
-        if paths:
-            for name, max_bytes, one_max, one_unit, one_fixed, two_unit, two_fixed, wave, wire, copy in resolved:
-                if nbytes <= max_bytes:
-                    if nbytes <= one_max:
-                        return name, _custom_wire_s(nbytes, one_unit, one_fixed)
-                    if wave:
-                        return name, two_fixed + nbytes * copy + _two_stage_wire_s(nbytes, wave, wire)
-                    return name, _custom_wire_s(nbytes, two_unit, two_fixed)
+        for terms in resolved:
+            if nbytes <= terms.max_bytes:
+                return terms.name, terms_s(terms, nbytes)
         if ipc and nbytes <= ipc_max_bytes:
             if ipc_points:  # probe --bench timed FlashInfer's kernels on this box
                 return "pcie_ipc", _curve_time_s(ipc_points, ipc_sizes, p, nbytes)

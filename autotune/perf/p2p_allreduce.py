@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
+from typing import NamedTuple
 
 from autotune.capability.engine_profile import AllReducePath
 from autotune.capability.profiles import profile
@@ -80,20 +81,47 @@ def path_s(hw: HardwareProfile, group: tuple[int, ...], path: AllReducePath, nby
     return _path_s(_Holder(hw), tuple(group), path, float(nbytes))
 
 
-def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
-    """Time of a P2P all-reduce path: its synchronised rounds x the kernels' fixed time + one- or two-shot wire, and
-    its copies of the message (_copy_terms); a wave-quantised two-stage kernel's wire is _two_stage_wire_s."""
-    one = nbytes <= path.one_shot_max_bytes
+class PathTerms(NamedTuple):
+    """One P2P path on one group, resolved once (path_terms): its size limits and, per shot, the seconds per byte
+    and the fixed seconds (synchronised rounds x the kernels' fixed time, plus its copies, _copy_terms)."""
+
+    name: str
+    max_bytes: float
+    one_shot_max_bytes: float
+    one_unit_s: float
+    one_fixed_s: float
+    two_unit_s: float
+    two_fixed_s: float
+    wave_bytes: float  # message bytes per pass of a two-stage kernel's fixed grid (0: not one, _two_stage_wire_s)
+    two_wire_s: float  # the two-shot link time per byte, without the copies
+    copy_unit_s: float
+
+
+def path_terms(holder: _Holder, group: tuple[int, ...], path: AllReducePath) -> PathTerms:
+    latency_s = custom_latency_s(topology(holder.hw), group)
+    one = _unit_wire_s(holder, group, "one", eff.PCIE_COLLECTIVE_EFFICIENCY)
+    two = _unit_wire_s(holder, group, "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
     copy_fixed_s, copy_unit_s = _copy_terms(holder.hw, path)
-    unit_s = _unit_wire_s(holder, group, "one" if one else "two", eff.PCIE_COLLECTIVE_EFFICIENCY)
-    fixed_s = (
-        custom_latency_s(topology(holder.hw), group) * (path.one_shot_syncs if one else path.two_shot_syncs)
-        + copy_fixed_s
-    )
-    if not one and path.two_stage_grid_bytes:
-        wave_bytes = path.two_stage_grid_bytes * len(group)
-        return fixed_s + nbytes * copy_unit_s + _two_stage_wire_s(nbytes, wave_bytes, unit_s)
-    return _custom_wire_s(nbytes, unit_s + copy_unit_s, fixed_s)
+    return PathTerms(
+        path.name, path.max_bytes, path.one_shot_max_bytes,
+        one + copy_unit_s, latency_s * path.one_shot_syncs + copy_fixed_s,
+        two + copy_unit_s, latency_s * path.two_shot_syncs + copy_fixed_s,
+        path.two_stage_grid_bytes * len(group), two, copy_unit_s,
+    )  # fmt: skip
+
+
+def terms_s(t: PathTerms, nbytes: float) -> float:
+    """Time of a P2P all-reduce of `nbytes` on a resolved path: fixed time + one- or two-shot wire, a two-stage
+    kernel's wire by the passes of its grid (_two_stage_wire_s)."""
+    if nbytes <= t.one_shot_max_bytes:
+        return _custom_wire_s(nbytes, t.one_unit_s, t.one_fixed_s)
+    if t.wave_bytes:
+        return t.two_fixed_s + nbytes * t.copy_unit_s + _two_stage_wire_s(nbytes, t.wave_bytes, t.two_wire_s)
+    return _custom_wire_s(nbytes, t.two_unit_s, t.two_fixed_s)
+
+
+def _path_s(holder: _Holder, group: tuple[int, ...], path: AllReducePath, nbytes: float) -> float:
+    return terms_s(path_terms(holder, group, path), nbytes)
 
 
 def _two_stage_wire_s(nbytes: float, wave_bytes: float, unit_wire_s: float) -> float:
