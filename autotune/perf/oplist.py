@@ -116,7 +116,7 @@ def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
     if att.compress_ratio != 1 or att.index_heads:
         return 1.0
     probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
-    return rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed)
+    return rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
 
 
 def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, tokens: float) -> None:

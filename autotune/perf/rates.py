@@ -33,6 +33,48 @@ LARGE_GEMM_FRACTION = {"sm_89": 0.80, "sm_90": 0.75, "sm_100": 0.75, "sm_120": 0
 LARGE_GEMM_FRACTION_DEFAULT = 0.75  # domestic / unknown: prior
 LARGE_GEMM_PROVENANCE = {"sm_89": "public:kernel-l20-hgemm-cublas"}
 
+# --- compute fractions on a part whose tensor cores are slower per SM than its architecture's reference part ----
+# The compute fractions of this file (LARGE_GEMM_FRACTION, FP8_VS_BF16, ATTENTION_PREFILL_FRACTION) were measured or
+# set on each architecture's full-rate part (COMPUTE_FRACTION_REFERENCE). A kernel tile's time is its tensor-core
+# time plus work that does not run on the tensor cores (softmax and scale promotion on the CUDA cores, the
+# epilogue, load latency the pipeline does not hide): 1 / fraction - 1 of the tensor-core time on the reference
+# part. Export parts cut the tensor-core rate per SM and keep the rest (H20: 148 bf16 TFLOPS on 78 SMs against the
+# H100's 989 on 132, a quarter per SM, while its 44 FP32 TFLOPS are the H100's per SM; L20: 119.5 on 92 SMs, half the
+# L40S's per SM), so the same kernels reach more of their lower peak: fraction' = 1 / (1 + (1 / fraction - 1) x r),
+# r = the part's bf16 TFLOPS per SM over the reference's. Public figures on such parts (calibration.yaml):
+# - kernel-l20-hgemm-cublas: cuBLAS reaches 0.88-0.96 of the L20's peak (0.80 on the L40S -> 0.89 here);
+# - kernel-flashmla-h20-decode: FlashMLA's compute-bound decode 125-130 of the H20's 148 TFLOPS (0.84-0.88), where
+#   it reaches 660 of 989 on H800 (0.67, kernel-flashmla-h800-decode; 0.60 -> 0.86 here);
+# - kernel-fa3-h20-fwd: FlashAttention-3 forward, non-causal, seqlen 2k, 120-126 TFLOPS on H20 (0.81-0.85), against
+#   460-625 of 989 on H100 at the same shape (0.47-0.63, kernel-fa3-h100-fwd-headdim).
+# All checked in tests/bench/calibration_check.py. The H100 / H200 / B200 / L40S / RTX PRO 6000 Server are the
+# references: their rates do not move.
+COMPUTE_FRACTION_REFERENCE = {  # arch -> bf16 dense TFLOPS per SM of the part its fractions describe
+    "sm_80": 312 / 108,  # A100 (devices.py; A100 whitepaper: 108 SMs)
+    "sm_89": 362 / 142,  # L40S
+    "sm_90": 989 / 132,  # H100 / H200 SXM
+    "sm_100": 2250 / 148,  # B200
+    "sm_120": 504 / 188,  # RTX PRO 6000 Blackwell Server Edition
+}
+
+
+def tensor_rate_ratio(hw: HardwareProfile) -> float:
+    """The part's dense bf16 TFLOPS per SM over its architecture's reference part's (1 where either is unknown)."""
+    reference = COMPUTE_FRACTION_REFERENCE.get(hw.gpu.arch)
+    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
+    peak = hw.gpu.peak_tflops.get("bf16", 0.0)
+    if not reference or sms <= 0 or peak <= 0:
+        return 1.0
+    return peak / sms / reference
+
+
+def per_sm_fraction(fraction: float, ratio: float) -> float:
+    """A compute fraction of the reference part on a part of tensor-rate `ratio` (see COMPUTE_FRACTION_REFERENCE)."""
+    if ratio == 1.0 or not 0.0 < fraction < 1.0:
+        return fraction
+    return 1.0 / (1.0 + (1.0 / fraction - 1.0) * ratio)
+
+
 # --- achieved FP8 / bf16 large-GEMM ratio, per architecture: the GEMM kernel alone (the noquant columns). The op list
 # costs each FP8 GEMM's activation quantisation as its own op (opcore._quant), so a with-quant ratio would count it
 # twice. calibration.yaml gemm-fp8-vs-bf16-sm90: H100 noquant 1.76 (Llama-8B N=6144 K=4096, m=256: 956.0 / 544.3)
@@ -194,24 +236,28 @@ def narrow_k_speed(arch: str, k: float) -> float:
     return (1.0 + (ratio - 1.0) * g) / ratio
 
 
-def prefill_head_dim_speed(arch: str, head_dim: float, probed: bool) -> float:
+def prefill_head_dim_speed(arch: str, head_dim: float, probed: bool, ratio: float = 1.0) -> float:
     """Speed of a prefill attention kernel of `head_dim` (mean of the q.k and v widths) relative to the rates
     table's prefill rate (ATTENTION_PREFILL_FRACTION of the dense peak): PREFILL_HEAD_DIM_FRACTION's figure over
-    that fraction on an arch that has one, else 1 (and 1 when `probe --bench` measured the prefill rate)."""
+    that fraction on an arch that has one, else 1 (and 1 when `probe --bench` measured the prefill rate); both
+    fractions moved to the part's tensor rate `ratio` (per_sm_fraction) on a part slower per SM than the reference."""
     points = PREFILL_HEAD_DIM_FRACTION.get(arch)
     if not points or probed or head_dim <= 0:
         return 1.0
     x = math.log2(head_dim)
     (d0, f0), (d1, f1) = points[0], points[-1]
+    fraction = f1
     if head_dim <= d0:
-        return f0 / ATTENTION_PREFILL_FRACTION
-    if head_dim >= d1:
-        return f1 / ATTENTION_PREFILL_FRACTION
-    for (da, fa), (db, fb) in zip(points, points[1:], strict=False):
-        if head_dim <= db:
-            t = (x - math.log2(da)) / (math.log2(db) - math.log2(da))
-            return (fa + t * (fb - fa)) / ATTENTION_PREFILL_FRACTION
-    return f1 / ATTENTION_PREFILL_FRACTION
+        fraction = f0
+    elif head_dim < d1:
+        for (da, fa), (db, fb) in zip(points, points[1:], strict=False):
+            if head_dim <= db:
+                t = (x - math.log2(da)) / (math.log2(db) - math.log2(da))
+                fraction = fa + t * (fb - fa)
+                break
+    if ratio == 1.0:
+        return fraction / ATTENTION_PREFILL_FRACTION
+    return per_sm_fraction(fraction, ratio) / per_sm_fraction(ATTENTION_PREFILL_FRACTION, ratio)
 
 
 @dataclass(frozen=True)
@@ -227,6 +273,7 @@ class RatesTable:
     arch: str
     entries: dict[tuple[str, str, str], Rate]  # (op class, dtype, bucket) -> rate
     collective_scale: float = 1.0  # measured-run multiplier on collective time (costing.collective_s)
+    tensor_rate_ratio: float = 1.0  # the part's tensor rate per SM over its arch's reference part's (above)
 
     def get(self, op_class: str, dtype: str, bucket: str) -> Rate:
         hit = self.entries.get((op_class, dtype, bucket))
@@ -255,10 +302,11 @@ def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
     peaks = hw.gpu.peak_tflops
     if measured.get(dtype):
         return measured[dtype], "probe"
+    fraction = LARGE_GEMM_FRACTION.get(arch, LARGE_GEMM_FRACTION_DEFAULT)
     if measured.get("bf16"):
         base, base_prov = measured["bf16"], "probe"
     else:
-        base = peaks.get("bf16", 0.0) * LARGE_GEMM_FRACTION.get(arch, LARGE_GEMM_FRACTION_DEFAULT)
+        base = peaks.get("bf16", 0.0) * per_sm_fraction(fraction, tensor_rate_ratio(hw))
         base_prov = LARGE_GEMM_PROVENANCE.get(arch, "datasheet-prior")
     if dtype == "bf16":
         return base, base_prov
@@ -266,6 +314,11 @@ def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
     prov = FP8_VS_BF16_PROVENANCE.get(arch, "datasheet-prior") if dtype == "fp8" else "datasheet-prior"
     # never above the datasheet: a chip whose fp8 peak is not 2x bf16 (or lacks it) caps the scaled figure
     cap = peaks.get(dtype, 0.0) * 0.95 or base
+    r = tensor_rate_ratio(hw)
+    if not measured.get("bf16") and r != 1.0 and peaks.get(dtype) and peaks.get("bf16"):
+        # the narrow dtype's own fraction of its peak on the reference part, moved to this part's tensor rate
+        narrow_fraction = fraction * ratio * peaks["bf16"] / peaks[dtype]
+        return min(peaks[dtype] * per_sm_fraction(narrow_fraction, r), cap), f"{base_prov}*{prov}"
     return min(base * ratio, cap), f"{base_prov}*{prov}"
 
 
@@ -294,7 +347,7 @@ def corrected(table: RatesTable, corrections: dict[str, float]) -> RatesTable:
         m = corrections.get(key[0], 1.0)
         prov = f"{r.provenance}; measured-run x{m:.3g}"
         entries[key] = r if m == 1.0 else Rate(r.tflops / m, r.gbs / m, r.min_us * m, prov)
-    return RatesTable(table.arch, entries, corrections.get("collective", 1.0))
+    return RatesTable(table.arch, entries, corrections.get("collective", 1.0), table.tensor_rate_ratio)
 
 
 def probed_points(hw: HardwareProfile) -> dict[tuple[str, str, str], tuple[float, float]]:
@@ -371,7 +424,9 @@ def build(hw: HardwareProfile) -> RatesTable:
     att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
     decode, prefill = probed.get(("attention", "bf16", "decode")), probed.get(("attention", "bf16", "prefill"))
     decode_bw = decode[1] if decode else att_bw
-    prefill_tflops = prefill[0] if prefill else bf16_peak * ATTENTION_PREFILL_FRACTION
+    prefill_tflops = (
+        prefill[0] if prefill else bf16_peak * per_sm_fraction(ATTENTION_PREFILL_FRACTION, tensor_rate_ratio(hw))
+    )
     entries[("attention", "bf16", "decode")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if decode else att_prov
     )
@@ -387,7 +442,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("norm", "bf16", "fused_add")] = Rate(
         0.0, stream, FUSED_ADD_NORM_MIN_US, f"{stream_prov}; min {FUSED_ADD_NORM_PROVENANCE}"
     )
-    return RatesTable(arch, entries)
+    return RatesTable(arch, entries, tensor_rate_ratio=tensor_rate_ratio(hw))
 
 
 def is_prior(provenance: str) -> bool:

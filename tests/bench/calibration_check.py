@@ -49,7 +49,7 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
-from autotune.perf import comm, ep_balance, predict  # noqa: E402
+from autotune.perf import comm, ep_balance, predict, rates  # noqa: E402
 from autotune.perf.ops import step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
@@ -345,6 +345,18 @@ def efficiency_rate(fitted_name: str, datasheet: float) -> Callable[[], float]:
     return lambda: datasheet * read_constant(paths)
 
 
+def table_tflops(preset: str, op_class: str, bucket: str, dtype: str = "bf16") -> float:
+    """The compute rate the model's rates table gives the preset's GPU for one op class and bucket."""
+    return rates.rates_table(box(preset)).get(op_class, dtype, bucket).tflops
+
+
+def prefill_tflops(preset: str, head_dim: int) -> float:
+    """The model's prefill attention rate for a head dimension on the preset's GPU (rates table x head-dim speed)."""
+    table = rates.rates_table(box(preset))
+    speed = rates.prefill_head_dim_speed(table.arch, head_dim, False, table.tensor_rate_ratio)
+    return table.get("attention", "bf16", "prefill").tflops * speed
+
+
 def accepted_tokens(method: str, k: int) -> Callable[[], float]:
     def run() -> float:
         a = read_constant(f"DRAFT_ACCEPTANCE[{method}]")
@@ -508,7 +520,7 @@ def rows() -> list[Row]:
             "L20 large FP16 GEMM",
             "TFLOPS",
             110.0,
-            lambda: box("l20-x8").gpu.peak_tflops["bf16"] * read_constant(resolve(FITTED[0][1])),
+            lambda: table_tflops("l20-x8", "gemm", "m>1024"),
         ),
         Row(
             "kernel-flashmla-h800-decode",
@@ -523,6 +535,28 @@ def rows() -> list[Row]:
             "TFLOPS",
             660.0,
             efficiency_rate("attention_compute", 989.0),
+        ),
+        # export parts: the model's rates table on the H20 (perf/rates.py per_sm_fraction)
+        Row(
+            "kernel-flashmla-h20-decode",
+            "H20 MLA decode, compute bound (FlashMLA)",
+            "TFLOPS",
+            128.0,
+            lambda: table_tflops("h20-x8", "attention", "decode"),
+        ),
+        Row(
+            "kernel-fa3-h20-fwd",
+            "H20 FA3 forward hd128 seqlen 2k non-causal",
+            "TFLOPS",
+            126.2,
+            lambda: prefill_tflops("h20-x8", 128),
+        ),
+        Row(
+            "kernel-fa3-h20-fwd",
+            "H20 FA3 forward hd64 seqlen 2k non-causal",
+            "TFLOPS",
+            120.1,
+            lambda: prefill_tflops("h20-x8", 64),
         ),
         Row(
             "kernel-min-time-rmsnorm-decode",
