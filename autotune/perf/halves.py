@@ -58,6 +58,7 @@ def _attention_prefix(c: Context) -> int:
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
+            c.mla_decode_q_tile,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit

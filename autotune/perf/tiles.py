@@ -88,6 +88,23 @@ FA3_ONE_SPLIT_BLOCKS = 4
 # single-token queries only (flash-attention csrc/flash_attn/flash_api.cpp, seqlenq_ngroups_swapped when
 # max_seqlen_q == 1): a prefill CTA holds one query head.
 PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
+# Query rows per CTA tile of a latent-MLA decode kernel: a latent KV is one KV head, so every query head of the
+# rank and every verified token of a sequence are rows of one tile, padded to whole tiles, and the kernel computes
+# the padding. sm_90, both engines' default (vLLM FLASH_ATTN_MLA: vllm/platforms/cuda.py:147, FA3 with head dim 64
+# + 512 latent: hopper/tile_size.h tile_size_fwd_sm90 `if (headdim_v == 512) return {64, 64, ...}`; SGLang's fa3)
+# and FlashMLA / FlashInfer's sm_90 MLA: 64 rows. deepseek-ai/FlashMLA#30 measures it on H20 (calibration id
+# kernel-flashmla-h20-decode): 16 heads x 1-4 tokens (16-64 rows) take the same 0.60-0.61 ms, 5 tokens (80 rows)
+# 1.17 ms. Triton MLA (the engines' sm_120 default): blocks of 16 heads (vllm
+# v1/attention/ops/triton_decode_attention.py:329-331, VALID_BLOCK_H). Other (kernel, arch): no padding modelled
+# (vLLM's sm_100 FLASHINFER_MLA: its trtllm-gen tile is not in the Python source).
+MLA_DECODE_Q_TILE = {("auto", "sm_90"): 64, ("flashinfer", "sm_90"): 64, ("triton", "sm_90"): 16,
+                     ("triton", "sm_120"): 16, ("triton", "sm_100"): 16, ("triton", "sm_89"): 16,
+                     ("triton", "sm_80"): 16}  # fmt: skip
+
+
+def padded_rows(rows: float, tile: int) -> float:
+    """`rows` rounded up to whole tiles of `tile` rows (rows unchanged without a tile)."""
+    return math.ceil(rows / tile) * tile if tile > 0 and rows > 0 else rows
 
 
 # CUTLASS tiles of vLLM's narrow-dtype GEMMs on sm_120 (RTX PRO 6000 / RTX 5090), cluster 1x1x1, no split-K:

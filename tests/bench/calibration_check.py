@@ -49,8 +49,8 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
-from autotune.perf import comm, ep_balance, predict, rates  # noqa: E402
-from autotune.perf.ops import step_fn  # noqa: E402
+from autotune.perf import comm, ep_balance, opcore, oplist, predict, rates  # noqa: E402
+from autotune.perf.ops import cost_ops, step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
 
@@ -357,6 +357,18 @@ def prefill_tflops(preset: str, head_dim: int) -> float:
     return table.get("attention", "bf16", "prefill").tflops * speed
 
 
+def mla_decode_us(preset: str, heads: int, tokens: int, ctx: int, seqs: int = 128) -> float:
+    """The model's MLA decode attention kernel time (DeepSeek-V3 latent attention, bf16 KV, `heads` query heads a
+    rank, `tokens` query tokens a sequence) for a batch of `seqs` sequences at context `ctx`, microseconds."""
+    m, hw = model("deepseek-v3"), box(preset)
+    tp = m.layers[-1].attention.num_heads // heads
+    phase = PhasePlan(gpus=tuple(range(tp)), tp=tp)
+    c = opcore.context(m, phase, "vllm", hw, phase.gpus)
+    x = opcore.StepInput(decode_seqs=float(seqs), decode_ctx=float(ctx), decode_width=tokens)
+    ops = [op for op in oplist.attention_ops(c, m.layers[-1].attention, x) if op.kind == "attention"]
+    return cost_ops(c, ops).time_s * 1e6
+
+
 def accepted_tokens(method: str, k: int) -> Callable[[], float]:
     def run() -> float:
         a = read_constant(f"DRAFT_ACCEPTANCE[{method}]")
@@ -543,6 +555,20 @@ def rows() -> list[Row]:
             "TFLOPS",
             128.0,
             lambda: table_tflops("h20-x8", "attention", "decode"),
+        ),
+        Row(
+            "kernel-flashmla-h20-decode",
+            "H20 MLA decode 16 heads x 1 token, b=128, 4k (FlashMLA)",
+            "us",
+            601.0,
+            lambda: mla_decode_us("h20-x8", 16, 1, 4096),
+        ),
+        Row(
+            "kernel-flashmla-h20-decode",
+            "H20 MLA decode 16 heads x 5 tokens, b=128, 4k (FlashMLA)",
+            "us",
+            1168.0,
+            lambda: mla_decode_us("h20-x8", 16, 5, 4096),
         ),
         Row(
             "kernel-fa3-h20-fwd",

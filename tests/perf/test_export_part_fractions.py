@@ -62,3 +62,23 @@ def test_h20_prefill_instance_is_within_a_third_of_the_lmsys_figure():
     step = step_fn(m, phase, "sglang", H20, tuple(range(8)), "prefill")
     tok_s = prefill_pool(step, 1, Workload(isl=4096, osl=1), 8192, 1).requests_per_s * 4096
     assert 16_500 * 0.67 <= tok_s <= 16_500 * 1.1
+
+
+def _mla_decode_us(tp: int, tokens: int, ctx: int = 4096, seqs: int = 128) -> float:
+    from autotune.perf import opcore, oplist
+    from autotune.perf.ops import cost_ops
+
+    m = load_model("deepseek-v3")
+    phase = PhasePlan(gpus=tuple(range(tp)), tp=tp)
+    c = opcore.context(m, phase, "vllm", H20, phase.gpus)
+    x = opcore.StepInput(decode_seqs=float(seqs), decode_ctx=float(ctx), decode_width=tokens)
+    ops = [op for op in oplist.attention_ops(c, m.layers[-1].attention, x) if op.kind == "attention"]
+    return cost_ops(c, ops).time_s * 1e6
+
+
+def test_mla_decode_computes_whole_64_row_query_tiles():
+    # kernel-flashmla-h20-decode (FlashMLA#30, H20): 16 heads x 1-4 tokens 0.601-0.614 ms, x 5 tokens 1.168 ms
+    one, four, five = _mla_decode_us(8, 1), _mla_decode_us(8, 4), _mla_decode_us(8, 5)
+    assert four == pytest.approx(one, rel=0.02)
+    assert five == pytest.approx(2 * four, rel=0.05)
+    assert 601 * 0.85 <= one <= 601 * 1.15
