@@ -694,13 +694,14 @@ def concurrency_rows() -> list[Row]:
 
 def h20_prefill() -> float:
     """Input tok/s of one SGLang prefill instance (TP8 on 8x H20, R1 FP8 block, FP8 KV as the entry's FlashMLA-FP8)
-    saturated with 4,096-token prompts at SGLang's default 8,192-token chunk (serving.prefill_pool)."""
+    saturated with 4,096-token prompts at the published 16,384-token chunk (the blog's reproduction,
+    antgroup/sglang#4: --chunked-prefill-size 16384; serving.prefill_pool)."""
     m, hw = model("deepseek-v3"), box("h20-x8")
     phase = PhasePlan(
-        gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"), batching=Batching(chunked_prefill_tokens=8192)
+        gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"), batching=Batching(chunked_prefill_tokens=16384)
     )
     step = step_fn(m, phase, "sglang", hw, EIGHT, "prefill")
-    return prefill_pool(step, 1, Workload(isl=4096, osl=1), 8192, 1).requests_per_s * 4096
+    return prefill_pool(step, 1, Workload(isl=4096, osl=1), 16384, 1).requests_per_s * 4096
 
 
 def apart_rows() -> list[Row]:
