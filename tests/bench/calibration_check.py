@@ -52,7 +52,9 @@ from autotune.inputs import restrict_gpus  # noqa: E402
 from autotune.perf import comm, ep_balance, predict  # noqa: E402
 from autotune.perf.ops import step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
-from autotune.sim.serve import simulate_prediction  # noqa: E402
+from autotune.sim.engine import simulate  # noqa: E402
+from autotune.sim.serve import deployment  # noqa: E402
+from autotune.sim.trace import make_trace  # noqa: E402
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -317,23 +319,31 @@ def trtllm_bench_limits(isl: int, osl: int, tp: int = 8, layers: int = 61, kv_he
     return bs, max(tokens, isl + bs)  # no chunked prefill: the budget holds the longest prompt and a full batch
 
 
-def trtllm_bench(m, preset, gpus, isl, osl, requests, kv="fp8", **layout) -> Callable[[], float]:
-    """trtllm-bench throughput as perf-overview.md runs it: `requests` fixed-length requests all queued at t=0
-    (its table of num_requests per ISL/OSL), output tokens over the time the last one finished (the simulator's
-    burst), at the per-rank limits trtllm_bench_limits derives, times the attention-DP ranks. What stays
-    unexpressed: TRT-LLM's KV sizing (free memory after load x 0.90; the plan keeps the model's engine memory
-    fit), its attention-DP balancing of prompts across ranks (enable_balance), whole (unchunked) prompts."""
+def trtllm_bench(
+    m, preset, gpus, isl, osl, requests, kv="fp8", limits=None, concurrency=0, **layout
+) -> Callable[[], float]:
+    """trtllm-bench throughput: `requests` fixed-length requests, all queued at t=0 (perf-overview.md's table of
+    num_requests per ISL/OSL) or kept `concurrency` in flight (--concurrency), its Per GPU Output Throughput: every
+    output token over the time the last request finished (its Total Latency; bench/dataclasses/reporting.py), from
+    the simulator. Per-rank (max_batch_size, max_num_tokens): `limits` when the command gives them, else what
+    trtllm_bench_limits derives; times the attention-DP ranks. What stays unexpressed: TRT-LLM's KV sizing (free
+    memory after load x the fraction; the plan keeps the model's engine memory fit), its attention-DP balancing of
+    prompts across ranks (enable_balance), and that a rank's prompt is never split across ranks."""
 
     def run() -> float:
-        bs, tokens = trtllm_bench_limits(isl, osl, tp=gpus)
+        bs, tokens = limits or trtllm_bench_limits(isl, osl, tp=gpus)
         dp = layout.get("dp", 1)
         batching = Batching(max_running=bs * dp, chunked_prefill_tokens=tokens * dp)
         phase = PhasePlan(gpus=tuple(range(gpus)), kernels=Kernels(kv_cache_dtype=kv), batching=batching, **layout)
-        plan, w = Plan("vllm", "aggregated", {"both": phase}), Workload(isl=isl, osl=osl, burst=requests)
-        base = predict(plan, m(), box(preset, gpus), w)
+        plan = Plan("vllm", "aggregated", {"both": phase})
+        load = dict(concurrency=concurrency) if concurrency else dict(burst=requests)
+        w = Workload(isl=isl, osl=osl, **load)
+        hw = box(preset, gpus)
+        base = predict(plan, m(), hw, w)
         if not base.feasible:
             return float("nan")
-        return simulate_prediction(plan, m(), box(preset, gpus), w, base).output_tok_s_per_gpu
+        out = simulate(deployment(plan, m(), hw, w, base), make_trace(w, requests), concurrency)
+        return sum(out.osl) / (max(out.done_ms) / 1e3) / gpus
 
     return run
 
@@ -493,6 +503,11 @@ def rows() -> list[Row]:
                                (1024, 32768, 1000, 438)):  # fmt: skip
         label = f"DeepSeek-R1 FP8 DEP8 8xH200 {isl}/{osl}"
         out.append(Row(r1id, label, tok, value, trtllm_bench(r1, "h200-x8", 8, isl, osl, n, **dep(8))))
+    # the same engine's DeepSeek-R1 blog, "H200 max-throughput": its limits given (128 / 1151 per rank), 1024 kept in
+    # flight, 5120 requests of 1k/2k, BF16 KV (no kv dtype given: the FP8-block checkpoint's default)
+    blog = trtllm_bench(r1, "h200-x8", 8, 1024, 2048, 5120, kv="auto", limits=(128, 1151), concurrency=1024, **dep(8))
+    out.append(Row("trtllm-blog-deepseek-r1-fp8-8xh200-max-throughput", "DeepSeek-R1 FP8 DEP8 8xH200 1k/2k c=1024",
+                   tok, 1436.2, blog))  # fmt: skip
     out += [
         Row(
             sh,
