@@ -38,3 +38,17 @@ def test_r1_rows_run_the_bench_not_the_old_steady_state():
     new = row.predict()
     # 64 per rank (512 in flight) instead of the KV-bound ~790: fewer sequences per step, less throughput
     assert new < 0.85 * old
+
+
+def test_closed_loop_row_counts_the_ramp_and_the_drain():
+    """The blog's H200 max-throughput row: 1024 kept in flight, throughput over the whole run (trtllm-bench's Total
+    Latency), so the first wave's ramp-up and the last one's drain weigh less the more requests the run has (a
+    steady-state window would not depend on the request count)."""
+    r1 = lambda: cc.model("deepseek-v3")  # noqa: E731
+
+    def run(requests: int) -> float:
+        return cc.trtllm_bench(r1, "h200-x8", 8, 1024, 2048, requests, kv="auto", limits=(128, 1151),
+                               concurrency=1024, **cc.dep(8))()  # fmt: skip
+
+    one_wave, blog, long_run = run(1024), run(5120), run(20480)
+    assert one_wave < blog < long_run
