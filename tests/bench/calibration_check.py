@@ -285,10 +285,12 @@ def serving(m, preset, gpus, isl, osl, kv="fp8", **layout) -> Callable[[], float
 # finetune_setting, the versions of that era; re-derived here, not copied). Its KV estimate is the generic
 # 2 x layers x max(tp, kv heads) x head size bytes per token, which for MLA counts R1's 128 "kv heads" x 56
 # (hidden 7168 / 128 heads: the checkpoint's remote-code config has no head_dim) = 874 KB/token, ~20x MLA's real
-# cache, so it caps the batch far below what the cache holds. With attention DP each rank's scheduler applies the
-# limits (py_executor: the ranks' active requests against tp_size x max_num_active_requests), so the replica runs
-# 8x them. Prompts are not chunked (enable_chunked_prefill off; Hopper has no MLA chunked context) and the token
-# budget is raised to max ISL + batch when it is smaller (general.py).
+# cache, so it caps the batch far below what the cache holds (a later version counts MLA's one latent per token and,
+# with attention DP, sizes the batch per rank: bench/tuning/heuristics.py; 1k/1k admits all 3,000 requests either
+# way). The limits are per rank ("--max_batch_size: Max batch size in each rank", the same engine's DeepSeek-R1
+# blog, Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md), so the attention-DP replica runs 8x them. Prompts
+# are not chunked (enable_chunked_prefill off; Hopper has no MLA chunked context) and the token budget is raised to
+# max ISL + batch when it is smaller (general.py).
 TRTLLM_BENCH_KV_FRACTION = 0.90  # --kv_cache_free_gpu_mem_fraction default (perf-overview.md: "default 0.90")
 H200_NVML_GIB = 143771 / 1024  # nvidia-smi total of an H200 SXM 141 GB: 143,771 MiB (a prior: the heuristic's input)
 R1_PARAMS = 685e9  # deepseek-ai/DeepSeek-R1-0528 safetensors parameter count (model card: 685B params)
