@@ -52,6 +52,9 @@ from autotune.inputs import restrict_gpus  # noqa: E402
 from autotune.perf import comm, ep_balance, opcore, oplist, predict, rates  # noqa: E402
 from autotune.perf.ops import cost_ops, step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
+from autotune.sim.engine import simulate  # noqa: E402
+from autotune.sim.serve import deployment  # noqa: E402
+from autotune.sim.trace import make_trace  # noqa: E402
 from autotune.specs import Batching, Comm, Kernels, PhasePlan, Plan, Speculative, Workload  # noqa: E402
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -276,6 +279,77 @@ def serving(m, preset, gpus, isl, osl, kv="fp8", **layout) -> Callable[[], float
     return run
 
 
+# trtllm-bench throughput without --max_batch_size / --max_num_tokens (the perf-overview R1 FP8 DEP8 H200 rows give
+# neither): it sets them from its own KV estimate (NVIDIA/TensorRT-LLM tensorrt_llm/bench/benchmark/utils/general.py
+# get_settings -> bench/build/build.py get_benchmark_engine_settings -> bench/build/tuning.py calc_engine_setting /
+# finetune_setting, the versions of that era; re-derived here, not copied). Its KV estimate is the generic
+# 2 x layers x max(tp, kv heads) x head size bytes per token, which for MLA counts R1's 128 "kv heads" x 56
+# (hidden 7168 / 128 heads: the checkpoint's remote-code config has no head_dim) = 874 KB/token, ~20x MLA's real
+# cache, so it caps the batch far below what the cache holds (a later version counts MLA's one latent per token and,
+# with attention DP, sizes the batch per rank: bench/tuning/heuristics.py; 1k/1k admits all 3,000 requests either
+# way). The limits are per rank ("--max_batch_size: Max batch size in each rank", the same engine's DeepSeek-R1
+# blog, Best_perf_practice_on_DeepSeek-R1_in_TensorRT-LLM.md), so the attention-DP replica runs 8x them. Prompts
+# are not chunked (enable_chunked_prefill off; Hopper has no MLA chunked context) and the token budget is raised to
+# max ISL + batch when it is smaller (general.py).
+TRTLLM_BENCH_KV_FRACTION = 0.90  # --kv_cache_free_gpu_mem_fraction default (perf-overview.md: "default 0.90")
+H200_NVML_GIB = 143771 / 1024  # nvidia-smi total of an H200 SXM 141 GB: 143,771 MiB (a prior: the heuristic's input)
+R1_PARAMS = 685e9  # deepseek-ai/DeepSeek-R1-0528 safetensors parameter count (model card: 685B params)
+
+
+def trtllm_bench_limits(isl: int, osl: int, tp: int = 8, layers: int = 61, kv_heads: int = 128, head: int = 56,
+                        params: float = R1_PARAMS, fp8: bool = True) -> tuple[int, int]:  # fmt: skip
+    """trtllm-bench's (max_batch_size, max_num_tokens) per rank for an FP8-block checkpoint with FP8 KV (1 byte per
+    weight and per KV element) on `tp` H200s: calc_engine_setting then finetune_setting (tuning.py)."""
+    gib = 1024**3
+    bytes_per_elem = 1.0 if fp8 else 2.0
+    per_token_gib = 2 * layers * max(tp, kv_heads) * head * bytes_per_elem / gib
+    cache_gib = (H200_NVML_GIB * tp - params * bytes_per_elem / gib) * TRTLLM_BENCH_KV_FRACTION
+    raw_bs = min(cache_gib / (per_token_gib * (isl + osl)), 4096)
+    raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return bs, max(tokens, isl + bs)  # no chunked prefill: the budget holds the longest prompt and a full batch
+
+
+def trtllm_bench(
+    m, preset, gpus, isl, osl, requests, kv="fp8", limits=None, concurrency=0, **layout
+) -> Callable[[], float]:
+    """trtllm-bench throughput: `requests` fixed-length requests, all queued at t=0 (perf-overview.md's table of
+    num_requests per ISL/OSL) or kept `concurrency` in flight (--concurrency), its Per GPU Output Throughput: every
+    output token over the time the last request finished (its Total Latency; bench/dataclasses/reporting.py), from
+    the simulator. Per-rank (max_batch_size, max_num_tokens): `limits` when the command gives them, else what
+    trtllm_bench_limits derives; times the attention-DP ranks. What stays unexpressed: TRT-LLM's KV sizing (free
+    memory after load x the fraction; the plan keeps the model's engine memory fit), its attention-DP balancing of
+    prompts across ranks (enable_balance), and that a rank's prompt is never split across ranks."""
+
+    def run() -> float:
+        bs, tokens = limits or trtllm_bench_limits(isl, osl, tp=gpus)
+        dp = layout.get("dp", 1)
+        batching = Batching(max_running=bs * dp, chunked_prefill_tokens=tokens * dp)
+        phase = PhasePlan(gpus=tuple(range(gpus)), kernels=Kernels(kv_cache_dtype=kv), batching=batching, **layout)
+        plan = Plan("vllm", "aggregated", {"both": phase})
+        load = dict(concurrency=concurrency) if concurrency else dict(burst=requests)
+        w = Workload(isl=isl, osl=osl, **load)
+        hw = box(preset, gpus)
+        base = predict(plan, m(), hw, w)
+        if not base.feasible:
+            return float("nan")
+        out = simulate(deployment(plan, m(), hw, w, base), make_trace(w, requests), concurrency)
+        return sum(out.osl) / (max(out.done_ms) / 1e3) / gpus
+
+    return run
+
+
 def dep(n: int, pp: int = 1) -> dict:
     return dict(tp=1, dp=n, ep=n, pp=pp, dp_attention=n > 1)
 
@@ -450,9 +524,16 @@ def rows() -> list[Row]:
         Row(ll, "Llama-3.3-70B FP8 TP2 2xH200 1k/1k", tok, 2587, serving(llama_fp8, "h200-x8", 2, 1000, 1000, tp=2)),
     ]
     r1id = "nvl-trtllm-deepseek-r1-fp8-8xh200"
-    for isl, osl, value in ((1000, 1000, 1627), (1024, 1024, 1620), (1024, 8192, 1218), (1024, 32768, 438)):
+    # perf-overview.md's num_requests per ISL/OSL: 3000 (1k/1k), 1500 (1k/8k), 1000 (1k/32k)
+    for isl, osl, n, value in ((1000, 1000, 3000, 1627), (1024, 1024, 3000, 1620), (1024, 8192, 1500, 1218),
+                               (1024, 32768, 1000, 438)):  # fmt: skip
         label = f"DeepSeek-R1 FP8 DEP8 8xH200 {isl}/{osl}"
-        out.append(Row(r1id, label, tok, value, serving(r1, "h200-x8", 8, isl, osl, **dep(8))))
+        out.append(Row(r1id, label, tok, value, trtllm_bench(r1, "h200-x8", 8, isl, osl, n, **dep(8))))
+    # the same engine's DeepSeek-R1 blog, "H200 max-throughput": its limits given (128 / 1151 per rank), 1024 kept in
+    # flight, 5120 requests of 1k/2k, BF16 KV (no kv dtype given: the FP8-block checkpoint's default)
+    blog = trtllm_bench(r1, "h200-x8", 8, 1024, 2048, 5120, kv="auto", limits=(128, 1151), concurrency=1024, **dep(8))
+    out.append(Row("trtllm-blog-deepseek-r1-fp8-8xh200-max-throughput", "DeepSeek-R1 FP8 DEP8 8xH200 1k/2k c=1024",
+                   tok, 1436.2, blog))  # fmt: skip
     out += [
         Row(
             sh,
