@@ -110,3 +110,18 @@ def test_sm100_fp8_kloop_takes_the_sm100_per_sm_figure():
     step_bytes = (32 + 128) * 65536
     assert _gemm_s(c, 1, 32, 65536) >= step_bytes / (rates.gemm_cta_load_gbs("sm_100") * 1e9)
     assert _gemm_s(c, 1, 32, 65536) < step_bytes / (rates.GEMM_CTA_LOAD_GBS * 1e9)
+
+
+def test_halves_memo_keys_carry_the_fp4_kloop():
+    """halves.py remembers attention and FFN terms across plans by the Context's parts: two Contexts that differ
+    only in the NVFP4 K-loop bound must not share them (as Context.fp8_kloop)."""
+    from autotune.perf import halves
+    from autotune.specs import FfnSpec
+
+    c = _ctx()
+    off = dataclasses.replace(c, fp4_kloop=False, memo_keys={})
+    assert halves._attention_prefix(c) != halves._attention_prefix(off)
+    ffn = FfnSpec("dense", 3 * LLAMA70.hidden_size * 28672)
+    halves.ffn_kernel_terms(c, ffn, 8.0)
+    halves.ffn_kernel_terms(off, ffn, 8.0)
+    assert c.memo_keys["ffn"] != off.memo_keys["ffn"]
