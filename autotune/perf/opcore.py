@@ -189,6 +189,7 @@ class Context:
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
+    moe_stream_gbs: float = 0.0  # cap on the routed experts' weight stream (GB/s; Marlin: _moe_stream_gbs), 0: none
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
@@ -228,6 +229,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
+    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
     return Context(
         model,
         phase,
@@ -247,7 +249,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         DTYPE_BYTES[precision.expert_dtype(model, phase)],
         imbalance,
         comm.nccl_env(phase.comm),
-        sms=tiles.sm_count(hw.gpu.name, hw.gpu.arch),
+        sms=sms,
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
@@ -256,6 +258,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
         fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
+        moe_stream_gbs=_moe_stream_gbs(moe, sms),
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
@@ -298,6 +301,12 @@ def _moe_variant_speed(moe: str, arch: str) -> float:
     if moe == "marlin" and (arch in rates.MMA_SYNC_ARCHS or arch in rates.MMA_SYNC_SHARE):
         return rates.MARLIN_MMA_SYNC_SPEED * rates.MMA_SYNC_SHARE.get(arch, 1.0)
     return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+
+
+def _moe_stream_gbs(moe: str, sms: int) -> float:
+    """What the routed experts' grouped GEMMs stream of their weights at most: Marlin, SMs x
+    rates.MARLIN_PER_SM_STREAM_GBS; 0 (no cap beyond the rates table's bandwidth) for the other kernels."""
+    return sms * rates.MARLIN_PER_SM_STREAM_GBS if moe == "marlin" and sms else 0.0
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

@@ -85,6 +85,16 @@ MMA_SYNC_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_120")
 MARLIN_PROVENANCE = "public:kernel-marlin-a10-large-batch"
 MMA_SYNC_SHARE = {"sm_90": 370.0 / 646.0, "sm_100": 361.6 / 1289.0}
 MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b200-fwd")
+# What one SM streams of Marlin's 4-bit expert weights (W4A16 fused MoE) while few rows per expert leave it
+# weight-bound: calibration.yaml kernel-marlin-moe-h20-dsv3 (FlagGems#3222 / #3609: vLLM 0.20's fused_marlin_moe
+# on H20, 78 SMs, 4.0 TB/s, DeepSeek-V3's experts, 256 x H7168 I2048, top 8). The weights the batch hits (the
+# expected distinct experts of uniform routing, E (1 - (1 - k/E)^T), at the op list's 0.53125 B per INT4 weight
+# with its group scales), over the time less the grouped MoE floor (MIN_US["grouped_moe"], which the costing adds
+# on top), per SM: 18.4 / 22.1 / 22.5 GB/s at 1 / 16 / 64 tokens (1.43-1.76 TB/s, well under the H20's memory:
+# the kernel dequantises in registers and feeds mma.sync, and its SMs set the rate). Their median, 22.1, is used.
+# The op list caps a Marlin MoE's weight stream at SMs x this (Context.moe_stream_gbs): it binds on HBM3 parts
+# (H20 / H100 / H200 / B200), not on GDDR ones (L40S, RTX PRO 6000: their SMs x 22.1 exceed the memory).
+MARLIN_PER_SM_STREAM_GBS = 22.1
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
