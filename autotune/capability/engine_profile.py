@@ -106,6 +106,10 @@ class EngineProfile:
     # archs where a per-tensor FP8 linear runs vLLM's CUTLASS scaled-mm, one CTA per output tile over the whole K
     # (perf/tiles.py cutlass_fp8_tile): a GEMM of few tiles and a long K is bound by one CTA's K loop
     cutlass_fp8_tile_archs: tuple[str, ...] = ()
+    # archs where an NVFP4 (W4A4) linear runs FlashInfer's CuTe-DSL block-scaled GEMM, one CTA per output tile over
+    # the whole K at any tactic (perf/tiles.py CUTE_DSL_FP4_MIN_TILE): a GEMM of few tiles and a long K is bound by
+    # one CTA's K loop
+    cute_dsl_fp4_tile_archs: tuple[str, ...] = ()
     # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
     allreduce_paths: AllReduceDispatch | None = None
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence

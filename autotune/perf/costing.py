@@ -121,9 +121,11 @@ def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
 
 
 def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
-    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context."""
+    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context; a grouped MoE's
+    bandwidth at most the Context's cap on the experts' weight stream (Context.moe_stream_gbs: Marlin's SMs)."""
     r = c.table.get(*key)
-    terms = c.rate_terms[key] = (r.tflops * TFLOP, r.gbs * GB, r.min_us * 1e-6)
+    gbs = min(r.gbs, c.moe_stream_gbs) if key[0] == "grouped_moe" and c.moe_stream_gbs else r.gbs
+    terms = c.rate_terms[key] = (r.tflops * TFLOP, gbs * GB, r.min_us * 1e-6)
     return terms
 
 

@@ -47,8 +47,8 @@ def _attention_prefix(c: Context) -> int:
     what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
     specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
     resolved sizes and kernel speeds, the decode kernel's split cap, the MLA output copy, absorbed-prefill rows,
-    Triton MLA split size, query concat and prefix up-projection, the FP8 GEMMs' K-loop bound (Context.fp8_kloop),
-    and the vllm-ascend platform options when the engine runs on it."""
+    Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs' K-loop bounds
+    (Context.fp8_kloop, fp4_kloop), and the vllm-ascend platform options when the engine runs on it."""
     hit = c.memo_keys.get("attention")
     if hit is None:
         phase = c.phase
@@ -56,7 +56,7 @@ def _attention_prefix(c: Context) -> int:
         prefix = (
             id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
-            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop,
+            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop, c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile,
         )  # fmt: skip
@@ -150,7 +150,8 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
-    kernel speeds, the EP imbalance (oplist.ep_imbalance) and the FP8 GEMMs' K-loop bound (Context.fp8_kloop)."""
+    kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance (oplist.ep_imbalance) and the FP8
+    and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop)."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
@@ -160,6 +161,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
             profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
+            c.fp4_kloop, c.moe_stream_gbs,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
     key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves

@@ -99,28 +99,36 @@ def _tile_speed(c: Context, dtype: str, m: float, n: float, k: float = 0.0) -> f
             _TILE_SPEEDS[key] = (table, speed)
             return speed
     speed = 1.0 if m <= rates.M_BUCKETS[1][0] else tiles.gemm_tile_efficiency(m, n, c.sms)
-    if dtype == "fp8" and k > 0 and c.fp8_kloop and c.sms:
-        speed = min(speed, _kloop_speed(c, table, m, n, k))
+    if k > 0 and c.sms and ((dtype == "fp8" and c.fp8_kloop) or (dtype == "fp4" and c.fp4_kloop)):
+        speed = min(speed, _kloop_speed(c, table, dtype, m, n, k))
     return speed
 
 
-def _kloop_speed(c: Context, table: rates.RatesTable, m: float, n: float, k: float) -> float:
-    """Speed bound of vLLM's per-tensor FP8 CUTLASS GEMM (sm_89 / sm_90 / sm_100) by one CTA's K loop: one CTA runs one
-    output tile's whole K loop (tiles.cutlass_fp8_tile, tiles.kloop_cta) on one SM, at that SM's share of the
-    datasheet peak and receiving at most rates.GEMM_CTA_LOAD_GBS; relative to the op's compute time at the rates
-    table's rate (the costing pass divides only a GEMM's compute term by its speed). Remembered across plans."""
-    key = (id(table), "kloop", m, n, k)
+def _kloop_speed(c: Context, table: rates.RatesTable, dtype: str, m: float, n: float, k: float) -> float:
+    """Speed bound of a narrow GEMM by one CTA's K loop: vLLM's per-tensor FP8 CUTLASS GEMM (sm_89 / sm_90 / sm_100,
+    tiles.cutlass_fp8_tile) or its CuTe-DSL NVFP4 GEMM (sm_100, at least tiles.CUTE_DSL_FP4_MIN_TILE) runs one
+    output tile's whole K loop (tiles.kloop_cta) on one SM, at that SM's share of the datasheet peak and receiving
+    at most the arch's rates.gemm_cta_load_gbs; relative to the op's compute time at the rates table's rate and the
+    dtype's K prior, which the op builders multiply in (the costing pass divides only a GEMM's compute term by its
+    speed). Remembered across plans."""
+    key = (id(table), "kloop", dtype, m, n, k)
     hit = _TILE_SPEEDS.get(key)
     if hit is not None and hit[0] is table:
         return hit[1]
-    rate = table.entries.get(("gemm", "fp8", rates.m_bucket(m)))
-    peak = c.hw.gpu.peak_tflops.get("fp8", 0.0)
-    tile = tiles.cutlass_fp8_tile(table.arch, m, n, k)
+    rate = table.entries.get(("gemm", dtype, rates.m_bucket(m)))
+    peak = c.hw.gpu.peak_tflops.get(dtype, 0.0)
+    if dtype == "fp4":
+        tile, in_bytes = tiles.CUTE_DSL_FP4_MIN_TILE, tiles.NVFP4_OPERAND_BYTES
+    else:
+        tile, in_bytes = tiles.cutlass_fp8_tile(table.arch, m, n, k), 1.0
     speed = 1.0
     if rate and rate.tflops > 0 and peak > 0 and tile and m > 0 and n > 0:
-        cta_flops, cta_bytes = tiles.kloop_cta(k, tile, 1.0)
-        cta_s = max(cta_flops / (peak * 1e12 / c.sms), cta_bytes / (rates.GEMM_CTA_LOAD_GBS * 1e9))
-        full_s = 2.0 * m * n * k / (rate.tflops * 1e12)
+        cta_flops, cta_bytes = tiles.kloop_cta(k, tile, in_bytes)
+        load_gbs = rates.gemm_cta_load_gbs(table.arch)
+        cta_s = max(cta_flops / (peak * 1e12 / c.sms), cta_bytes / (load_gbs * 1e9))
+        # the op's compute time at the speed its builder gives it besides this bound (the dtype's K prior,
+        # _narrow_speed, 1 for FP8): the bound is a time, so the prior must not scale it
+        full_s = 2.0 * m * n * k / (rate.tflops * 1e12 * _narrow_speed(c.hw, dtype, k))
         speed = min(1.0, full_s / cta_s) if cta_s > 0 else 1.0
     if len(_TILE_SPEEDS) >= _TILE_SPEEDS_MAX:
         _TILE_SPEEDS.clear()
@@ -180,6 +188,8 @@ class Context:
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
+    fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
+    moe_stream_gbs: float = 0.0  # cap on the routed experts' weight stream (GB/s; Marlin: _moe_stream_gbs), 0: none
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
@@ -220,6 +230,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
+    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
     return Context(
         model,
         phase,
@@ -239,7 +250,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         DTYPE_BYTES[precision.expert_dtype(model, phase)],
         imbalance,
         comm.nccl_env(phase.comm),
-        sms=tiles.sm_count(hw.gpu.name, hw.gpu.arch),
+        sms=sms,
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
@@ -247,6 +258,8 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
+        fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
+        moe_stream_gbs=_moe_stream_gbs(moe, sms),
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
@@ -290,6 +303,12 @@ def _moe_variant_speed(moe: str, arch: str) -> float:
     if moe == "marlin" and (arch in rates.MMA_SYNC_ARCHS or arch in rates.MMA_SYNC_SHARE):
         return rates.MARLIN_MMA_SYNC_SPEED * rates.MMA_SYNC_SHARE.get(arch, 1.0)
     return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+
+
+def _moe_stream_gbs(moe: str, sms: int) -> float:
+    """What the routed experts' grouped GEMMs stream of their weights at most: Marlin, SMs x
+    rates.MARLIN_PER_SM_STREAM_GBS; 0 (no cap beyond the rates table's bandwidth) for the other kernels."""
+    return sms * rates.MARLIN_PER_SM_STREAM_GBS if moe == "marlin" and sms else 0.0
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

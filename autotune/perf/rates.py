@@ -127,6 +127,16 @@ MMA_SYNC_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_120")
 MARLIN_PROVENANCE = "public:kernel-marlin-a10-large-batch"
 MMA_SYNC_SHARE = {"sm_90": 370.0 / 646.0, "sm_100": 361.6 / 1289.0}
 MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b200-fwd")
+# What one SM streams of Marlin's 4-bit expert weights (W4A16 fused MoE) while few rows per expert leave it
+# weight-bound: calibration.yaml kernel-marlin-moe-h20-dsv3 (FlagGems#3222 / #3609: vLLM 0.20's fused_marlin_moe
+# on H20, 78 SMs, 4.0 TB/s, DeepSeek-V3's experts, 256 x H7168 I2048, top 8). The weights the batch hits (the
+# expected distinct experts of uniform routing, E (1 - (1 - k/E)^T), at the op list's 0.53125 B per INT4 weight
+# with its group scales), over the time less the grouped MoE floor (MIN_US["grouped_moe"], which the costing adds
+# on top), per SM: 18.4 / 22.1 / 22.5 GB/s at 1 / 16 / 64 tokens (1.43-1.76 TB/s, well under the H20's memory:
+# the kernel dequantises in registers and feeds mma.sync, and its SMs set the rate). Their median, 22.1, is used.
+# The op list caps a Marlin MoE's weight stream at SMs x this (Context.moe_stream_gbs): it binds on HBM3 parts
+# (H20 / H100 / H200 / B200), not on GDDR ones (L40S, RTX PRO 6000: their SMs x 22.1 exceed the memory).
+MARLIN_PER_SM_STREAM_GBS = 22.1
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
@@ -154,6 +164,12 @@ MIN_US = {
 # RMSNorm's 2.9 us.
 FUSED_ADD_NORM_MIN_US = 5.17
 FUSED_ADD_NORM_PROVENANCE = "public:kernel-min-time-rmsnorm-decode, kernel-min-time-add-rmsnorm-vllm36899"
+# The GEMM floor of an (arch, dtype) whose kernel has a public small-shape figure of its own: sm_100 NVFP4, the
+# CuTe-DSL GEMM vLLM runs there, 3.45 us at k=0 in the least-squares line through flashinfer#2540's m=1 rows
+# (calibration.yaml kernel-flashinfer-cutedsl-fp4-sm100-kloop; the same fit gives its K-loop rate,
+# GEMM_CTA_LOAD_GBS_BY_ARCH); its smallest timed shape, m=4 n=7168 k=256, takes 3.87 us.
+GEMM_MIN_US_BY_ARCH_DTYPE = {("sm_100", "fp4"): 3.45}
+GEMM_MIN_US_PROVENANCE = {("sm_100", "fp4"): "public:kernel-flashinfer-cutedsl-fp4-sm100-kloop"}
 GEMM_WAVE_PROVENANCE = "public:kernel-deepgemm-h800-grouped"  # tiles.GEMM_WAVE_FIXED_US
 MIN_US_PROVENANCE = {
     "gemm": "public:kernel-min-time-small-gemm",
@@ -180,9 +196,26 @@ PER_SM_STREAM_PROVENANCE = "public:kernel-sm-restricted-stream-h100pcie"
 # when the grid has about one CTA per SM: calibration.yaml kernel-deepgemm-h800-kloop-per-sm (DeepGEMM's first
 # release on H800, 132 SMs, n=2112 k=7168: 132 CTAs of one 64 x 16 or 128 x 16 tile's K loop each, 9.41 / 11.01 us
 # at m=64 / 128): 89 and 129 GB/s per SM once the kernel floor (MIN_US["gemm"], which the costing adds on top) is
-# taken off; their mean, 110, is used. Measured on sm_90; sm_89 / sm_100 take it too (no public figure: a prior). For
+# taken off; their mean, 110, is used. Measured on sm_90; sm_89 takes it too (no public figure: a prior). For
 # vLLM's per-tensor FP8 CUTLASS GEMM, whose small-m tiles leave few CTAs each a long K loop (opcore._kloop_speed).
 GEMM_CTA_LOAD_GBS = 110.0
+# sm_100: calibration.yaml kernel-flashinfer-cutedsl-fp4-sm100-kloop (flashinfer#2540, FlashInfer mm_fp4 backend
+# cute-dsl, autotuned, m=1 at n=512-1792, k=1024-8192: at most 14 output tiles, each one CTA's whole K loop): the
+# time grows by 0.64 ns per unit of k (least squares over the six rows, 3.45 us at k=0). One step of the kernel's
+# smallest tile (64 x 128, tiles.CUTE_DSL_FP4_MIN_TILE) brings (64 + 128) x 0.5625 = 108 B
+# (tiles.NVFP4_OPERAND_BYTES), so one SM receives 108 / 0.64 = 169 GB/s. It is the NVFP4 GEMM vLLM 0.34 runs on
+# sm_100; its per-tensor FP8 CUTLASS GEMM feeds the same SMs the same way (TMA into shared memory, tcgen05) and
+# takes the figure too, an extrapolation across kernels on one arch (confidence M) in place of the H800 figure
+# above. The same PR's first table (before its autotuned tactics) gives 0.94 ns per k, 115 GB/s: DeepGEMM's.
+GEMM_CTA_LOAD_GBS_BY_ARCH = {"sm_100": 169.0}
+
+
+def gemm_cta_load_gbs(arch: str) -> float:
+    """What one SM's CTA receives per second over a narrow GEMM's K loop on `arch` (GEMM_CTA_LOAD_GBS_BY_ARCH where
+    a public figure of the arch exists, else GEMM_CTA_LOAD_GBS)."""
+    return GEMM_CTA_LOAD_GBS_BY_ARCH.get(arch, GEMM_CTA_LOAD_GBS)
+
+
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
 # tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for
@@ -394,7 +427,10 @@ def build(hw: HardwareProfile) -> RatesTable:
             continue
         large, prov = _large_gemm(hw, dtype)
         floor_us = _probed_floor_us(hw, "gemm", dtype)
-        gemm_min, gemm_min_prov = (floor_us, "probe") if floor_us else (MIN_US["gemm"], MIN_US_PROVENANCE["gemm"])
+        floor_key = (arch, dtype)
+        prior_min = GEMM_MIN_US_BY_ARCH_DTYPE.get(floor_key, MIN_US["gemm"])
+        prior_prov = GEMM_MIN_US_PROVENANCE.get(floor_key, MIN_US_PROVENANCE["gemm"])
+        gemm_min, gemm_min_prov = (floor_us, "probe") if floor_us else (prior_min, prior_prov)
         gemm_bw = _probed_stream(hw, "gemm", dtype, stream)
         moe_bw = _probed_stream(hw, "grouped_moe", "bf16", stream)
         for _, bucket in M_BUCKETS:

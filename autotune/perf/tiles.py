@@ -149,6 +149,19 @@ SM89_FP8_TILES = (
 )
 
 
+# Smallest output tile of the CuTe-DSL NVFP4 GEMM vLLM runs on sm_100 (FlashInfer mm_fp4 backend="cute-dsl",
+# CUTLASS's Sm100BlockScaledPersistentDenseGemmKernel: flashinfer/gemm/kernels/dense_blockscaled_gemm_sm100.py,
+# github.com/flashinfer-ai/flashinfer, added in flashinfer#2540), written here as (rows along m, columns along n).
+# Its tactics sweep the MMA tile (kernel M x N) over 128 x 64, 256 x 64, 128 x 128 ... 256 x 256, clusters up to
+# 4 x 4 and swap-AB (kernel M along n when m <= 128), with no split-K: one CTA runs one output tile's whole K loop
+# (the NVFP4 dense runner's get_valid_tactics, NVIDIA/TensorRT-LLM tensorrt_llm/_torch/custom_ops/
+# cute_dsl_custom_ops.py, commit 3f6bafa). Whatever tactic the autotuner takes, a CTA computes at least 128 x 64
+# outputs over the whole K: swap-AB at small m puts the 128 along n, the 64 along m.
+CUTE_DSL_FP4_MIN_TILE = (64, 128)
+# Bytes one NVFP4 operand element brings into shared memory: the 4-bit value and its E4M3 scale per 16 elements.
+NVFP4_OPERAND_BYTES = 0.5 + 1.0 / 16
+
+
 def cutlass_fp8_tile(arch: str, m: float, n: float, k: float) -> tuple[int, int] | None:
     """(rows along m, columns along n) of the output tile one SM computes in vLLM's per-tensor FP8 CUTLASS GEMM of
     m x n outputs and reduction width k on `arch` (the dispatches above); None on other archs."""

@@ -68,7 +68,7 @@ def test_other_archs_keep_the_wave_efficiency():
     CUTLASS K-loop bound of vLLM's FP8 GEMM there (opcore._kloop_speed, tests/perf/test_fp8_kloop.py)."""
     c = _ctx(H200, "fp8", "fp8_tensor")
     op = next(op for op in linear_ops(c, 64, 4096, 7168, "test") if op.kind == "gemm")
-    assert op.speed == c.dense_speed * opcore._kloop_speed(c, c.table, 64, 4096, 7168)
+    assert op.speed == c.dense_speed * opcore._kloop_speed(c, c.table, "fp8", 64, 4096, 7168)
 
 
 def test_marlin_moe_speed_by_tensor_instruction():
