@@ -178,6 +178,7 @@ class Context:
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
+    fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
@@ -243,6 +244,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
+        fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",

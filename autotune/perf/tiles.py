@@ -66,6 +66,22 @@ ATTENTION_Q_BLOCK = 128
 # Fixed time of one wave of attention CTAs: three dependent device-memory round trips (Q, the first K/V block,
 # the O store) of ~0.5-0.7 us each plus the pipeline's setup: 2 us, a prior (no public per-CTA figure).
 CTA_FIXED_US = 2.0
+# Fixed time of one wave of prefill CTAs of FA3 on sm_90 over a paged KV cache whose page is shorter than the
+# kernel's KV block (engine profile fa3_paged_kv_non_tma_archs): FA3 then takes its PagedKVNonTMA path (vLLM's fork
+# vllm-project/flash-attention, commit 617264c: hopper/flash_api.cpp get_pagedkv_tma requires
+# `page_size % kBlockN == 0`, :464-474; kBlockN is 128 at head dim 128 causal and 80-128 at the other head dims,
+# hopper/tile_size.h tile_size_fwd_sm90), which also forces PackGQA (get_pack_gqa, :476-479). On that path no tile
+# load or store is a TMA copy: the producer warpgroup (128 threads instead of one warp,
+# mainloop_fwd_sm90_tma_gmma_ws.hpp:124) gathers K/V rows with cp.async after reading the page table
+# (Use_TMA_KV = !PagedKVNonTMA, :59), Q is loaded by threads (Use_TMA_Q is false for PackGQA with kBlockH 1,
+# :54-58) and a varlen O is stored by threads (Use_TMA_O needs !Varlen, epilogue_fwd.hpp:38): each query tile
+# starts and ends with more dependent round trips. From calibration.yaml kernel-fa3-vllm-paged-prefill-hopper
+# (flagos-ai/FlagGems#4956: vLLM's FA3, paged KV of 16-token blocks, causal, head dim 128, 32 heads, batch 4 at
+# 2k / 4k / 8k): 2,048 / 4,096 / 8,192 CTAs in 15.5 / 31.0 / 62.1 waves of 132 take 20.2 / 35.0 / 64.6 us per wave
+# for 8.5 / 16.5 / 32.5 computed 128 x 128 blocks per CTA: a line of 1.85 us per block
+# (rates.FA3_PAGED_KV_PREFILL_SPEED) and 4.5 us per wave, where the FA3 paper's contiguous (TMA) curve
+# (kernel-fa3-h100-fwd-headdim, the same 2,048 CTAs at 2k) gives 1.70-1.77 us per block and 2.0-2.5 us per wave.
+FA3_PAGED_CTA_FIXED_US = 4.5
 # Causal prefill computes every KV block a query block touches whole (FlashAttention masks inside the diagonal
 # block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
 # prefix, ATTENTION_KV_BLOCK / 2 = 64 entries (n_block_size=128 with m_block_size=128, interface.py:206).
