@@ -309,8 +309,10 @@ def prefill_fill(c: Context, att: AttentionSpec, speed: float, q_per_kv: float, 
     if not c.sms or tflops <= 0 or gbs <= 0 or entries <= 0 or ctx <= 0:
         return 1.0
     full_s = max(flops / (tflops * 1e12), nbytes / (gbs * 1e9))
-    q_per_cta = q_per_kv if c.table.arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
-    rows, keys = tiles.prefill_longest_cta(tiles.prefill_rows_per_seq(tokens, ctx), ctx, q_per_cta)
+    arch = c.table.arch
+    q_per_cta = q_per_kv if arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
+    rows_per_seq = tiles.prefill_rows_per_seq(tokens, ctx)
+    rows, keys = tiles.prefill_longest_cta(rows_per_seq, ctx, q_per_cta, tiles.prefill_q_block(arch))
     keys = keys * entries / ctx
     kv_head_bytes = att.kv_read_elems_per_token / max(1, att.num_kv_heads) * c.kv_elem_bytes
     cta_bytes = keys * kv_head_bytes + rows * att.score_dim * precision.ACTIVATION_BYTES

@@ -218,9 +218,9 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
         if c.mla_prefix_up_projection:
             mla_ops.prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
-    if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
+    if not att.latent_shared:  # one CTA per (sequence, KV head, block of packed query rows): tiles.prefill_ctas
         rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
-        ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
+        ctas = tiles.prefill_ctas(c.table.arch, tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
         _attention_waves(ops, c, ctas, "paged_wave" if _fa3_paged(c, att) else "wave")
 
 

@@ -104,6 +104,19 @@ FA3_ONE_SPLIT_BLOCKS = 4
 # single-token queries only (flash-attention csrc/flash_attn/flash_api.cpp, seqlenq_ngroups_swapped when
 # max_seqlen_q == 1): a prefill CTA holds one query head.
 PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
+# FA2's prefill over a paged KV cache (vLLM passes a block_table) always runs its split-KV kernel
+# (vllm-project/flash-attention commit 617264c, csrc/flash_attn/flash_api.cpp mha_varlen_fwd: `run_mha_fwd(params,
+# stream, paged_KV)`, :798, whose force_split_kernel picks run_mha_fwd_splitkv_dispatch, :287-297), with one split
+# (`num_splits <= 1` for varlen paged KV, :763), i.e. run_mha_fwd_splitkv_align: 64 query rows x 64 keys (128 at head
+# dim <= 64), 4 warps (csrc/flash_attn/src/flash_fwd_launch_template.h:173-178). A CTA holds 64 rows of one query
+# head, against 128 packed rows above.
+FA2_PAGED_Q_BLOCK = 64
+
+
+def prefill_q_block(arch: str) -> int:
+    """Query rows of one prefill attention CTA on `arch`: FA3 / FA4's 128 packed rows on
+    PACKED_GQA_PREFILL_ARCHS, FA2's paged split-KV tile of 64 rows of one head elsewhere."""
+    return ATTENTION_Q_BLOCK if arch in PACKED_GQA_PREFILL_ARCHS else FA2_PAGED_Q_BLOCK
 
 
 # CUTLASS tiles of vLLM's narrow-dtype GEMMs on sm_120 (RTX PRO 6000 / RTX 5090), cluster 1x1x1, no split-K:
@@ -250,6 +263,16 @@ def attention_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: 
     return seqs * kv_heads * math.ceil(rows_per_seq * q_per_kv / ATTENTION_Q_BLOCK)
 
 
+def prefill_ctas(arch: str, seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:
+    """CTAs of a prefill attention call on `arch`: attention_ctas where the kernel packs a KV head's query heads
+    (PACKED_GQA_PREFILL_ARCHS), else sequences x query heads x blocks of FA2_PAGED_Q_BLOCK rows."""
+    if arch in PACKED_GQA_PREFILL_ARCHS:
+        return attention_ctas(seqs, rows_per_seq, kv_heads, q_per_kv)
+    if seqs <= 0:
+        return 0.0
+    return seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK)
+
+
 def causal_diagonal_entries(entries: float) -> float:
     """Masked KV entries a causal prefill query computes beyond the `entries` it attends (0 without any)."""
     return min(entries, ATTENTION_KV_BLOCK / 2) if entries > 0 else 0.0
@@ -274,11 +297,13 @@ def decode_split_ctas(mblocks: float, ctx: float, sms: int, max_splits: int) -> 
     return float(mblocks * splits)
 
 
-def prefill_longest_cta(rows_per_seq: float, ctx: float, q_per_cta: float) -> tuple[float, float]:
+def prefill_longest_cta(
+    rows_per_seq: float, ctx: float, q_per_cta: float, q_block: int = ATTENTION_Q_BLOCK
+) -> tuple[float, float]:
     """(query rows, KV entries) of the longest CTA of a causal prefill whose sequences hold `rows_per_seq` prompt
     rows at mean attended prefix `ctx`, `q_per_cta` query heads packed per CTA (1 unpacked): the last query block
-    of a sequence, at most ATTENTION_Q_BLOCK packed rows, attends the sequence's whole prefix and chunk
+    of a sequence, at most `q_block` (prefill_q_block) packed rows, attends the sequence's whole prefix and chunk
     (ctx + rows / 2 entries: a chunk's rows attend ctx on average, the last one rows / 2 more)."""
     if rows_per_seq <= 0:
         return 0.0, 0.0
-    return min(float(ATTENTION_Q_BLOCK), rows_per_seq * q_per_cta), ctx + rows_per_seq / 2.0
+    return min(float(q_block), rows_per_seq * q_per_cta), ctx + rows_per_seq / 2.0

@@ -83,3 +83,17 @@ def test_mla_prefill_and_other_archs_keep_the_contiguous_kernel():
     assert not context(LLAMA70, PHASE, "vllm", _b200(), (0,)).fa3_paged_prefill
     assert not context(LLAMA70, PhasePlan(gpus=(0,), kernels=Kernels(attention="flashinfer")), "vllm", H200,
                        (0,)).fa3_paged_prefill  # fmt: skip
+
+
+def test_fa2_prefill_runs_64_row_tiles_of_one_head():
+    """FA2 (sm_89 / sm_120 / sm_80) over a paged KV cache runs its split-KV kernel's 64-row tile of one query head
+    (tiles.FA2_PAGED_Q_BLOCK): 64 prompts of 256 tokens, 64 query heads over 8 KV heads, make 64 x 64 x 4 CTAs,
+    where the packed count (old, as FA3) is 64 x 8 x ceil(256 x 8 / 128)."""
+    l40s = load_preset("l40s-x8")
+    c = context(LLAMA70, PHASE, "vllm", l40s, (0,))
+    att = _mha(64, 8, 128)
+    ops = attention_ops(c, att, StepInput(prefill_tokens=64 * 256, prefill_ctx=128))
+    (wave,) = [op for op in ops if op.kind == "attention" and op.bucket == "wave"]
+    assert wave.count == tiles.attention_waves(64 * 64 * 4, c.sms)
+    assert tiles.prefill_ctas("sm_89", 64, 256, 8, 8) == 2 * tiles.prefill_ctas("sm_90", 64, 256, 8, 8)
+    assert tiles.prefill_q_block("sm_120") == tiles.FA2_PAGED_Q_BLOCK == tiles.ATTENTION_Q_BLOCK // 2
