@@ -80,7 +80,7 @@ CTA_FIXED_US = 2.0
 # 2k / 4k / 8k): 2,048 / 4,096 / 8,192 CTAs in 15.5 / 31.0 / 62.1 waves of 132 take 20.2 / 35.0 / 64.6 us per wave
 # for 8.5 / 16.5 / 32.5 computed 128 x 128 blocks per CTA: a line of 1.85 us per block
 # (rates.FA3_PAGED_KV_PREFILL_SPEED) and 4.5 us per wave, where the FA3 paper's contiguous (TMA) curve
-# (kernel-fa3-h100-fwd-headdim, the same 2,048 CTAs at 2k) gives 1.70-1.77 us per block and 2.0-2.5 us per wave.
+# (kernel-fa3-h100-fwd-headdim, 2,048 CTAs at every length) gives 1.70-1.77 us per block and 2.0-2.5 us per wave.
 FA3_PAGED_CTA_FIXED_US = 4.5
 # Causal prefill computes every KV block a query block touches whole (FlashAttention masks inside the diagonal
 # block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
