@@ -186,6 +186,7 @@ class Context:
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
+    fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
@@ -255,6 +256,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
+        fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
@@ -328,8 +330,10 @@ def prefill_fill(c: Context, att: AttentionSpec, speed: float, q_per_kv: float, 
     if not c.sms or tflops <= 0 or gbs <= 0 or entries <= 0 or ctx <= 0:
         return 1.0
     full_s = max(flops / (tflops * 1e12), nbytes / (gbs * 1e9))
-    q_per_cta = q_per_kv if c.table.arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
-    rows, keys = tiles.prefill_longest_cta(tiles.prefill_rows_per_seq(tokens, ctx), ctx, q_per_cta)
+    arch = c.table.arch
+    q_per_cta = q_per_kv if arch in tiles.PACKED_GQA_PREFILL_ARCHS else 1.0
+    rows_per_seq = tiles.prefill_rows_per_seq(tokens, ctx)
+    rows, keys = tiles.prefill_longest_cta(rows_per_seq, ctx, q_per_cta, tiles.prefill_q_block(arch))
     keys = keys * entries / ctx
     kv_head_bytes = att.kv_read_elems_per_token / max(1, att.num_kv_heads) * c.kv_elem_bytes
     cta_bytes = keys * kv_head_bytes + rows * att.score_dim * precision.ACTIVATION_BYTES

@@ -116,7 +116,14 @@ def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
     if att.compress_ratio != 1 or att.index_heads:
         return 1.0
     probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
-    return rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
+    speed = rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
+    return speed * rates.FA3_PAGED_KV_PREFILL_SPEED if _fa3_paged(c, att) and not probed else speed
+
+
+def _fa3_paged(c: Context, att: AttentionSpec) -> bool:
+    """True when the layer's prefill attention is FA3 reading a paged KV cache of short pages (Context
+    .fa3_paged_prefill; a latent-KV layer's prefill attends its up-projected, contiguous keys instead)."""
+    return c.fa3_paged_prefill and not att.latent_shared and att.compress_ratio == 1 and not att.index_heads
 
 
 def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, tokens: float) -> None:
@@ -214,10 +221,10 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
         if c.mla_prefix_up_projection:
             mla_ops.prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
-    if not att.latent_shared:  # one CTA per (sequence, KV head, 128-row block of packed query rows)
+    if not att.latent_shared:  # one CTA per (sequence, KV head, block of packed query rows): tiles.prefill_ctas
         rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
-        ctas = tiles.attention_ctas(tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
-        _attention_waves(ops, c, ctas)
+        ctas = tiles.prefill_ctas(c.table.arch, tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
+        _attention_waves(ops, c, ctas, "paged_wave" if _fa3_paged(c, att) else "wave")
 
 
 def _decode_fill(c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput) -> float:
@@ -233,12 +240,13 @@ def _decode_fill(c: Context, att: AttentionSpec, shape: AttentionShape, seqs: fl
     return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
 
 
-def _attention_waves(ops: list, c: Context, ctas: float) -> None:
+def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -> None:
     """The fixed time of the attention kernel's waves of CTAs (tiles.attention_waves): an op of no FLOPs or
-    bytes whose count is the waves, each at the rates table's per-wave latency (`attention/bf16/wave`)."""
+    bytes whose count is the waves, each at the rates table's per-wave latency (`attention/bf16/wave`, or
+    `attention/bf16/paged_wave` for FA3's prefill over short KV pages)."""
     waves = tiles.attention_waves(ctas, c.sms)
     if waves:
-        ops.append(Op("attention", "bf16", "wave", ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
+        ops.append(Op("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:

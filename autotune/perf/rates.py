@@ -237,6 +237,14 @@ PREFILL_HEAD_DIM_PROVENANCE = {
     "sm_90": "public:kernel-fa3-h100-fwd-headdim",
     "sm_100": "public:kernel-fa4-b200-fwd-headdim",
 }
+# FA3's prefill over a paged KV cache of pages shorter than its KV block (PagedKVNonTMA: perf/tiles.py
+# FA3_PAGED_CTA_FIXED_US, engine profile fa3_paged_kv_non_tma_archs) computes a 128 x 128 block at head dim 128 in
+# 1.85 us on an SM (calibration.yaml kernel-fa3-vllm-paged-prefill-hopper, the slope of its per-wave times), where
+# PREFILL_HEAD_DIM_FRACTION's contiguous rate (0.628 x 989 TFLOPS over 132 SMs) gives 1.78 us: 1.78 / 1.85 = 0.965
+# of that rate, taken at every head dim (one measured head dim). Layers whose prefill attends contiguous K/V (MLA's
+# up-projected keys) keep the contiguous rate.
+FA3_PAGED_KV_PREFILL_SPEED = 0.965
+FA3_PAGED_KV_PROVENANCE = "public:kernel-fa3-vllm-paged-prefill-hopper"
 
 
 def decode_fill_speed(ctas: float, decode_gbs: float) -> float:
@@ -472,6 +480,10 @@ def build(hw: HardwareProfile) -> RatesTable:
     )
     # one wave of attention CTAs: a fixed latency only (perf/tiles.py CTA_FIXED_US, a prior)
     entries[("attention", "bf16", "wave")] = Rate(0.0, decode_bw, tiles.CTA_FIXED_US, "datasheet-prior")
+    # one wave of FA3 prefill CTAs over a paged KV cache of short pages (perf/tiles.py FA3_PAGED_CTA_FIXED_US)
+    entries[("attention", "bf16", "paged_wave")] = Rate(
+        0.0, decode_bw, tiles.FA3_PAGED_CTA_FIXED_US, FA3_PAGED_KV_PROVENANCE
+    )
     for op_class in ("norm", "elementwise", "quant", "sampling"):
         prov = stream_prov + (f"; min {MIN_US_PROVENANCE[op_class]}" if op_class in MIN_US_PROVENANCE else "")
         entries[(op_class, "bf16", "any")] = Rate(0.0, stream, MIN_US[op_class], prov)

@@ -66,6 +66,22 @@ ATTENTION_Q_BLOCK = 128
 # Fixed time of one wave of attention CTAs: three dependent device-memory round trips (Q, the first K/V block,
 # the O store) of ~0.5-0.7 us each plus the pipeline's setup: 2 us, a prior (no public per-CTA figure).
 CTA_FIXED_US = 2.0
+# Fixed time of one wave of prefill CTAs of FA3 on sm_90 over a paged KV cache whose page is shorter than the
+# kernel's KV block (engine profile fa3_paged_kv_non_tma_archs): FA3 then takes its PagedKVNonTMA path (vLLM's fork
+# vllm-project/flash-attention, commit 617264c: hopper/flash_api.cpp get_pagedkv_tma requires
+# `page_size % kBlockN == 0`, :464-474; kBlockN is 128 at head dim 128 causal and 80-128 at the other head dims,
+# hopper/tile_size.h tile_size_fwd_sm90), which also forces PackGQA (get_pack_gqa, :476-479). On that path no tile
+# load or store is a TMA copy: the producer warpgroup (128 threads instead of one warp,
+# mainloop_fwd_sm90_tma_gmma_ws.hpp:124) gathers K/V rows with cp.async after reading the page table
+# (Use_TMA_KV = !PagedKVNonTMA, :59), Q is loaded by threads (Use_TMA_Q is false for PackGQA with kBlockH 1,
+# :54-58) and a varlen O is stored by threads (Use_TMA_O needs !Varlen, epilogue_fwd.hpp:38): each query tile
+# starts and ends with more dependent round trips. From calibration.yaml kernel-fa3-vllm-paged-prefill-hopper
+# (flagos-ai/FlagGems#4956: vLLM's FA3, paged KV of 16-token blocks, causal, head dim 128, 32 heads, batch 4 at
+# 2k / 4k / 8k): 2,048 / 4,096 / 8,192 CTAs in 15.5 / 31.0 / 62.1 waves of 132 take 20.2 / 35.0 / 64.6 us per wave
+# for 8.5 / 16.5 / 32.5 computed 128 x 128 blocks per CTA: a line of 1.85 us per block
+# (rates.FA3_PAGED_KV_PREFILL_SPEED) and 4.5 us per wave, where the FA3 paper's contiguous (TMA) curve
+# (kernel-fa3-h100-fwd-headdim, 2,048 CTAs at every length) gives 1.70-1.77 us per block and 2.0-2.5 us per wave.
+FA3_PAGED_CTA_FIXED_US = 4.5
 # Causal prefill computes every KV block a query block touches whole (FlashAttention masks inside the diagonal
 # block, it does not skip its upper half): a query attends on average half a block of masked keys beyond its
 # prefix, ATTENTION_KV_BLOCK / 2 = 64 entries (n_block_size=128 with m_block_size=128, interface.py:206).
@@ -105,6 +121,21 @@ MLA_DECODE_Q_TILE = {("auto", "sm_90"): 64, ("flashinfer", "sm_90"): 64, ("trito
 def padded_rows(rows: float, tile: int) -> float:
     """`rows` rounded up to whole tiles of `tile` rows (rows unchanged without a tile)."""
     return math.ceil(rows / tile) * tile if tile > 0 and rows > 0 else rows
+
+
+# FA2's prefill over a paged KV cache (vLLM passes a block_table) always runs its split-KV kernel
+# (vllm-project/flash-attention commit 617264c, csrc/flash_attn/flash_api.cpp mha_varlen_fwd: `run_mha_fwd(params,
+# stream, paged_KV)`, :798, whose force_split_kernel picks run_mha_fwd_splitkv_dispatch, :287-297), with one split
+# (`num_splits <= 1` for varlen paged KV, :763), i.e. run_mha_fwd_splitkv_align: 64 query rows x 64 keys (128 at head
+# dim <= 64), 4 warps (csrc/flash_attn/src/flash_fwd_launch_template.h:173-178). A CTA holds 64 rows of one query
+# head, against 128 packed rows above.
+FA2_PAGED_Q_BLOCK = 64
+
+
+def prefill_q_block(arch: str) -> int:
+    """Query rows of one prefill attention CTA on `arch`: FA3 / FA4's 128 packed rows on
+    PACKED_GQA_PREFILL_ARCHS, FA2's paged split-KV tile of 64 rows of one head elsewhere."""
+    return ATTENTION_Q_BLOCK if arch in PACKED_GQA_PREFILL_ARCHS else FA2_PAGED_Q_BLOCK
 
 
 # CUTLASS tiles of vLLM's narrow-dtype GEMMs on sm_120 (RTX PRO 6000 / RTX 5090), cluster 1x1x1, no split-K:
@@ -264,6 +295,16 @@ def attention_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: 
     return seqs * kv_heads * math.ceil(rows_per_seq * q_per_kv / ATTENTION_Q_BLOCK)
 
 
+def prefill_ctas(arch: str, seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:
+    """CTAs of a prefill attention call on `arch`: attention_ctas where the kernel packs a KV head's query heads
+    (PACKED_GQA_PREFILL_ARCHS), else sequences x query heads x blocks of FA2_PAGED_Q_BLOCK rows."""
+    if arch in PACKED_GQA_PREFILL_ARCHS:
+        return attention_ctas(seqs, rows_per_seq, kv_heads, q_per_kv)
+    if seqs <= 0:
+        return 0.0
+    return seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK)
+
+
 def causal_diagonal_entries(entries: float) -> float:
     """Masked KV entries a causal prefill query computes beyond the `entries` it attends (0 without any)."""
     return min(entries, ATTENTION_KV_BLOCK / 2) if entries > 0 else 0.0
@@ -288,11 +329,13 @@ def decode_split_ctas(mblocks: float, ctx: float, sms: int, max_splits: int) -> 
     return float(mblocks * splits)
 
 
-def prefill_longest_cta(rows_per_seq: float, ctx: float, q_per_cta: float) -> tuple[float, float]:
+def prefill_longest_cta(
+    rows_per_seq: float, ctx: float, q_per_cta: float, q_block: int = ATTENTION_Q_BLOCK
+) -> tuple[float, float]:
     """(query rows, KV entries) of the longest CTA of a causal prefill whose sequences hold `rows_per_seq` prompt
     rows at mean attended prefix `ctx`, `q_per_cta` query heads packed per CTA (1 unpacked): the last query block
-    of a sequence, at most ATTENTION_Q_BLOCK packed rows, attends the sequence's whole prefix and chunk
+    of a sequence, at most `q_block` (prefill_q_block) packed rows, attends the sequence's whole prefix and chunk
     (ctx + rows / 2 entries: a chunk's rows attend ctx on average, the last one rows / 2 more)."""
     if rows_per_seq <= 0:
         return 0.0, 0.0
-    return min(float(ATTENTION_Q_BLOCK), rows_per_seq * q_per_cta), ctx + rows_per_seq / 2.0
+    return min(float(q_block), rows_per_seq * q_per_cta), ctx + rows_per_seq / 2.0

@@ -785,6 +785,26 @@ def h20_prefill() -> float:
     return prefill_pool(step, 1, Workload(isl=4096, osl=1), 16384, 1).requests_per_s * 4096
 
 
+def fa3_paged_prefill_us(batch: int, seqlen: int, heads: int, kv_heads: int, head_dim: int) -> Callable[[], float]:
+    """vLLM's FA3 prefill attention kernel alone (the op list's attention ops, no KV-cache write) over `batch` whole
+    prompts of `seqlen` tokens on one GPU of the H200 preset (132 SMs, the compute of an H100 / H800 SXM)."""
+
+    def run() -> float:
+        from autotune.perf import costing, opcore, oplist
+
+        spec = model("llama-3.1-70b")
+        att = dataclasses.replace(
+            spec.layers[0].attention, num_heads=heads, num_kv_heads=kv_heads, score_dim=2 * head_dim,
+            kv_elems_per_token=2 * kv_heads * head_dim, kv_read_elems_per_token=2 * kv_heads * head_dim,
+        )  # fmt: skip
+        c = opcore.context(spec, PhasePlan(gpus=(0,)), "vllm", box("h200-x8", 1), (0,))
+        x = opcore.StepInput(prefill_tokens=float(batch * seqlen), prefill_ctx=seqlen / 2.0)
+        ops = [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention"]
+        return costing.cost_ops(c, ops).time_s * 1e6
+
+    return run
+
+
 def apart_rows() -> list[Row]:
     """Rows shown beside the table but neither fitted nor counted (APART says why)."""
     sizes = ((12 * KIB, "12 KiB", 205.1), (96 * KIB, "96 KiB", 584.9), (384 * KIB, "384 KiB", 1169.3),
@@ -805,6 +825,10 @@ def apart_rows() -> list[Row]:
     b200_vs_h200 = lambda: us(b200_box, EIGHT, 512, custom)() / us(h200, EIGHT, 512, custom)()  # noqa: E731
     out.append(Row("nvlink-small-message-latency-b200-nccl1940", "AR 8 GPU 512 B B200 / H200", "x", 3.0 / 2.3,
                    b200_vs_h200))  # fmt: skip
+    fa3 = "kernel-fa3-vllm-paged-prefill-hopper"  # the source of the paged FA3 prefill constants (APART)
+    for seqlen, label, t_us in ((2048, "2k", 313.268), (4096, "4k", 1087.082), (8192, "8k", 4006.394)):
+        out.append(Row(fa3, f"vLLM FA3 paged prefill b4 s{label} h32 d128", "us", t_us,
+                       fa3_paged_prefill_us(4, seqlen, 32, 32, 128)))  # fmt: skip
     for entry, n, _, _, multimem in VLLM_AR_TABLES:  # vLLM's symmetric-memory path: a prior (APART)
         group = tuple(range(n))
         for (size, label), t in zip(VLLM_AR_SIZES, multimem, strict=False):
@@ -826,6 +850,9 @@ APART = (
     "vLLM-kernel column (26.9 / 40.2 us at 4 GPUs) is 1.6-2.7x vLLM's own CUDA-graph timing of that kernel on "
     "H100 (vllm#24111 / #24532: 10-17 us at 0.5-1 MB, 4-6 GPUs), so the large sizes carry an overhead the "
     "engines' graphs do not pay; the 512 B - 256 KiB rows stay counted as before. "
+    "kernel-fa3-vllm-paged-prefill-hopper: the source of tiles.FA3_PAGED_CTA_FIXED_US and "
+    "rates.FA3_PAGED_KV_PREFILL_SPEED themselves (a line through its per-wave times), so the rows match by "
+    "construction; shown, not counted (the independent check is op_check's h100_sxm / h200_sxm attn_prefill groups). "
     "vllm24111 / vllm24532 symm_mem_multimem columns: vLLM's torch symmetric-memory path is priced as a prior (the "
     "P2P kernels' one fixed time, two-shot wire, and its copies into and out of the symmetric buffer: "
     "capability/profiles/vllm_0_34_0.py allreduce_paths, perf/comm_rates.py DEVICE_COPY_MIN_US), not fitted to these "

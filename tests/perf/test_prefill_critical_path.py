@@ -90,8 +90,10 @@ def test_hopper_causal_prefill_reproduces_the_fa3_causal_panel():
     calibration.yaml kernel-fa3-h100-fwd-headdim) the model's H100 causal prefill, counted as the paper counts it
     (half the square), sits within 5% of the paper's causal panel at head dims 64 / 128 / 256: 473 / 616 / 642
     TFLOPS (old: the non-causal rates put head dim 256 at 739, 15% fast). The H200 has the H100 SXM's 132 SMs and
-    989 dense TFLOPS."""
+    989 dense TFLOPS. The paper's FA3 reads contiguous K/V (TMA), not vLLM's paged cache: the Context without
+    the paged-KV path (Context.fa3_paged_prefill, tests/perf/test_fa3_paged_prefill.py)."""
     c = context(LLAMA70, PhasePlan(gpus=(0,)), "vllm", H200, (0,))
+    c = dataclasses.replace(c, fa3_paged_prefill=False, attention_shapes={}, rate_terms={}, memo_keys={})
     for head_dim, paper_tflops in ((64, 473), (128, 616), (256, 642)):
         heads = 2048 // head_dim
         att = dataclasses.replace(LLAMA70.layers[0].attention, num_heads=heads, num_kv_heads=heads,

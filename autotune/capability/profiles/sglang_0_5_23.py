@@ -93,6 +93,11 @@ PROFILE = EngineProfile(
     separate_state_pool=True,
     states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,
     triton_mla_archs=(),
+    # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
+    # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
+    # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):
+    # FA3's PagedKVNonTMA path (autotune tiles.FA3_PAGED_CTA_FIXED_US)
+    fa3_paged_kv_non_tma_archs=("sm_90",),
     allreduce_paths=allreduce_paths,
     auto_moe_kernel=auto_moe_kernel,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",

@@ -181,6 +181,11 @@ PROFILE = EngineProfile(
     # flash_attn_max_num_splits_for_cuda_graph = 32 (vllm/config/attention.py:66;
     # vllm/v1/attention/backends/flash_attn.py:773-779, vllm/v1/attention/backends/mla/flashattn_mla.py:155-175)
     fa3_graph_split_cap_archs=("sm_90",),
+    # sm_90's FLASH_ATTN (FA3, above) reads the paged KV cache in blocks of 64 tokens by default
+    # (vllm/config/cache.py:185 DEFAULT_BLOCK_SIZE; the backend takes any multiple of 16,
+    # vllm/v1/attention/backends/flash_attn.py:357-367), shorter than FA3's 128-entry KV block at head dim 128
+    # (80-128 at the others): FA3 runs its PagedKVNonTMA path (autotune tiles.FA3_PAGED_CTA_FIXED_US)
+    fa3_paged_kv_non_tma_archs=("sm_90",),
     # forward_mha copies the prefill attention output into the layer output
     # (vllm/model_executor/layers/attention/mla_attention.py:3521-3526)
     mla_prefill_output_copy=True,
