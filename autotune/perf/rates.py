@@ -12,11 +12,11 @@ the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up pe
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass
 
-from autotune.perf import tiles
+from autotune.perf import fractions, tiles
+from autotune.perf.fractions import PREFILL_HEAD_DIM_PROVENANCE, per_sm_fraction, tensor_rate_ratio
 from autotune.specs import HardwareProfile
 
 # GEMM / grouped-GEMM buckets over m (rows: tokens, or tokens per expert), upper bounds inclusive.
@@ -32,48 +32,6 @@ GEMM_DTYPES = ("bf16", "fp8", "int8", "fp4")
 LARGE_GEMM_FRACTION = {"sm_89": 0.80, "sm_90": 0.75, "sm_100": 0.75, "sm_120": 0.75}
 LARGE_GEMM_FRACTION_DEFAULT = 0.75  # domestic / unknown: prior
 LARGE_GEMM_PROVENANCE = {"sm_89": "public:kernel-l20-hgemm-cublas"}
-
-# --- compute fractions on a part whose tensor cores are slower per SM than its architecture's reference part ----
-# The compute fractions of this file (LARGE_GEMM_FRACTION, FP8_VS_BF16, ATTENTION_PREFILL_FRACTION) were measured or
-# set on each architecture's full-rate part (COMPUTE_FRACTION_REFERENCE). A kernel tile's time is its tensor-core
-# time plus work that does not run on the tensor cores (softmax and scale promotion on the CUDA cores, the
-# epilogue, load latency the pipeline does not hide): 1 / fraction - 1 of the tensor-core time on the reference
-# part. Export parts cut the tensor-core rate per SM and keep the rest (H20: 148 bf16 TFLOPS on 78 SMs against the
-# H100's 989 on 132, a quarter per SM, while its 44 FP32 TFLOPS are the H100's per SM; L20: 119.5 on 92 SMs, half the
-# L40S's per SM), so the same kernels reach more of their lower peak: fraction' = 1 / (1 + (1 / fraction - 1) x r),
-# r = the part's bf16 TFLOPS per SM over the reference's. Public figures on such parts (calibration.yaml):
-# - kernel-l20-hgemm-cublas: cuBLAS reaches 0.88-0.96 of the L20's peak (0.80 on the L40S -> 0.89 here);
-# - kernel-flashmla-h20-decode: FlashMLA's compute-bound decode 125-130 of the H20's 148 TFLOPS (0.84-0.88), where
-#   it reaches 660 of 989 on H800 (0.67, kernel-flashmla-h800-decode; 0.60 -> 0.86 here);
-# - kernel-fa3-h20-fwd: FlashAttention-3 forward, non-causal, seqlen 2k, 120-126 TFLOPS on H20 (0.81-0.85), against
-#   460-625 of 989 on H100 at the same shape (0.47-0.63, kernel-fa3-h100-fwd-headdim).
-# All checked in tests/bench/calibration_check.py. The H100 / H200 / B200 / L40S / RTX PRO 6000 Server are the
-# references: their rates do not move.
-COMPUTE_FRACTION_REFERENCE = {  # arch -> bf16 dense TFLOPS per SM of the part its fractions describe
-    "sm_80": 312 / 108,  # A100 (devices.py; A100 whitepaper: 108 SMs)
-    "sm_89": 362 / 142,  # L40S
-    "sm_90": 989 / 132,  # H100 / H200 SXM
-    "sm_100": 2250 / 148,  # B200
-    "sm_120": 504 / 188,  # RTX PRO 6000 Blackwell Server Edition
-}
-
-
-def tensor_rate_ratio(hw: HardwareProfile) -> float:
-    """The part's dense bf16 TFLOPS per SM over its architecture's reference part's (1 where either is unknown)."""
-    reference = COMPUTE_FRACTION_REFERENCE.get(hw.gpu.arch)
-    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
-    peak = hw.gpu.peak_tflops.get("bf16", 0.0)
-    if not reference or sms <= 0 or peak <= 0:
-        return 1.0
-    return peak / sms / reference
-
-
-def per_sm_fraction(fraction: float, ratio: float) -> float:
-    """A compute fraction of the reference part on a part of tensor-rate `ratio` (see COMPUTE_FRACTION_REFERENCE)."""
-    if ratio == 1.0 or not 0.0 < fraction < 1.0:
-        return fraction
-    return 1.0 / (1.0 + (1.0 / fraction - 1.0) * ratio)
-
 
 # --- achieved FP8 / bf16 large-GEMM ratio, per architecture: the GEMM kernel alone (the noquant columns). The op list
 # costs each FP8 GEMM's activation quantisation as its own op (opcore._quant), so a with-quant ratio would count it
@@ -216,27 +174,6 @@ def gemm_cta_load_gbs(arch: str) -> float:
     return GEMM_CTA_LOAD_GBS_BY_ARCH.get(arch, GEMM_CTA_LOAD_GBS)
 
 
-# Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
-# depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
-# tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for
-# head dims 64 / 128 / 256, counted as the paper counts them (half the square), times (8,192 + 64) / 8,192 for the
-# diagonal blocks the op list counts as computed whole (tiles.causal_diagonal_entries): 0.482 / 0.628 / 0.654 of
-# the 989 TFLOPS dense peak. (The non-causal panel, 0.503 / 0.655 / 0.764, put a causal head-dim-256 prefill 15%
-# above the paper's causal figure at every length: FA3's causal kernel loses more to masking there.) The curves'
-# rise at short sequence lengths is the per-wave fixed time tiles.CTA_FIXED_US adds. Interpolated in log2(head dim),
-# held at the ends; an MLA prefill (q.k 192, v 128) takes the mean width, 160. sm_100: calibration.yaml
-# kernel-fa4-b200-fwd-headdim (Dao-AILab/flash-attention#2605, FlashAttention-4 forward, MFU quoted against
-# 2,250 TFLOPS, the B200's dense BF16 peak): 879 / 1,330 TFLOPS non-causal at 16k for head dims 64 / 128, i.e.
-# 0.391 / 0.591 (the 0.60 prior of ATTENTION_PREFILL_FRACTION at 128); no 256 row there: held at 128's.
-# Other archs: one fraction (above).
-PREFILL_HEAD_DIM_FRACTION = {
-    "sm_90": ((64, 0.482), (128, 0.628), (256, 0.654)),
-    "sm_100": ((64, 0.391), (128, 0.591)),
-}
-PREFILL_HEAD_DIM_PROVENANCE = {
-    "sm_90": "public:kernel-fa3-h100-fwd-headdim",
-    "sm_100": "public:kernel-fa4-b200-fwd-headdim",
-}
 # FA3's prefill over a paged KV cache of pages shorter than its KV block (PagedKVNonTMA: perf/tiles.py
 # FA3_PAGED_CTA_FIXED_US, engine profile fa3_paged_kv_non_tma_archs) computes a 128 x 128 block at head dim 128 in
 # 1.85 us on an SM (calibration.yaml kernel-fa3-vllm-paged-prefill-hopper, the slope of its per-wave times), where
@@ -278,27 +215,9 @@ def narrow_k_speed(arch: str, k: float) -> float:
 
 
 def prefill_head_dim_speed(arch: str, head_dim: float, probed: bool, ratio: float = 1.0) -> float:
-    """Speed of a prefill attention kernel of `head_dim` (mean of the q.k and v widths) relative to the rates
-    table's prefill rate (ATTENTION_PREFILL_FRACTION of the dense peak): PREFILL_HEAD_DIM_FRACTION's figure over
-    that fraction on an arch that has one, else 1 (and 1 when `probe --bench` measured the prefill rate); both
-    fractions moved to the part's tensor rate `ratio` (per_sm_fraction) on a part slower per SM than the reference."""
-    points = PREFILL_HEAD_DIM_FRACTION.get(arch)
-    if not points or probed or head_dim <= 0:
-        return 1.0
-    x = math.log2(head_dim)
-    (d0, f0), (d1, f1) = points[0], points[-1]
-    fraction = f1
-    if head_dim <= d0:
-        fraction = f0
-    elif head_dim < d1:
-        for (da, fa), (db, fb) in zip(points, points[1:], strict=False):
-            if head_dim <= db:
-                t = (x - math.log2(da)) / (math.log2(db) - math.log2(da))
-                fraction = fa + t * (fb - fa)
-                break
-    if ratio == 1.0:
-        return fraction / ATTENTION_PREFILL_FRACTION
-    return per_sm_fraction(fraction, ratio) / per_sm_fraction(ATTENTION_PREFILL_FRACTION, ratio)
+    """fractions.head_dim_speed against this module's ATTENTION_PREFILL_FRACTION (read at call time: a fitted
+    constant tests/bench/calibration_check.py patches here)."""
+    return fractions.head_dim_speed(arch, head_dim, probed, ratio, ATTENTION_PREFILL_FRACTION)
 
 
 @dataclass(frozen=True)

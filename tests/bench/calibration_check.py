@@ -629,7 +629,7 @@ def rows() -> list[Row]:
             660.0,
             efficiency_rate("attention_compute", 989.0),
         ),
-        # export parts: the model's rates table on the H20 (perf/rates.py per_sm_fraction)
+        # export parts: the model's rates table on the H20 (perf/fractions.py per_sm_fraction)
         Row(
             "kernel-flashmla-h20-decode",
             "H20 MLA decode, compute bound (FlashMLA)",

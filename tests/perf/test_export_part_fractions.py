@@ -1,11 +1,11 @@
-"""Compute fractions on export parts (perf/rates.py COMPUTE_FRACTION_REFERENCE, per_sm_fraction): a part whose
+"""Compute fractions on export parts (perf/fractions.py COMPUTE_FRACTION_REFERENCE, per_sm_fraction): a part whose
 tensor cores are slower per SM than its architecture's reference part reaches more of its (lower) peak, as the
 public H20 and L20 figures show; the reference parts' rates do not move."""
 
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.perf import rates
+from autotune.perf import fractions, rates
 from autotune.perf.ops import step_fn
 from autotune.perf.serving import prefill_pool
 from autotune.specs import Batching, Kernels, PhasePlan, Workload
@@ -49,9 +49,9 @@ def test_reference_parts_keep_their_fractions(preset):
 
 
 def test_per_sm_fraction_is_the_identity_at_the_reference_and_monotone():
-    assert rates.per_sm_fraction(0.6, 1.0) == 0.6
-    assert rates.per_sm_fraction(0.6, 0.25) > rates.per_sm_fraction(0.6, 0.5) > 0.6
-    assert rates.per_sm_fraction(0.6, 2.0) < 0.6
+    assert fractions.per_sm_fraction(0.6, 1.0) == 0.6
+    assert fractions.per_sm_fraction(0.6, 0.25) > fractions.per_sm_fraction(0.6, 0.5) > 0.6
+    assert fractions.per_sm_fraction(0.6, 2.0) < 0.6
 
 
 def test_h20_prefill_instance_is_within_a_third_of_the_lmsys_figure():
