@@ -100,6 +100,14 @@ PCIE_IPC_FALLBACK_ROWS = 64
 # 4+4 islands across the sockets) on the link matrix: on that host (one root port per GPU, 63 GB/s Gen5 x16)
 # 7/4 x 100 MiB / (63 GB/s x e) = 8.5 ms - L gives e = 0.343 (the fixed time L: engine_ar_latency_us below).
 PCIE_IPC_EFFICIENCY = 0.343
+# The same fraction from another source, the prior of PCIE_IPC_EFFICIENCY where the sglang rows are held out
+# (tests/bench/calibration_check.py FITTED ipc_eff): p2pmark's dense-interconnect test has every GPU read from all its
+# peers at once (64 MB cudaMemcpyPeerAsync from each peer concurrently, lukealonso/p2pmark README "Dense Interconnect
+# Score"), all-pairs P2P traffic as in the PCIe-IPC kernel. On Festr's dual Turin direct-attach 8x RTX PRO 6000 (two
+# NUMA nodes, no switches: the same class of host) it reaches 173.1 GB/s in all (voipmonitor/rtx6kpro
+# hardware/pcie-bandwidth.md "p2pmark Scores (8 GPUs)"; calibration id rtx6kpro-p2pmark-dense-interconnect-8gpu):
+# 21.6 GB/s per GPU = 0.343 of a Gen5 x16 link (63 GB/s).
+PCIE_ALL_PAIRS_P2P_FRACTION = 173.1 / 8 / 63.0
 
 # --- Fixed time of the engines' P2P all-reduce kernels (custom all-reduce, FlashInfer PCIe-IPC) -----------------
 # One kernel whose blocks arrive at a barrier on every peer's flag before reading and again after
