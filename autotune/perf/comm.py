@@ -147,16 +147,40 @@ def _step_latency_us(kind: str, proto: str) -> float:
     return cr.NCCL_STEP_LATENCY_US["pcie"][proto] + extra
 
 
+def _compute_capability(arch: str) -> int:
+    """120 for "sm_120", 90 for "sm_90a"; 0 for a non-CUDA arch."""
+    digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit()) if arch.startswith("sm_") else ""
+    return int(digits) if digits else 0
+
+
+def _ring_search_fails(hw: HardwareProfile, topo: Topology, group: tuple[int, ...]) -> bool:
+    """NCCL's ring search finds no ring for a PCIe group and falls back to its 0.1 GB/s one-channel graph: the ring
+    crosses the sockets of an AMD host, whose inter-CPU link NCCL rates below the last speed it searches for the
+    group's GPUs (comm_rates.NCCL_AMD_INTER_CPU_GBS)."""
+    if not topo.amd_host or len({topo.socket_of[g] for g in group}) < 2:
+        return False
+    cc = min(_compute_capability(hw.accelerators[g].arch) for g in group)
+    floor = next(speed for start, speed in cr.NCCL_RING_SEARCH_MIN_GBS if cc >= start)
+    return floor > cr.NCCL_AMD_INTER_CPU_GBS
+
+
 @dataclass(frozen=True)
 class _NcclProfile:
     """A collective's NCCL cost on one group and environment, linear in its bytes: per enabled protocol, the
-    fixed latency (s) and the seconds per byte on each ring edge (or pair)."""
+    fixed latency (s) and the seconds per byte on each ring edge (or pair). `tuner` (latencies, seconds per edge
+    byte), when set: the tuner's own rating of each protocol, which then picks the protocol the time is costed
+    with (a ring on NCCL's fallback graph, _ring_search_fails); else the fastest protocol runs."""
 
     latency_s: tuple[float, ...]
     s_per_edge_byte: tuple[float, ...]
+    tuner: tuple[tuple[float, ...], tuple[float, ...]] | None = None
 
     def time_s(self, bytes_per_edge: float) -> float:
-        """The fastest enabled protocol's time (a plain loop: this runs for every collective of every step)."""
+        """The chosen protocol's time (a plain loop: this runs for every collective of every step)."""
+        if self.tuner is not None:
+            rated = [lat + bytes_per_edge * spb for lat, spb in zip(*self.tuner, strict=True)]
+            k = rated.index(min(rated))
+            return self.latency_s[k] + bytes_per_edge * self.s_per_edge_byte[k]
         best = None
         for lat, spb in zip(self.latency_s, self.s_per_edge_byte, strict=True):
             t = lat + bytes_per_edge * spb
@@ -179,9 +203,18 @@ def _nccl_profile(holder: _Holder, group: tuple[int, ...], env: NcclEnv, steps: 
     else:
         unit = {(group[0], group[1]): 1.0}
     wire = transfer_s(topo, unit, level) / fraction
+    tuner = None
+    if pattern == "ring" and kind != "nvlink" and _ring_search_fails(holder.hw, topo, group):
+        # the tuner's time on the fallback graph: its latency table, and nBytes / (0.1 GB/s x protocol factor x
+        # nRanks / nsteps), i.e. per ring-edge byte 1 / (0.1 GB/s x protocol factor) (comm_rates, tuning.cc:324-379)
+        tuner = (
+            tuple((cr.NCCL_BASE_LATENCY_US[p] + steps * cr.NCCL_STEP_LATENCY_US["pcie"][p]) * 1e-6 for p in protos),
+            tuple(1 / (cr.NCCL_FALLBACK_RING_GBS * GB * cr.NCCL_PROTO_BANDWIDTH[p]) for p in protos),
+        )
     return _NcclProfile(
         latency_s=tuple((cr.NCCL_BASE_LATENCY_US[p] + steps * _step_latency_us(kind, p)) * 1e-6 for p in protos),
         s_per_edge_byte=tuple(wire / cr.NCCL_PROTO_BANDWIDTH[p] for p in protos),
+        tuner=tuner,
     )
 
 

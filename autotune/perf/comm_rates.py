@@ -27,6 +27,23 @@ NCCL_PROTO_BANDWIDTH = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
 NCCL_DEFAULT_PROTOS_PCIE = ("LL", "Simple")
 NCCL_DEFAULT_PROTOS_NVLINK = ("LL", "LL128", "Simple")
 
+# --- NCCL's ring search on a two-socket AMD host (src/graph/topo.cc, search.cc) ------------------------------------
+# NCCL models an AMD host's inter-CPU link at AMD_BW = 16 GB/s whatever the CPU generation (topo.h:26; topo.cc:76-77
+# ncclTopoGetInterCpuBw). Its ring search walks the arch's speed list down to the last entry: 18 GB/s when the lowest
+# compute capability is >= 10.0 (search.cc:1063 sm100SpeedArrayIntra, chosen at :1157), 3 GB/s for sm_90 (:1057)
+# and older (:1051). A ring across the two sockets needs each direction of that link at the searched speed, so with
+# Blackwell GPUs on an AMD host the search finds none and falls back to "simple order" at bwIntra 0.1 GB/s, one
+# channel, type SYS (search.cc:1293-1310). The tuner rates each protocol with that bandwidth (tuning.cc:324 busBw =
+# nChannels x bw, :327 LL x 0.5, :379 x nRanks / nsteps) and its latency table (NCCL_BASE_LATENCY_US,
+# NCCL_STEP_LATENCY_US): LL's halved bandwidth loses to Simple past a few KB (8 ranks: ~3.9 KB), so NCCL runs Simple on
+# messages LL would carry at its latency. Public: voipmonitor/rtx6kpro optimization/nccl-tuning.md "NCCL Graph XML Fix
+# for AMD Turin" (NCCL 2.28.3 on Turin: estimate 0.1 GB/s, SYS/SYS, SIMPLE for small messages; calibration id
+# rtx6kpro-amd-turin-nccl-graph-fallback), and the rtx-pro-6000-x8 box's 8-GPU curve (rtx6kpro-asus-nccl-p2p-level):
+# 28.6 us at 256 B, 66-86 us at 4-256 KB, where its 4 GPUs on one socket stay at 15-20 us up to 64 KB.
+NCCL_AMD_INTER_CPU_GBS = 16.0
+NCCL_RING_SEARCH_MIN_GBS = ((100, 18.0), (90, 3.0), (0, 3.0))  # (lowest compute capability from, last speed)
+NCCL_FALLBACK_RING_GBS = 0.1
+
 # --- NCCL_P2P_LEVEL (src/graph/paths.cc) ---------------------------------------------------------------------
 # Path types, nearest first (src/include/graph.h PATH_*). `nvidia-smi topo -m` NODE (between host bridges of
 # one socket) is NCCL's PHB: the rtx6kpro ASUS page's NCCL log shows `1[1] -> 2[2] via SHM/direct/direct`

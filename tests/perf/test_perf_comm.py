@@ -424,3 +424,25 @@ def test_kv_transfer_is_a_dma_copy_not_an_nccl_ring(pro):
     ring = transfer_s(topo, {pair: gib}, p2p_eff=eff.PCIE_COLLECTIVE_EFFICIENCY)
     assert copy < ring
     assert comm.kv_transfer_s(pro, (0,), (1,), gib) == pytest.approx(copy)
+
+
+def _with_arch(hw, arch):
+    return dataclasses.replace(hw, accelerators=tuple(dataclasses.replace(a, arch=arch) for a in hw.accelerators))
+
+
+def _with_cpu(hw, cpu_model):
+    return dataclasses.replace(hw, host=dataclasses.replace(hw.host, cpu_model=cpu_model))
+
+
+def test_nccl_runs_simple_on_small_messages_when_its_ring_search_fails_across_amd_sockets(pro):
+    """Blackwell GPUs on both sockets of an AMD host: NCCL rates the inter-CPU link at 16 GB/s, below the 18 GB/s
+    its ring search stops at for compute capability >= 10.0, falls back to a 0.1 GB/s graph and its tuner picks
+    Simple past a few KB (comm_rates.NCCL_AMD_INTER_CPU_GBS). The rtx-pro-6000-x8 box's own 8-GPU curve: 28.6 us at
+    256 B, 66-86 us at 4-256 KB (rtx6kpro-asus-nccl-p2p-level)."""
+    hw = modelled(pro)
+    at = lambda box, group, n: comm.all_reduce_s(box, group, n, nccl()) * 1e6  # noqa: E731
+    small, past = at(hw, EIGHT, 2 * KIB), at(hw, EIGHT, 8 * KIB)
+    assert small < 40 and past > 1.5 * small  # LL below the tuner's switch point, Simple's latency above it
+    # the same sizes stay on LL where NCCL finds a ring: one socket, a Hopper part, an Intel host
+    for box, group in ((hw, (0, 1, 2, 3)), (_with_arch(hw, "sm_90"), EIGHT), (_with_cpu(hw, "Intel Xeon"), EIGHT)):
+        assert at(box, group, 8 * KIB) < 1.2 * at(box, group, 2 * KIB)
