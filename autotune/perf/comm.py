@@ -144,7 +144,8 @@ def _step_latency_us(kind: str, proto: str) -> float:
     if kind == "nvlink":
         return cr.NCCL_STEP_LATENCY_US["nvlink"][proto]
     extra = {"pcie": 0.0, "shm": cr.NCCL_SHM_STEP_EXTRA_US, "no-p2p": cr.NO_P2P_STEP_EXTRA_US}[kind]
-    return cr.NCCL_STEP_LATENCY_US["pcie"][proto] + extra
+    step = cr.NCCL_PCIE_SIMPLE_STEP_US if proto == "Simple" else cr.NCCL_STEP_LATENCY_US["pcie"][proto]
+    return step + extra
 
 
 def _compute_capability(arch: str) -> int:

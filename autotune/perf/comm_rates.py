@@ -43,6 +43,12 @@ NCCL_DEFAULT_PROTOS_NVLINK = ("LL", "LL128", "Simple")
 NCCL_AMD_INTER_CPU_GBS = 16.0
 NCCL_RING_SEARCH_MIN_GBS = ((100, 18.0), (90, 3.0), (0, 3.0))  # (lowest compute capability from, last speed)
 NCCL_FALLBACK_RING_GBS = 0.1
+# What a Simple ring step over PCIe takes, where the tuner's 5.7 us (NCCL_STEP_LATENCY_US, which keeps rating the
+# protocols) is its estimate: the rtx-pro-6000-x8 box's 8-GPU curve runs Simple from 4 KB on (above), 65.6 / 70.8 /
+# 69.3 / 79.5 / 86.2 us at 4 / 8 / 16 / 64 / 256 KB (rtx6kpro-asus-nccl-p2p-level) = 8.4 + 14 steps x (s + the SHM
+# extra 0.57) + the wire: s = 3.5 / 3.8 / 3.7 / 4.1 / 3.1, median 3.7 (tests/bench/calibration_check.py FITTED
+# simple_step_us; prior NCCL's 5.7). One source: a prior elsewhere.
+NCCL_PCIE_SIMPLE_STEP_US = 3.7
 
 # --- NCCL_P2P_LEVEL (src/graph/paths.cc) ---------------------------------------------------------------------
 # Path types, nearest first (src/include/graph.h PATH_*). `nvidia-smi topo -m` NODE (between host bridges of

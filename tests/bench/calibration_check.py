@@ -83,6 +83,8 @@ FITTED = [
     ("pcie_collective", "PCIE_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # pcie-rtx6kpro-nccl-allreduce-8gpu
     ("shm_vs_p2p", "NCCL_SHM_VS_P2P", EFF, 1.0),  # rtx6kpro-asus-nccl-p2p-level
     ("shm_step_us", "NCCL_SHM_STEP_EXTRA_US", (0.0, 0.2, 0.4, 0.57, 0.8, 1.2, 1.6, 2.4), 0.0),  # same
+    # rtx6kpro-asus 8-GPU 4-256 KB (NCCL Simple on its fallback ring); prior: NCCL's tuner figure (tuning.cc:165)
+    ("simple_step_us", "NCCL_PCIE_SIMPLE_STEP_US", (2.0, 2.5, 3.0, 3.5, 3.7, 4.0, 4.5, 5.0, 5.7), 5.7),
     ("cross_socket", "NCCL_CROSS_SOCKET_DEFAULT_FRACTION", EFF, 1.0),  # pcie-rtx6kpro / nccl-allreduce-channels
     # sglang-pcie-ipc; prior: the per-GPU share of the link when every GPU reads from all peers at once on a
     # switchless dual-socket host (p2pmark dense interconnect, comm_rates.PCIE_ALL_PAIRS_P2P_FRACTION)

@@ -446,3 +446,23 @@ def test_nccl_runs_simple_on_small_messages_when_its_ring_search_fails_across_am
     # the same sizes stay on LL where NCCL finds a ring: one socket, a Hopper part, an Intel host
     for box, group in ((hw, (0, 1, 2, 3)), (_with_arch(hw, "sm_90"), EIGHT), (_with_cpu(hw, "Intel Xeon"), EIGHT)):
         assert at(box, group, 8 * KIB) < 1.2 * at(box, group, 2 * KIB)
+
+
+def test_simple_ring_steps_cost_the_fitted_step_time_while_the_tuner_rates_with_its_own(pro, monkeypatch):
+    """On the fallback ring the tuner picks the protocol with NCCL's latency table (5.7 us a Simple step), but the
+    time of the Simple steps it runs is comm_rates.NCCL_PCIE_SIMPLE_STEP_US: moving that moves an 8 KB all-reduce
+    by 14 steps x the change and leaves the protocol choice (LL at 2 KB) alone."""
+    hw = modelled(pro)
+
+    def at(nbytes):
+        comm._nccl_profile.cache_clear()
+        comm._all_reduce.cache_clear()
+        return comm.all_reduce_s(hw, EIGHT, nbytes, nccl()) * 1e6
+
+    before = at(2 * KIB), at(8 * KIB)
+    monkeypatch.setattr(cr, "NCCL_PCIE_SIMPLE_STEP_US", cr.NCCL_PCIE_SIMPLE_STEP_US + 1.0)
+    after = at(2 * KIB), at(8 * KIB)
+    monkeypatch.undo()
+    at(0)  # clear the caches filled under the patched value
+    assert after[0] == pytest.approx(before[0])
+    assert after[1] - before[1] == pytest.approx(14.0, rel=0.01)
