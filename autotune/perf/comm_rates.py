@@ -27,6 +27,29 @@ NCCL_PROTO_BANDWIDTH = {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}
 NCCL_DEFAULT_PROTOS_PCIE = ("LL", "Simple")
 NCCL_DEFAULT_PROTOS_NVLINK = ("LL", "LL128", "Simple")
 
+# --- NCCL's ring search on a two-socket AMD host (src/graph/topo.cc, search.cc) ------------------------------------
+# NCCL models an AMD host's inter-CPU link at AMD_BW = 16 GB/s whatever the CPU generation (topo.h:26; topo.cc:76-77
+# ncclTopoGetInterCpuBw). Its ring search walks the arch's speed list down to the last entry: 18 GB/s when the lowest
+# compute capability is >= 10.0 (search.cc:1063 sm100SpeedArrayIntra, chosen at :1157), 3 GB/s for sm_90 (:1057)
+# and older (:1051). A ring across the two sockets needs each direction of that link at the searched speed, so with
+# Blackwell GPUs on an AMD host the search finds none and falls back to "simple order" at bwIntra 0.1 GB/s, one
+# channel, type SYS (search.cc:1293-1310). The tuner rates each protocol with that bandwidth (tuning.cc:324 busBw =
+# nChannels x bw, :327 LL x 0.5, :379 x nRanks / nsteps) and its latency table (NCCL_BASE_LATENCY_US,
+# NCCL_STEP_LATENCY_US): LL's halved bandwidth loses to Simple past a few KB (8 ranks: ~3.9 KB), so NCCL runs Simple on
+# messages LL would carry at its latency. Public: voipmonitor/rtx6kpro optimization/nccl-tuning.md "NCCL Graph XML Fix
+# for AMD Turin" (NCCL 2.28.3 on Turin: estimate 0.1 GB/s, SYS/SYS, SIMPLE for small messages; calibration id
+# rtx6kpro-amd-turin-nccl-graph-fallback), and the rtx-pro-6000-x8 box's 8-GPU curve (rtx6kpro-asus-nccl-p2p-level):
+# 28.6 us at 256 B, 66-86 us at 4-256 KB, where its 4 GPUs on one socket stay at 15-20 us up to 64 KB.
+NCCL_AMD_INTER_CPU_GBS = 16.0
+NCCL_RING_SEARCH_MIN_GBS = ((100, 18.0), (90, 3.0), (0, 3.0))  # (lowest compute capability from, last speed)
+NCCL_FALLBACK_RING_GBS = 0.1
+# What a Simple ring step over PCIe takes, where the tuner's 5.7 us (NCCL_STEP_LATENCY_US, which keeps rating the
+# protocols) is its estimate: the rtx-pro-6000-x8 box's 8-GPU curve runs Simple from 4 KB on (above), 65.6 / 70.8 /
+# 69.3 / 79.5 / 86.2 us at 4 / 8 / 16 / 64 / 256 KB (rtx6kpro-asus-nccl-p2p-level) = 8.4 + 14 steps x (s + the SHM
+# extra 0.57) + the wire: s = 3.5 / 3.8 / 3.7 / 4.1 / 3.1, median 3.7 (tests/bench/calibration_check.py FITTED
+# simple_step_us; prior NCCL's 5.7). One source: a prior elsewhere.
+NCCL_PCIE_SIMPLE_STEP_US = 3.7
+
 # --- NCCL_P2P_LEVEL (src/graph/paths.cc) ---------------------------------------------------------------------
 # Path types, nearest first (src/include/graph.h PATH_*). `nvidia-smi topo -m` NODE (between host bridges of
 # one socket) is NCCL's PHB: the rtx6kpro ASUS page's NCCL log shows `1[1] -> 2[2] via SHM/direct/direct`
@@ -100,6 +123,14 @@ PCIE_IPC_FALLBACK_ROWS = 64
 # 4+4 islands across the sockets) on the link matrix: on that host (one root port per GPU, 63 GB/s Gen5 x16)
 # 7/4 x 100 MiB / (63 GB/s x e) = 8.5 ms - L gives e = 0.343 (the fixed time L: engine_ar_latency_us below).
 PCIE_IPC_EFFICIENCY = 0.343
+# The same fraction from another source, the prior of PCIE_IPC_EFFICIENCY where the sglang rows are held out
+# (tests/bench/calibration_check.py FITTED ipc_eff): p2pmark's dense-interconnect test has every GPU read from all its
+# peers at once (64 MB cudaMemcpyPeerAsync from each peer concurrently, lukealonso/p2pmark README "Dense Interconnect
+# Score"), all-pairs P2P traffic as in the PCIe-IPC kernel. On Festr's dual Turin direct-attach 8x RTX PRO 6000 (two
+# NUMA nodes, no switches: the same class of host) it reaches 173.1 GB/s in all (voipmonitor/rtx6kpro
+# hardware/pcie-bandwidth.md "p2pmark Scores (8 GPUs)"; calibration id rtx6kpro-p2pmark-dense-interconnect-8gpu):
+# 21.6 GB/s per GPU = 0.343 of a Gen5 x16 link (63 GB/s).
+PCIE_ALL_PAIRS_P2P_FRACTION = 173.1 / 8 / 63.0
 
 # --- Fixed time of the engines' P2P all-reduce kernels (custom all-reduce, FlashInfer PCIe-IPC) -----------------
 # One kernel whose blocks arrive at a barrier on every peer's flag before reading and again after

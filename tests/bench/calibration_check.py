@@ -86,9 +86,12 @@ FITTED = [
     ("pcie_collective", "PCIE_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # pcie-rtx6kpro-nccl-allreduce-8gpu
     ("shm_vs_p2p", "NCCL_SHM_VS_P2P", EFF, 1.0),  # rtx6kpro-asus-nccl-p2p-level
     ("shm_step_us", "NCCL_SHM_STEP_EXTRA_US", (0.0, 0.2, 0.4, 0.57, 0.8, 1.2, 1.6, 2.4), 0.0),  # same
+    # rtx6kpro-asus 8-GPU 4-256 KB (NCCL Simple on its fallback ring); prior: NCCL's tuner figure (tuning.cc:165)
+    ("simple_step_us", "NCCL_PCIE_SIMPLE_STEP_US", (2.0, 2.5, 3.0, 3.5, 3.7, 4.0, 4.5, 5.0, 5.7), 5.7),
     ("cross_socket", "NCCL_CROSS_SOCKET_DEFAULT_FRACTION", EFF, 1.0),  # pcie-rtx6kpro / nccl-allreduce-channels
-    # sglang-pcie-ipc; prior: NCCL's PCIe efficiency (the same links; a P2P kernel's copies reach no more)
-    ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), "PCIE_COLLECTIVE_EFFICIENCY"),
+    # sglang-pcie-ipc; prior: the per-GPU share of the link when every GPU reads from all peers at once on a
+    # switchless dual-socket host (p2pmark dense interconnect, comm_rates.PCIE_ALL_PAIRS_P2P_FRACTION)
+    ("ipc_eff", "PCIE_IPC_EFFICIENCY", (0.2, 0.25, 0.3, 0.343, 0.4, 0.5, 0.62, 0.8), "PCIE_ALL_PAIRS_P2P_FRACTION"),
     ("copy_eff", "PCIE_COPY_EFFICIENCY", EFF, 1.0),  # hardware.md 5.1 (Gen4 24-26 / 31.5) / pcie-rtx6kpro p2p
     ("nvlink_eff", "NVLINK_COLLECTIVE_EFFICIENCY", EFF, 1.0),  # sglang2904 / vllm24111 / vllm24532 one-stage rows
     # vLLM's two-stage custom kernel's time per pass of its grid (vllm24111 / vllm24532 ca_2stage rows); prior 0: the
@@ -860,6 +863,11 @@ APART = (
 )
 
 NOT_EXPRESSIBLE = [
+    (
+        "rtx6kpro-p2pmark-dense-interconnect-8gpu",
+        "the prior of PCIE_IPC_EFFICIENCY (comm_rates.PCIE_ALL_PAIRS_P2P_FRACTION); as a row, all-pairs copies on "
+        "the switchless host are bound in the model by the socket link (inter_socket_gbs), not the GPU links",
+    ),
     (
         "pcie-rtx6kpro-nccl-allreduce-8gpu",
         "busbw 41.1 / 39.4 (8 GPUs behind 3-4 switches on ONE CPU): no preset of "

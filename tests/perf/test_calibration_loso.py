@@ -95,3 +95,13 @@ def test_the_check_measures_its_own_checkout():
     root = Path(cc.__file__).resolve().parents[2]
     assert str(root) in sys.path
     assert Path(cc.comm.__file__).resolve().is_relative_to(root)
+
+
+def test_the_pcie_ipc_efficiency_falls_back_to_an_independent_all_pairs_figure():
+    """Held out, the PCIe-IPC efficiency (fitted on sglang-pcie-ipc) falls back to another source's figure for
+    all-pairs P2P traffic on a switchless dual-socket host (p2pmark dense interconnect, 173.1 GB/s over 8 GPUs),
+    not to NCCL's ring efficiency, which is twice the PCIe-IPC kernel's measured share."""
+    name, path, _, prior = next(f for f in cc.FITTED if f[0] == "ipc_eff")
+    assert isinstance(prior, str) and prior != "PCIE_COLLECTIVE_EFFICIENCY"
+    assert cc.read_constant(prior) == pytest.approx(173.1 / 8 / 63.0)
+    assert cc.read_constant(prior) == pytest.approx(cc.read_constant(path), rel=0.1)

@@ -424,3 +424,45 @@ def test_kv_transfer_is_a_dma_copy_not_an_nccl_ring(pro):
     ring = transfer_s(topo, {pair: gib}, p2p_eff=eff.PCIE_COLLECTIVE_EFFICIENCY)
     assert copy < ring
     assert comm.kv_transfer_s(pro, (0,), (1,), gib) == pytest.approx(copy)
+
+
+def _with_arch(hw, arch):
+    return dataclasses.replace(hw, accelerators=tuple(dataclasses.replace(a, arch=arch) for a in hw.accelerators))
+
+
+def _with_cpu(hw, cpu_model):
+    return dataclasses.replace(hw, host=dataclasses.replace(hw.host, cpu_model=cpu_model))
+
+
+def test_nccl_runs_simple_on_small_messages_when_its_ring_search_fails_across_amd_sockets(pro):
+    """Blackwell GPUs on both sockets of an AMD host: NCCL rates the inter-CPU link at 16 GB/s, below the 18 GB/s
+    its ring search stops at for compute capability >= 10.0, falls back to a 0.1 GB/s graph and its tuner picks
+    Simple past a few KB (comm_rates.NCCL_AMD_INTER_CPU_GBS). The rtx-pro-6000-x8 box's own 8-GPU curve: 28.6 us at
+    256 B, 66-86 us at 4-256 KB (rtx6kpro-asus-nccl-p2p-level)."""
+    hw = modelled(pro)
+    at = lambda box, group, n: comm.all_reduce_s(box, group, n, nccl()) * 1e6  # noqa: E731
+    small, past = at(hw, EIGHT, 2 * KIB), at(hw, EIGHT, 8 * KIB)
+    assert small < 40 and past > 1.5 * small  # LL below the tuner's switch point, Simple's latency above it
+    # the same sizes stay on LL where NCCL finds a ring: one socket, a Hopper part, an Intel host
+    for box, group in ((hw, (0, 1, 2, 3)), (_with_arch(hw, "sm_90"), EIGHT), (_with_cpu(hw, "Intel Xeon"), EIGHT)):
+        assert at(box, group, 8 * KIB) < 1.2 * at(box, group, 2 * KIB)
+
+
+def test_simple_ring_steps_cost_the_fitted_step_time_while_the_tuner_rates_with_its_own(pro, monkeypatch):
+    """On the fallback ring the tuner picks the protocol with NCCL's latency table (5.7 us a Simple step), but the
+    time of the Simple steps it runs is comm_rates.NCCL_PCIE_SIMPLE_STEP_US: moving that moves an 8 KB all-reduce
+    by 14 steps x the change and leaves the protocol choice (LL at 2 KB) alone."""
+    hw = modelled(pro)
+
+    def at(nbytes):
+        comm._nccl_profile.cache_clear()
+        comm._all_reduce.cache_clear()
+        return comm.all_reduce_s(hw, EIGHT, nbytes, nccl()) * 1e6
+
+    before = at(2 * KIB), at(8 * KIB)
+    monkeypatch.setattr(cr, "NCCL_PCIE_SIMPLE_STEP_US", cr.NCCL_PCIE_SIMPLE_STEP_US + 1.0)
+    after = at(2 * KIB), at(8 * KIB)
+    monkeypatch.undo()
+    at(0)  # clear the caches filled under the patched value
+    assert after[0] == pytest.approx(before[0])
+    assert after[1] - before[1] == pytest.approx(14.0, rel=0.01)
