@@ -30,6 +30,7 @@ from functools import lru_cache
 
 from autotune.perf import comm_rates as cr
 from autotune.perf import efficiency as eff
+from autotune.perf.nccl_tuner import ring_search_fails, tuner_picks
 from autotune.perf.p2p_allreduce import _path_s, _unit_wire_s, path_terms, terms_s
 from autotune.perf.p2p_allreduce import allreduce_paths as allreduce_paths  # the comm API, as before the split
 from autotune.perf.p2p_allreduce import custom_allreduce_applies as custom_allreduce_applies
@@ -148,52 +149,13 @@ def _step_latency_us(kind: str, proto: str) -> float:
     return step + extra
 
 
-def _compute_capability(arch: str) -> int:
-    """120 for "sm_120", 90 for "sm_90a"; 0 for a non-CUDA arch."""
-    digits = "".join(c for c in arch.removeprefix("sm_") if c.isdigit()) if arch.startswith("sm_") else ""
-    return int(digits) if digits else 0
-
-
-def _ring_search_fails(hw: HardwareProfile, topo: Topology, group: tuple[int, ...]) -> bool:
-    """NCCL's ring search finds no ring for a PCIe group and falls back to its 0.1 GB/s one-channel graph: the ring
-    crosses the sockets of an AMD host, whose inter-CPU link NCCL rates below the last speed it searches for the
-    group's GPUs (comm_rates.NCCL_AMD_INTER_CPU_GBS)."""
-    if not topo.amd_host or len({topo.socket_of[g] for g in group}) < 2:
-        return False
-    cc = min(_compute_capability(hw.accelerators[g].arch) for g in group)
-    floor = next(speed for start, speed in cr.NCCL_RING_SEARCH_MIN_GBS if cc >= start)
-    return floor > cr.NCCL_AMD_INTER_CPU_GBS
-
-
-def _tuner_picks(latency_s: tuple[float, ...], s_per_byte: tuple[float, ...]) -> tuple[tuple[float, int], ...]:
-    """The lower envelope of the lines latency + bytes x s_per_byte: (bytes below which, index) in increasing size,
-    the last segment unbounded (each line's rating is linear, so the choice changes only where two lines cross)."""
-    cuts = sorted(
-        {(latency_s[j] - latency_s[i]) / (s_per_byte[i] - s_per_byte[j])
-         for i in range(len(latency_s)) for j in range(len(latency_s))
-         if s_per_byte[i] > s_per_byte[j] and latency_s[j] > latency_s[i]}
-    )  # fmt: skip
-
-    def best(x: float) -> int:
-        rated = [lat + x * spb for lat, spb in zip(latency_s, s_per_byte, strict=True)]
-        return rated.index(min(rated))
-
-    picks: list[tuple[float, int]] = []
-    for lo, hi in zip([0.0, *cuts], [*cuts, math.inf], strict=True):
-        k = best(lo + 1.0 if hi == math.inf else (lo + hi) / 2)
-        if picks and picks[-1][1] == k:
-            picks[-1] = (hi, k)
-        else:
-            picks.append((hi, k))
-    return tuple(picks)
-
-
 @dataclass(frozen=True)
 class _NcclProfile:
     """A collective's NCCL cost on one group and environment, linear in its bytes: per enabled protocol, the
     fixed latency (s) and the seconds per byte on each ring edge (or pair). `tuner_picks`, when set: the protocol
     NCCL's tuner picks by its own rating, as (bytes per edge below which it applies, protocol index) segments in
-    increasing size (a ring on NCCL's fallback graph, _ring_search_fails, _tuner_picks); else the fastest runs."""
+    increasing size (a ring on NCCL's fallback graph: nccl_tuner.ring_search_fails, tuner_picks); else the fastest
+    runs."""
 
     latency_s: tuple[float, ...]
     s_per_edge_byte: tuple[float, ...]
@@ -227,10 +189,10 @@ def _nccl_profile(holder: _Holder, group: tuple[int, ...], env: NcclEnv, steps: 
         unit = {(group[0], group[1]): 1.0}
     wire = transfer_s(topo, unit, level) / fraction
     picks = ()
-    if pattern == "ring" and kind != "nvlink" and _ring_search_fails(holder.hw, topo, group):
+    if pattern == "ring" and kind != "nvlink" and ring_search_fails(holder.hw, topo, group):
         # the tuner's time on the fallback graph: its latency table, and nBytes / (0.1 GB/s x protocol factor x
         # nRanks / nsteps), i.e. per ring-edge byte 1 / (0.1 GB/s x protocol factor) (comm_rates, tuning.cc:324-379)
-        picks = _tuner_picks(
+        picks = tuner_picks(
             tuple((cr.NCCL_BASE_LATENCY_US[p] + steps * cr.NCCL_STEP_LATENCY_US["pcie"][p]) * 1e-6 for p in protos),
             tuple(1 / (cr.NCCL_FALLBACK_RING_GBS * GB * cr.NCCL_PROTO_BANDWIDTH[p]) for p in protos),
         )
