@@ -117,6 +117,12 @@ class InstanceSpec:
     accepted: float = 1.0  # tokens each decoding request advances per step, on average
     prefix_hit_rate: float = 0.0
     mixed: bool = True  # prompt chunks ride in the decode steps (vLLM); False: prefill-only steps first (SGLang)
+    # 0: prompts are chunked into the instance's pooled budget (vLLM, SGLang). n > 0: prompts run whole, each on one
+    # of n attention-DP ranks that schedules its own step under its own budget (chunk / n), its decoding requests
+    # (an even share of the instance's) counted first: TensorRT-LLM without chunked prefill, where a context request
+    # that does not fit the rank's remaining max_num_tokens waits for a later step (PyMicroBatchScheduler.schedule,
+    # "No Chunking: Greedy allocation", tensorrt_llm/_torch/pyexecutor/scheduler.py, commit 034fffb)
+    whole_prompt_ranks: int = 0
 
 
 class Outcome:
@@ -182,6 +188,31 @@ class Instance:
             self.prefilling.append([rid, out.isl[rid] - hit, hit])
             budget -= out.isl[rid] - hit
 
+    def _admit_whole(self, n: int) -> int:
+        """InstanceSpec.whole_prompt_ranks: admit waiting prompts whole, each to the rank with the most budget
+        left, while one fits there; the prompt tokens admitted (this step runs them all)."""
+        s, out = self.s, self.out
+        r = s.whole_prompt_ranks
+        room = [s.chunk / r - (n // r + (i < n % r)) * s.width for i in range(r)]  # decoding requests first
+        total = 0
+        while self.waiting and len(self.decoders) + len(self.prefilling) < s.max_running:
+            rid = self.waiting[0]
+            need = out.isl[rid] + out.osl[rid]
+            idle = not self.decoders and not self.prefilling  # a request larger than the cache still runs alone
+            if self.kv_used + need > s.kv_tokens and not idle:
+                break
+            tokens = out.isl[rid] - int(out.isl[rid] * s.prefix_hit_rate)
+            i = max(range(r), key=room.__getitem__)
+            if room[i] < tokens and not idle:
+                break
+            room[i] -= tokens
+            self.waiting.popleft()
+            self.kv_used += need
+            out.admit_ms[rid] = self.clock
+            self.prefilling.append([rid, tokens, out.isl[rid] - tokens])
+            total += tokens
+        return total
+
     def _prompt_done(self, rid: int) -> None:
         out = self.out
         if self.s.role == "prefill":  # the request leaves for a decode instance with its KV
@@ -224,7 +255,10 @@ class Instance:
             chunks.append((item, take))
             left -= take
         before = len(self.prefilling)
-        self._admit(left)
+        if s.whole_prompt_ranks:
+            left = self._admit_whole(n)
+        else:
+            self._admit(left)
         for item in list(self.prefilling)[before:]:
             if left <= 0:
                 break

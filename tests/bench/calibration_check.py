@@ -331,9 +331,10 @@ def trtllm_bench(
     num_requests per ISL/OSL) or kept `concurrency` in flight (--concurrency), its Per GPU Output Throughput: every
     output token over the time the last request finished (its Total Latency; bench/dataclasses/reporting.py), from
     the simulator. Per-rank (max_batch_size, max_num_tokens): `limits` when the command gives them, else what
-    trtllm_bench_limits derives; times the attention-DP ranks. What stays unexpressed: TRT-LLM's KV sizing (free
-    memory after load x the fraction; the plan keeps the model's engine memory fit), its attention-DP balancing of
-    prompts across ranks (enable_balance), and that a rank's prompt is never split across ranks."""
+    trtllm_bench_limits derives; times the attention-DP ranks, each of which admits prompts whole under its own
+    budget, its decoding requests first (InstanceSpec.whole_prompt_ranks). What stays unexpressed: TRT-LLM's KV
+    sizing (free memory after load x the fraction; the plan keeps the model's engine memory fit) and its
+    attention-DP balancing of prompts across ranks (enable_balance)."""
 
     def run() -> float:
         bs, tokens = limits or trtllm_bench_limits(isl, osl, tp=gpus)
@@ -347,7 +348,10 @@ def trtllm_bench(
         base = predict(plan, m(), hw, w)
         if not base.feasible:
             return float("nan")
-        out = simulate(deployment(plan, m(), hw, w, base), make_trace(w, requests), concurrency)
+        dep_ = deployment(plan, m(), hw, w, base)
+        # each attention-DP rank schedules its own prompts whole under its own max_num_tokens (no chunked prefill)
+        dep_ = dataclasses.replace(dep_, instance=dataclasses.replace(dep_.instance, whole_prompt_ranks=dp))
+        out = simulate(dep_, make_trace(w, requests), concurrency)
         return sum(out.osl) / (max(out.done_ms) / 1e3) / gpus
 
     return run

@@ -8,6 +8,7 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import predict
+from autotune.perf.ops import StepInput
 from autotune.sim.engine import Deployment, InstanceSpec, StepCache, simulate
 from autotune.sim.serve import closed_concurrency, percentiles, simulate_prediction, summarize
 from autotune.sim.trace import make_trace
@@ -287,3 +288,23 @@ def test_plans_below_capacity_serve_the_same_offered_load():
     a, b = (simulate_prediction(p, LLAMA, H200, w, predict(p, LLAMA, H200, w)) for p in (TP2X4, TP4PP2))
     assert a.total_tok_s == pytest.approx(b.total_tok_s, rel=1e-12)
     assert a.request_rate_rps == pytest.approx(5.0, rel=0.1) and a.ttft_ms["p50"] != b.ttft_ms["p50"]
+
+
+def test_whole_prompts_fill_each_rank_budget_apart():
+    """TensorRT-LLM without chunked prefill (InstanceSpec.whole_prompt_ranks): each attention-DP rank takes whole
+    prompts under its own budget after its decoding requests, so 1024-token prompts go one per 2048-token rank
+    once a rank decodes, where the pooled, chunked budget of the same instance takes four."""
+    w = Workload(isl=1024, osl=64, burst=16)
+    trace = make_trace(w, 16)
+    pooled = agg(chunk=4096)
+    whole = dataclasses.replace(pooled, instance=dataclasses.replace(pooled.instance, whole_prompt_ranks=2))
+    outs = {name: simulate(d, trace) for name, d in (("pooled", pooled), ("whole", whole))}
+    for out in outs.values():
+        check_conservation(out, trace)
+    first_step_ms = linear_step(StepInput(0, 0, 4096, 512)).step_ms
+    second = {name: sum(abs(t - first_step_ms) < 1e-9 for t in out.admit_ms) for name, out in outs.items()}
+    assert sum(t == 0.0 for t in outs["whole"].admit_ms) == 4  # two prompts on each idle rank
+    assert second == {"pooled": 4, "whole": 2}  # whole: 2 decoders per rank leave 2046 tokens, one prompt each
+    # a prompt runs in the step that admits it: its first token comes with that step
+    assert all(f > a for f, a in zip(outs["whole"].first_ms, outs["whole"].admit_ms, strict=True))
+    assert max(outs["whole"].done_ms) > max(outs["pooled"].done_ms)
