@@ -199,7 +199,7 @@ PROFILE = EngineProfile(
     # NVFP4 linears on sm_10x: FlashInferCuteDslNvFp4LinearKernel leads the CUDA list
     # (vllm/model_executor/kernels/linear/__init__.py:593-596; is_supported: sm_10x family only,
     # vllm/model_executor/kernels/linear/nvfp4/flashinfer.py:113-127) and calls flashinfer mm_fp4 with
-    # backend="cute-dsl" (nvfp4/flashinfer.py:171-179)
+    # backend="cute-dsl" (vllm/model_executor/kernels/linear/nvfp4/flashinfer.py:171-179)
     cute_dsl_fp4_tile_archs=("sm_100",),
     allreduce_paths=allreduce_paths,
     # sm_90's FLASH_ATTN_MLA (first on the list, vllm/platforms/cuda.py:146-150) reorders requests of up to 512
