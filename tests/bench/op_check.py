@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 
+from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
@@ -260,8 +261,20 @@ def allreduce_points(root, system, hw, model):
     for r in _thin(frame).itertuples():
         group = tuple(range(int(r.num_gpus)))
         nbytes = float(r.message_size) * 2  # message_size counts bf16 elements
-        _, seconds = comm.all_reduce(hw, group, nbytes, "custom")
-        yield "allreduce", seconds, r.latency * 1e-3
+        yield "allreduce", table_dispatch_s(hw, group, nbytes), r.latency * 1e-3
+
+
+def table_dispatch_s(hw, group: tuple[int, ...], nbytes: float) -> float:
+    """vLLM's all-reduce dispatch as the tables' versions (vLLM <= 0.24) ran it: the vLLM profile's P2P paths in
+    order without FlashInfer's standalone all-reduce, then NCCL. FlashInfer was opt-in before vllm-project/vllm#52998
+    (2026-08-19, "Enable FlashInfer all-reduce by default"): VLLM_ALLREDUCE_USE_FLASHINFER defaults to "0" in
+    vllm-0.23.0 envs.py:1764-1766 (on in 0.34, vllm/envs.py:2070-2072, which mi-tune models); the custom kernel's
+    and symmetric memory's size tables are the same in both (vllm-0.23.0 all_reduce_utils.py:31-76)."""
+    arch, link = hw.gpu.arch, comm.transport(comm.topology(hw), group)
+    for path in profile("vllm").allreduce_paths(arch, len(group), link) if len(group) > 1 else ():
+        if path.name != "flashinfer" and nbytes <= path.max_bytes:
+            return comm.path_s(hw, group, path, nbytes)
+    return comm.all_reduce(hw, group, nbytes, "nccl")[1]
 
 
 CHECKS = (gemm_points, attention_points, mla_points, moe_points, allreduce_points)
