@@ -71,6 +71,13 @@ APART = {
     "cutlass_heuristic.cpp:327-328, 132-133, 162-163, 631-636, and stay counted). vLLM 0.34 tunes "
     "FlashInfer at startup on cc >= 9.0 (model_executor/warmup/kernel_warmup.py:385-393, on at -O1..-O3: "
     "config/vllm.py:301-364)",
+    "allreduce shared-link": "AIConfigurator's L40S all-reduce rows at 4 and 8 GPUs describe a box whose 4-8 GPU "
+    "traffic crosses one shared link, not the l40s-x8 preset (own Gen4 x16 link per GPU, per-socket switch uplinks, "
+    "22 GB/s between sockets): from 16 MiB to 1 GiB the ring's busbw (2(p-1)/p x bytes / time) is 3.7-3.8 GB/s at 4 "
+    "GPUs and 1.9-2.0 at 8, so p x busbw stays at 14.8-15.7 GB/s for both, where a ring over per-GPU links keeps "
+    "busbw itself flat in p (nccl-tests doc/PERFORMANCE.md: busbw 'should be independent from the number of ranks'); "
+    "the same table's 2-GPU rows reach 18.8-19.2 GB/s each. The system file (systems/l40s.yaml) records no "
+    "topology; the same directory's NCCL table (comm/nccl/2.27.3) shows the same p x busbw fall",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
@@ -261,7 +268,8 @@ def allreduce_points(root, system, hw, model):
     for r in _thin(frame).itertuples():
         group = tuple(range(int(r.num_gpus)))
         nbytes = float(r.message_size) * 2  # message_size counts bf16 elements
-        yield "allreduce", table_dispatch_s(hw, group, nbytes), r.latency * 1e-3
+        shared = ["allreduce shared-link"] * (system == "l40s" and len(group) >= 4)  # APART's reason
+        yield "allreduce", table_dispatch_s(hw, group, nbytes), r.latency * 1e-3, *shared
 
 
 def table_dispatch_s(hw, group: tuple[int, ...], nbytes: float) -> float:

@@ -44,3 +44,23 @@ def test_the_tables_vllm_runs_the_custom_kernel_below_its_limit_and_nccl_past_ev
     big = 2 * _path(hw, eight, "symm_mem").max_bytes
     assert oc.table_dispatch_s(hw, eight, big) == pytest.approx(comm.all_reduce(hw, eight, big, "nccl")[1])
     assert math.isfinite(big)
+
+
+def test_l40s_rows_at_four_and_eight_gpus_are_printed_apart(tmp_path, monkeypatch):
+    """AIConfigurator's L40S table at 4-8 GPUs keeps p x busbw constant (one shared link, op_check APART
+    'allreduce shared-link'): those rows are tagged apart, its 2-GPU rows and other systems' rows stay counted."""
+    pd = pytest.importorskip("pandas")
+    for system in ("l40s", "h200_sxm"):
+        table = tmp_path / system / "comm" / "vllm" / "0.22.0" / "custom_allreduce_perf.parquet"
+        table.parent.mkdir(parents=True)
+        table.touch()
+    frame = pd.DataFrame(
+        {"kernel_source": ["vLLM_custom_graph"] * 3, "num_gpus": [2, 4, 8], "message_size": [2**20] * 3,
+         "latency": [0.1, 0.2, 0.3]}
+    )  # fmt: skip
+    monkeypatch.setattr(pd, "read_parquet", lambda path: frame)
+    assert "allreduce shared-link" in oc.APART
+    for system in ("l40s", "h200_sxm"):
+        rows = list(oc.allreduce_points(str(tmp_path), system, oc.box(system), None))
+        tagged = ["allreduce shared-link" in row[3:] for row in rows]
+        assert tagged == ([False, True, True] if system == "l40s" else [False, False, False])
