@@ -75,7 +75,8 @@ APART = {
     "traffic crosses one shared link, not the l40s-x8 preset (own Gen4 x16 link per GPU, per-socket switch uplinks, "
     "22 GB/s between sockets): from 16 MiB to 1 GiB the ring's busbw (2(p-1)/p x bytes / time) is 3.7-3.8 GB/s at 4 "
     "GPUs and 1.9-2.0 at 8, so p x busbw stays at 14.8-15.7 GB/s for both, where a ring over per-GPU links keeps "
-    "busbw itself flat in p (nccl-tests doc/PERFORMANCE.md: busbw 'should be independent from the number of ranks'); "
+    "busbw itself flat in p (nccl-tests doc/PERFORMANCE.md: 'a bus bandwidth which should be independent of the "
+    "number of ranks'); "
     "the same table's 2-GPU rows reach 18.8-19.2 GB/s each. The system file (systems/l40s.yaml) records no "
     "topology; the same directory's NCCL table (comm/nccl/2.27.3) shows the same p x busbw fall",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
