@@ -138,7 +138,7 @@ PCIE_ALL_PAIRS_P2P_FRACTION = 173.1 / 8 / 63.0
 # vllm csrc/custom_all_reduce.cuh barrier_at_start / barrier_at_end): a launch part plus one flag exchange per
 # peer, latency = ENGINE_AR_BASE_US + ENGINE_AR_PEER_US x (p - 1), the same form on NVLink and PCIe.
 # Fitted on both link types at once (least squares on the 512 B figures, wire time ~0):
-# - NVLink, sgl-project/sglang#2904 (H100 SXM, no CUDA graph) 512 B: 3.7 / 4.8 / 5.9 us at p = 2 / 4 / 8 ->
+# - NVLink, sgl-project/sglang#2904 (H100 SXM, no CUDA graph) 512 fp32 (2 KiB): 3.7 / 4.8 / 5.9 us at p = 2 / 4 / 8 ->
 #   intercept 3.50, slope 0.354 us per peer (custom-allreduce-h100-nvlink-sglang2904);
 # - PCIe, 8 GPUs: FlashInfer PCIe-IPC 12 KiB 5.3 us (sglang-pcie-ipc-allreduce-8x-sm120, ~1.0 us of it wire) and
 #   the rtx6kpro custom PCIe kernel 7.5 us at 256 B - 1 KB (pcie-rtx6kpro-nccl-allreduce-8gpu): their geometric

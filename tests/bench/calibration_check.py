@@ -44,6 +44,7 @@ from pathlib import Path
 # sys.path, and the check would silently measure the venv's checkout (/work/main) instead
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from autotune.capability.engine_profile import AllReducePath  # noqa: E402
 from autotune.capability.profiles import profile  # noqa: E402
 from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
@@ -405,6 +406,30 @@ VLLM_AR_TABLES = (
 )  # fmt: skip
 
 
+# sgl-project/sglang#2904 (H100 SXM, no CUDA graph), its kernel column at 512 / 32768 / 262144 / 524288 / 1048576:
+# element counts of a float32 tensor, not bytes. The PR times `python3 tests/test_trt_reduce.py`, whose performance
+# test builds `torch.randint(1, 16, (sz,), dtype=torch.float32)` for each test size sz (sgl-kernel/tests/
+# test_trt_reduce.py, sgl-project/sglang 01fe99e; its successor test_custom_allreduce.py keeps sz as the element
+# count). Read so, the same table's vLLM column (20.6 / 26.9 / 40.2 us at 4 GPUs = 1 / 2 / 4 MiB) matches vLLM's own
+# CUDA-graph timing of that kernel at those sizes (vllm#24111 / #24532 ca_2stage, 18 / 26-27 / 42-43 us, the path
+# vLLM takes there); read as bytes it is 1.6-2.7x them.
+SGLANG2904_NUMEL = (512, 32768, 262144, 524288, 1048576)
+SGLANG2904_US = ((2, (3.7, 4.5, 7.9, 12.5, 19.9)), (4, (4.8, 4.8, 13.9, 20.2, 31.1)), (8, (5.9, 7.8, 16.7, 22.1, 33.8)))
+
+
+def sglang2904_us(hw, group, nbytes: float) -> Callable[[], float]:
+    """The kernel sglang#2904 timed: sgl-kernel's TensorRT-LLM-derived custom all-reduce (trt_reduce_internal.cu,
+    sgl-project/sglang 06d5300; replaced by vLLM's kernel in sglang#5079, by the JIT v2 kernel SGLang 0.5.23 runs in
+    sglang#19880). One-shot below SelectImplementation's limits (trt_reduce_internal.cuh: always at 2 ranks, below
+    1,000,000 bytes at <= 4 ranks, below 500,000 bytes above), else two-shot, whose blocks wait at two block_barrier
+    rounds (before the reduce-scatter and before the all-gather): two fixed times, one for one-shot. Its copy of the
+    input into the IPC buffer runs inside the kernel (COPY_INPUT) and is not priced."""
+    n = len(group)
+    one_shot_max = math.inf if n <= 2 else (1e6 if n <= 4 else 5e5) - 1
+    path = AllReducePath("custom", math.inf, one_shot_max, two_shot_syncs=2)
+    return lambda: comm.path_s(hw(), group, path, nbytes) * 1e6
+
+
 def vllm_path_us(hw, group, nbytes, name: str, stages: int = 0) -> Callable[[], float]:
     """One path of vLLM's all-reduce dispatch benchmarked alone (benchmark_device_communicators.py): the vLLM
     profile's `name` path on the box at any size, its custom kernel forced one- or two-stage by `stages`
@@ -601,11 +626,11 @@ def rows() -> list[Row]:
             Row(ipc, f"AR 8 GPU {label} PCIe-IPC, no switches", "us", t_ipc, us(host, EIGHT, size, Comm("pcie_ipc")))
         )
     car, h200 = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8")  # NVLink 900 GB/s, as H100 SXM
-    for n, times in ((2, (3.7, 4.5, 7.9)), (4, (4.8, 4.8, 13.9)), (8, (5.9, 7.8, 16.7))):  # 512 KiB, 1 MiB: apart
+    for n, times in SGLANG2904_US:
         group = tuple(range(n))
-        for (size, label), t in zip(((512, "512 B"), (32 * KIB, "32 KiB"), (256 * KIB, "256 KiB")), times, strict=True):
-            row = us(h200, group, size, Comm("custom"), "sglang")  # SGLang's kernel: the SGLang profile's dispatch
-            out.append(Row(car, f"custom AR {n} GPU NVLink {label}", "us", t, row))
+        for numel, t in zip(SGLANG2904_NUMEL, times, strict=True):
+            label = f"{numel} fp32 ({numel * 4 // KIB} KiB)"
+            out.append(Row(car, f"custom AR {n} GPU NVLink {label}", "us", t, sglang2904_us(h200, group, numel * 4)))
     # vLLM's custom all-reduce forced one-stage (ca_1stage) / two-stage (ca_2stage), hidden 8192 bf16, H100 SXM:
     # vllm-project/vllm#24111 at TP=6 and TP=4, vllm-project/vllm#24532 at TP=4 (the same benchmark script)
     for entry, n, one_stage, two_stage, _ in VLLM_AR_TABLES:
@@ -821,13 +846,7 @@ def apart_rows() -> list[Row]:
         Row(ipc, f"AR 8 GPU {label} NCCL, no switches", "us", t, us(switchless_host, EIGHT, size, nccl()))
         for size, label, t in sizes
     ]
-    car, h200, custom = "custom-allreduce-h100-nvlink-sglang2904", lambda: box("h200-x8"), Comm("custom")
-    for n, t512k, t1m in ((2, 12.5, 19.9), (4, 20.2, 31.1), (8, 22.1, 33.8)):
-        group = tuple(range(n))
-        out += [
-            Row(car, f"custom AR {n} GPU NVLink 512 KiB", "us", t512k, us(h200, group, 512 * KIB, custom, "sglang")),
-            Row(car, f"custom AR {n} GPU NVLink 1 MiB", "us", t1m, us(h200, group, MIB, custom, "sglang")),
-        ]
+    h200, custom = lambda: box("h200-x8"), Comm("custom")
     # NVIDIA/nccl#1940: 8 B all-reduce on 8 GPUs, 3.0 us on B200 against 2.3 us on H800 / H200 (P2P small messages)
     b200_vs_h200 = lambda: us(b200_box, EIGHT, 512, custom)() / us(h200, EIGHT, 512, custom)()  # noqa: E731
     out.append(Row("nvlink-small-message-latency-b200-nccl1940", "AR 8 GPU 512 B B200 / H200", "x", 3.0 / 2.3,
@@ -853,10 +872,6 @@ APART = (
     "request (12 KiB reductions at hidden 6144): 7.5 ms over one step's 2 reductions per layer is 30-60 us per "
     "NCCL all-reduce for 60-120 layers, not 205 - 5.3 = 200 us; the column's timing likely includes "
     "host-side time (its method is not stated). The entry's notes already use only the PCIe-IPC column. "
-    "custom-allreduce-h100-nvlink-sglang2904 at 512 KiB - 1 MiB: timed without CUDA graph; there the same PR's "
-    "vLLM-kernel column (26.9 / 40.2 us at 4 GPUs) is 1.6-2.7x vLLM's own CUDA-graph timing of that kernel on "
-    "H100 (vllm#24111 / #24532: 10-17 us at 0.5-1 MB, 4-6 GPUs), so the large sizes carry an overhead the "
-    "engines' graphs do not pay; the 512 B - 256 KiB rows stay counted as before. "
     "kernel-fa3-vllm-paged-prefill-hopper: the source of tiles.FA3_PAGED_CTA_FIXED_US and "
     "rates.FA3_PAGED_KV_PREFILL_SPEED themselves (a line through its per-wave times), so the rows match by "
     "construction; shown, not counted (the independent check is op_check's h100_sxm / h200_sxm attn_prefill groups). "
@@ -895,9 +910,9 @@ NOT_EXPRESSIBLE = [
     ("mtp-sglang-large-scale-ep-assumed", "an assumption, not a measurement"),
     (
         "custom-allreduce-h100-nvlink-sglang2904",
-        "vLLM's kernel column (9.1-10.1 us at 512 B): timed without CUDA graph, where vLLM first copies the input "
-        "into its registered buffer (custom_all_reduce.py all_reduce, registered=False: a second launch the PR's "
-        "copy-input mode saves); the model prices CUDA-graph decode. vLLM's own kernel is counted in CUDA graphs "
+        "vLLM's kernel column (9.1-10.1 us at 512 fp32 elements): timed without CUDA graph, where vLLM first copies "
+        "the input into its registered buffer (custom_all_reduce.py all_reduce, registered=False: a second launch the "
+        "PR's copy-input mode saves); the model prices CUDA-graph decode. vLLM's own kernel is counted in CUDA graphs "
         "(vllm24111 / vllm24532 one- and two-stage rows)",
     ),
     ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),

@@ -21,6 +21,7 @@ import os
 import statistics
 import sys
 
+from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
@@ -70,6 +71,14 @@ APART = {
     "cutlass_heuristic.cpp:327-328, 132-133, 162-163, 631-636, and stay counted). vLLM 0.34 tunes "
     "FlashInfer at startup on cc >= 9.0 (model_executor/warmup/kernel_warmup.py:385-393, on at -O1..-O3: "
     "config/vllm.py:301-364)",
+    "allreduce shared-link": "AIConfigurator's L40S all-reduce rows at 4 and 8 GPUs describe a box whose 4-8 GPU "
+    "traffic crosses one shared link, not the l40s-x8 preset (own Gen4 x16 link per GPU, per-socket switch uplinks, "
+    "22 GB/s between sockets): from 16 MiB to 1 GiB the ring's busbw (2(p-1)/p x bytes / time) is 3.7-3.8 GB/s at 4 "
+    "GPUs and 1.9-2.0 at 8, so p x busbw stays at 14.8-15.7 GB/s for both, where a ring over per-GPU links keeps "
+    "busbw itself flat in p (nccl-tests doc/PERFORMANCE.md: 'a bus bandwidth which should be independent of the "
+    "number of ranks'); "
+    "the same table's 2-GPU rows reach 18.8-19.2 GB/s each. The system file (systems/l40s.yaml) records no "
+    "topology; the same directory's NCCL table (comm/nccl/2.27.3) shows the same p x busbw fall",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
@@ -260,8 +269,21 @@ def allreduce_points(root, system, hw, model):
     for r in _thin(frame).itertuples():
         group = tuple(range(int(r.num_gpus)))
         nbytes = float(r.message_size) * 2  # message_size counts bf16 elements
-        _, seconds = comm.all_reduce(hw, group, nbytes, "custom")
-        yield "allreduce", seconds, r.latency * 1e-3
+        shared = ["allreduce shared-link"] * (system == "l40s" and len(group) >= 4)  # APART's reason
+        yield "allreduce", table_dispatch_s(hw, group, nbytes), r.latency * 1e-3, *shared
+
+
+def table_dispatch_s(hw, group: tuple[int, ...], nbytes: float) -> float:
+    """vLLM's all-reduce dispatch as the tables' versions (vLLM <= 0.24) ran it: the vLLM profile's P2P paths in
+    order without FlashInfer's standalone all-reduce, then NCCL. FlashInfer was opt-in before vllm-project/vllm#52998
+    (2026-08-19, "Enable FlashInfer all-reduce by default"): VLLM_ALLREDUCE_USE_FLASHINFER defaults to "0" in
+    vllm-0.23.0 envs.py:1764-1766 (on in 0.34, vllm/envs.py:2070-2072, which mi-tune models); the custom kernel's
+    and symmetric memory's size tables are the same in both (vllm-0.23.0 all_reduce_utils.py:31-76)."""
+    arch, link = hw.gpu.arch, comm.transport(comm.topology(hw), group)
+    for path in profile("vllm").allreduce_paths(arch, len(group), link) if len(group) > 1 else ():
+        if path.name != "flashinfer" and nbytes <= path.max_bytes:
+            return comm.path_s(hw, group, path, nbytes)
+    return comm.all_reduce(hw, group, nbytes, "nccl")[1]
 
 
 CHECKS = (gemm_points, attention_points, mla_points, moe_points, allreduce_points)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.perf import comm_rates
+
 SPEC = importlib.util.spec_from_file_location(
     "calibration_check", Path(__file__).parents[1] / "bench" / "calibration_check.py"
 )
@@ -105,3 +107,37 @@ def test_the_pcie_ipc_efficiency_falls_back_to_an_independent_all_pairs_figure()
     assert isinstance(prior, str) and prior != "PCIE_COLLECTIVE_EFFICIENCY"
     assert cc.read_constant(prior) == pytest.approx(173.1 / 8 / 63.0)
     assert cc.read_constant(prior) == pytest.approx(cc.read_constant(path), rel=0.1)
+
+
+def test_sglang2904_sizes_are_float32_element_counts():
+    """sglang#2904's test sizes are element counts of a float32 tensor (test_trt_reduce.py builds torch.randint(...,
+    (sz,), dtype=torch.float32)): read so, the PR's vLLM-kernel column at 4 GPUs (20.6 / 26.9 / 40.2 us at 262144 /
+    524288 / 1048576) agrees with vLLM's own CUDA-graph ca_2stage timing at 1 / 2 / 4 MiB (vllm#24111 / #24532, the
+    path vLLM takes there); read as bytes (0.5 / 1 MiB for the last two) it is far above even the one-stage kernel."""
+    vllm_column_4gpu_us = {262144: 20.6, 524288: 26.9, 1048576: 40.2}
+    sizes = dict(cc.VLLM_AR_SIZES)
+    assert set(vllm_column_4gpu_us) <= set(cc.SGLANG2904_NUMEL)
+    for entry, ranks, one_stage, two_stage, _ in cc.VLLM_AR_TABLES:
+        if ranks != 4:
+            continue
+        by_bytes_1 = dict(zip(sizes, one_stage, strict=True))
+        by_bytes_2 = dict(zip(sizes, two_stage, strict=True))
+        for numel, t in vllm_column_4gpu_us.items():
+            assert 0.8 <= t / by_bytes_2[4 * numel] <= 1.25, (entry, numel)
+        for numel in (524288, 1048576):
+            assert vllm_column_4gpu_us[numel] / by_bytes_1[numel] > 1.5, (entry, numel)
+
+
+def test_sglang2904_rows_price_the_timed_kernels_two_barrier_two_shot():
+    """The rows price sgl-kernel's TensorRT-LLM-derived kernel the PR timed at 4 bytes an element: one-shot below
+    1,000,000 bytes at 4 ranks, two-shot above with two block_barrier rounds (one more fixed time than the one-round
+    two-shot of SGLang 0.5.23's v2 kernel)."""
+    h200 = cc.box("h200-x8")
+    group = (0, 1, 2, 3)
+    v2 = cc.AllReducePath("custom", float("inf"), 0.0)
+    latency_us = comm_rates.engine_ar_latency_us(4)
+    two_shot_us = cc.sglang2904_us(lambda: h200, group, 4 * 262144)()
+    assert two_shot_us == pytest.approx(cc.comm.path_s(h200, group, v2, 4 * 262144) * 1e6 + latency_us)
+    one_shot = cc.AllReducePath("custom", float("inf"), float("inf"))
+    below_us = cc.sglang2904_us(lambda: h200, group, 999_000)()
+    assert below_us == pytest.approx(cc.comm.path_s(h200, group, one_shot, 999_000) * 1e6)
