@@ -72,6 +72,26 @@ def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int,
     return LinearCost(flops, seqs_per_rank * state * (1 + width) + io)
 
 
+def side_kernel_bytes(
+    att: AttentionSpec, tokens_per_rank: float, decode_seqs_per_rank: float, tp: int
+) -> tuple[float, float]:
+    """The two kernels around the scan / recurrent step, for `tokens_per_rank` rows of the layer on one TP rank:
+    the depthwise short convolution over the q / k / v channels (2 x key heads x d_k + value heads x d_v: vLLM
+    layers/mamba/gdn/qwen_gdn_linear_attn.py:1893 / 2287 causal_conv1d_update in decode, causal_conv1d_fn in
+    prefill; SGLang srt/layers/attention/linear/gdn_backend.py:855), which reads the projected channels and
+    writes them back and, per decoding sequence, reads and writes its convolution window; then the gated
+    RMSNorm of the kernel output with the z gate (vLLM RMSNormGated, qwen_gdn_linear_attn.py:824 / 1256, or its
+    fused form before out_proj, :1400; SGLang srt/models/qwen3_next.py:500), which reads the output and z and
+    writes the normed rows. Each is one launch; neither is fused into the recurrent kernel (:2297).
+    Returns (convolution bytes, norm bytes) moved on one rank."""
+    d_k, d_v = head_dims(att)
+    conv_channels = (2 * att.num_kv_heads * d_k + att.num_heads * d_v) / tp
+    window = 2 * decode_seqs_per_rank * att.conv_elems_per_seq / tp * ACT_BYTES
+    conv = 2 * tokens_per_rank * conv_channels * ACT_BYTES + window
+    norm = 3 * tokens_per_rank * att.num_heads / tp * d_v * ACT_BYTES
+    return conv, norm
+
+
 # ---------------------------------------------------------------- the state each running request pins
 
 # States a running request pins: the engine profile's `states_per_request` (the engines' own arithmetic, cited in

@@ -366,7 +366,14 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
     """Linear-attention kernels (perf/linear_attention.py): the recurrent step for the decode rows, the chunked
     scan for the prompt tokens; no KV is read, the per-request state is."""
     tp, dp, dtype = c.phase.tp, c.phase.dp, c.model.state_dtype
-    ops = []
+    rows = step_tokens(x) / dp
+    conv, norm = linear_attention.side_kernel_bytes(att, rows, x.decode_seqs / dp, tp)
+    # the short convolution (an elementwise pass) and the gated RMSNorm (a plain norm, no residual add): the
+    # elementwise and norm floors of rates.MIN_US and the stream rate of their classes
+    ops = [
+        Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, conv, 1.0, "linear attention conv"),
+        Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, norm, 1.0, "linear attention gated norm"),
+    ]
     if x.decode_seqs:
         seqs = x.decode_seqs / dp
         cost = linear_attention.decode_cost(att, seqs, x.decode_width, tp, dtype)
