@@ -20,8 +20,11 @@ from autotune.specs import (
 )
 
 
-@dataclass(frozen=True)
-class StepInput:
+class StepInput(NamedTuple):
+    """What one step runs: decoding sequences at their mean context, prompt tokens at theirs. Immutable (a
+    NamedTuple: a V4.1 prediction builds ~14 of them, and a frozen dataclass's __init__, one object.__setattr__
+    per field, takes ~0.9 us against the NamedTuple's ~0.33 us)."""
+
     decode_seqs: float = 0.0
     decode_ctx: float = 0.0
     prefill_tokens: float = 0.0
