@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import random
 
+from autotune.catalog.models import load_model
 from autotune.perf import efficiency as eff
-from autotune.perf import routing
+from autotune.perf import ops, routing
+from autotune.perf.layers import layer_groups
 
 
 def _distinct_experts_closed_form(num_experts: int, top_k: int, tokens: float) -> float:
@@ -25,3 +27,15 @@ def test_distinct_experts_is_the_closed_form_bit_for_bit():
         assert routing.distinct_experts(experts, top_k, tokens) == _distinct_experts_closed_form(experts, top_k, tokens)
     assert routing.distinct_experts(256, 8, 0.0) == 0.0
     assert routing.distinct_experts(256, 8, 1.0) == _distinct_experts_closed_form(256, 8, 1.0)
+
+
+def test_ffn_facts_key_equal_ffns_alike_and_group_as_before():
+    for name in ("deepseek-v4.1-flash", "deepseek-v3", "qwen3-235b-a22b"):
+        model = load_model(name)
+        groups, ids = ops._ffn_facts(model)
+        assert groups == ops._ffn_groups(layer_groups(model))
+        for a in model.layers:
+            for b in model.layers:
+                assert (ids[id(a.ffn)] == ids[id(b.ffn)]) == (a.ffn == b.ffn)
+    v41 = load_model("deepseek-v4.1-flash")
+    assert len({id(layer.ffn) for layer in v41.layers}) > len(set(ops._ffn_facts(v41)[1].values()))  # merged
