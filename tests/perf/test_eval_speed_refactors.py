@@ -7,7 +7,7 @@ import random
 
 from autotune.catalog.models import load_model
 from autotune.perf import efficiency as eff
-from autotune.perf import ops, routing
+from autotune.perf import opcore, ops, rates, routing
 from autotune.perf.layers import layer_groups
 
 
@@ -39,3 +39,15 @@ def test_ffn_facts_key_equal_ffns_alike_and_group_as_before():
                 assert (ids[id(a.ffn)] == ids[id(b.ffn)]) == (a.ffn == b.ffn)
     v41 = load_model("deepseek-v4.1-flash")
     assert len({id(layer.ffn) for layer in v41.layers}) > len(set(ops._ffn_facts(v41)[1].values()))  # merged
+
+
+def test_op_builders_make_the_ops_op_would():
+    gemm = opcore._gemm("tp", "fp8", 24.0, 7168.0 * 2048, 7168, 1.5e9, 3.0e7, 2.0, 0.75)
+    assert type(gemm) is opcore.Op
+    fields = dict(m=24.0, n=2048.0, k=7168, flops=1.5e9, nbytes=3.0e7, count=2.0, source="tp", speed=0.75)
+    assert gemm == opcore.Op("gemm", "fp8", rates.m_bucket(24.0), **fields)
+    no_k = opcore.Op("gemm", "bf16", rates.m_bucket(8.0), 8.0, 0.0, 0, 1.0, 2.0, source="x")
+    assert opcore._gemm("x", "bf16", 8.0, 100.0, 0, 1.0, 2.0) == no_k
+    coll = opcore._collective("allreduce", (0, 1, 2, 3), 4096.0, "tp")
+    assert type(coll) is opcore.Op and coll.group == (0, 1, 2, 3) and coll.nbytes == 4096.0
+    assert coll == opcore.Op("collective", "", "allreduce", 0.0, 0.0, 0.0, 0.0, 4096.0, 1.0, "tp", 1.0, (0, 1, 2, 3))
