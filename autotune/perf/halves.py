@@ -79,8 +79,10 @@ def number(prefix: tuple, alive: tuple = ()) -> int:
 
 
 def step_input(x: StepInput) -> tuple[float, ...]:
-    """StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key."""
-    return (x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, x.decode_width)
+    """StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key: a plain tuple
+    of floats, which the garbage collector stops tracking, where the StepInput (a tuple subclass) would stay
+    tracked."""
+    return tuple(x)
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)

@@ -62,7 +62,8 @@ _STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step inp
 def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     """The costed FFN half of a layer (oplist.ffn_ops), remembered per Context: layer kinds that differ only in
     attention (V4's compressed / sparse / windowed layers) share it within a step. Callers must not mutate it."""
-    key = (ffn, tokens)  # by value: equal FfnSpecs of different layer kinds are different objects
+    # by value: equal FfnSpecs of different layer kinds are different objects, keyed as the model's first equal one
+    key = (_ffn_facts(c.model)[1][id(ffn)], tokens)
     hit = c.ffn_memo.get(key)
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:
@@ -120,6 +121,24 @@ def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: f
     total.add(ffn_half, times)
     if dcp:
         cost_ops(c, dcp, total, times)
+
+
+_FFN_FACTS = halves.BoundedMemo(halves.PREFIX_MEMO_MAX)  # id(model) -> (the model, _ffn_facts)
+
+
+def _ffn_facts(model: ModelSpec) -> tuple[tuple[tuple[FfnSpec, bool, int], ...], dict[int, int]]:
+    """(_ffn_groups of the model's layer kinds, id(FfnSpec) -> id of the model's first layer FfnSpec equal to it), once
+    per model object: the step's FFN groups and the FFN memo's key (_ffn_cost) compare FfnSpecs by value, and a
+    frozen dataclass hashes all its fields on every lookup (~0.3 us; ~24 per V4.1 prediction before). The ids stay
+    valid while the model lives, which a Context (whose memo they key) keeps alive."""
+    hit = _FFN_FACTS.get(id(model))
+    if hit is None or hit[0] is not model:
+        first: dict[FfnSpec, FfnSpec] = {}
+        for layer in model.layers:
+            first.setdefault(layer.ffn, layer.ffn)
+        ids = {id(layer.ffn): id(first[layer.ffn]) for layer in model.layers}
+        hit = _FFN_FACTS.put(id(model), (model, (_ffn_groups(layer_groups(model)), ids)))
+    return hit[1]
 
 
 def _ffn_groups(groups: tuple[tuple[LayerSpec, int], ...]) -> tuple[tuple[FfnSpec, bool, int], ...]:
@@ -188,7 +207,7 @@ def step_fn(
     groups = layer_groups(model)
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
-    ffn_groups = _ffn_groups(groups)
+    ffn_groups = _ffn_facts(model)[0]
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)

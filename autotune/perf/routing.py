@@ -34,9 +34,17 @@ def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float | 
     tokens, so a batch hits fewer distinct experts than uniform routing would (exactly top-k for one token)."""
     if tokens <= 0:
         return 0.0
-    weights = _popularity(num_experts, eff.ROUTING_SKEW if skew is None else skew)
-    per_group = num_experts / len(weights)
-    return sum(per_group * (1.0 - max(0.0, 1.0 - top_k * w / num_experts) ** tokens) for w in weights)
+    per_group, misses = _miss_rates(num_experts, top_k, eff.ROUTING_SKEW if skew is None else skew)
+    return sum(per_group * (1.0 - miss**tokens) for miss in misses)
+
+
+@lru_cache(maxsize=256)
+def _miss_rates(num_experts: int, top_k: int, skew: float) -> tuple[float, tuple[float, ...]]:
+    """(experts per popularity group, the chance one token misses an expert of each group): distinct_experts'
+    per-group terms that do not depend on the tokens, the same floats, computed once per (E, top-k, skew) rather
+    than per call (it runs for every MoE FFN half a step costs)."""
+    weights = _popularity(num_experts, skew)
+    return num_experts / len(weights), tuple(max(0.0, 1.0 - top_k * w / num_experts) for w in weights)
 
 
 @lru_cache(maxsize=256)
