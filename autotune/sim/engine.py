@@ -168,13 +168,19 @@ class Instance:
             return self.clock
         return max(self.clock, self.future[0][0]) if self.future else INF
 
+    def _kv_fit(self, rid: int) -> tuple[int, bool, bool]:
+        """(KV tokens request `rid` reserves, whether the instance holds no work, whether its cache takes the request
+        now: a request larger than the cache still runs alone)."""
+        need = self.out.isl[rid] + self.out.osl[rid]
+        idle = not self.decoders and not self.prefilling
+        return need, idle, idle or self.kv_used + need <= self.s.kv_tokens
+
     def _admit(self, budget: int) -> None:
         s, out = self.s, self.out
         while self.waiting and len(self.decoders) + len(self.prefilling) < s.max_running:
             rid = self.waiting[0]
-            need = out.isl[rid] + out.osl[rid]
-            idle = not self.decoders and not self.prefilling  # a request larger than the cache still runs alone
-            if self.kv_used + need > s.kv_tokens and not idle:
+            need, _, fits = self._kv_fit(rid)
+            if not fits:
                 return
             if s.role != "decode" and budget <= 0:
                 return
@@ -197,9 +203,8 @@ class Instance:
         total = 0
         while self.waiting and len(self.decoders) + len(self.prefilling) < s.max_running:
             rid = self.waiting[0]
-            need = out.isl[rid] + out.osl[rid]
-            idle = not self.decoders and not self.prefilling  # a request larger than the cache still runs alone
-            if self.kv_used + need > s.kv_tokens and not idle:
+            need, idle, fits = self._kv_fit(rid)
+            if not fits:
                 break
             tokens = out.isl[rid] - int(out.isl[rid] * s.prefix_hit_rate)
             i = max(range(r), key=room.__getitem__)

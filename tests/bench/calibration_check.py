@@ -300,6 +300,13 @@ H200_NVML_GIB = 143771 / 1024  # nvidia-smi total of an H200 SXM 141 GB: 143,771
 R1_PARAMS = 685e9  # deepseek-ai/DeepSeek-R1-0528 safetensors parameter count (model card: 685B params)
 
 
+def _band_round(x: float, floor: int, bands: tuple[tuple[float, int], ...]) -> int:
+    """`x` rounded up to the step of the first (limit, step) band it is under, at least `floor` (tuning.py's
+    finetune_setting rounding of the batch size and the token budget)."""
+    step = next(step for limit, step in bands if x < limit)
+    return max(floor, step * math.ceil(x / step))
+
+
 def trtllm_bench_limits(isl: int, osl: int, tp: int = 8, layers: int = 61, kv_heads: int = 128, head: int = 56,
                         params: float = R1_PARAMS, fp8: bool = True) -> tuple[int, int]:  # fmt: skip
     """trtllm-bench's (max_batch_size, max_num_tokens) per rank for an FP8-block checkpoint with FP8 KV (1 byte per
@@ -310,18 +317,8 @@ def trtllm_bench_limits(isl: int, osl: int, tp: int = 8, layers: int = 61, kv_he
     cache_gib = (H200_NVML_GIB * tp - params * bytes_per_elem / gib) * TRTLLM_BENCH_KV_FRACTION
     raw_bs = min(cache_gib / (per_token_gib * (isl + osl)), 4096)
     raw_tokens = min(raw_bs * (1 + isl / osl), 32768)
-    if raw_bs < 256:
-        bs = max(64, 32 * math.ceil(raw_bs / 32))
-    elif raw_bs < 1024:
-        bs = 128 * math.ceil(raw_bs / 128)
-    else:
-        bs = 256 * math.ceil(raw_bs / 256)
-    if raw_tokens < 4096:
-        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
-    elif raw_tokens < 8192:
-        tokens = 512 * math.ceil(raw_tokens / 512)
-    else:
-        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    bs = _band_round(raw_bs, 64, ((256, 32), (1024, 128), (math.inf, 256)))
+    tokens = _band_round(raw_tokens, 2048, ((4096, 256), (8192, 512), (math.inf, 1024)))
     return bs, max(tokens, isl + bs)  # no chunked prefill: the budget holds the longest prompt and a full batch
 
 

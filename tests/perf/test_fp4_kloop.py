@@ -13,11 +13,11 @@ import dataclasses
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.perf import opcore, rates, tiles
 from autotune.perf.oplist import linear_ops
 from autotune.perf.ops import cost_ops
 from autotune.specs import PhasePlan
+from tests.perf.boxes import b200_box
 
 H200 = load_preset("h200-x8")
 RTX = load_preset("rtx-pro-6000-x8")
@@ -25,18 +25,7 @@ LLAMA70 = load_model("llama-3.1-70b")
 TILE_STEP_BYTES = sum(tiles.CUTE_DSL_FP4_MIN_TILE) * tiles.NVFP4_OPERAND_BYTES  # 108 B per unit of k
 
 
-def _b200_box():
-    """The h200-x8 box with B200 datasheet GPUs (as tests/bench/op_check.py builds it)."""
-    spec = DEVICES_BY_KEY["b200"]
-    gpus = tuple(
-        dataclasses.replace(a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
-                            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features)
-        for a in H200.accelerators
-    )  # fmt: skip
-    return dataclasses.replace(H200, name="b200 (test)", accelerators=gpus, measured=None, corrections={})
-
-
-B200 = _b200_box()
+B200 = b200_box()
 
 
 def _ctx(hw=B200, fmt: str = "nvfp4", engine: str = "vllm"):

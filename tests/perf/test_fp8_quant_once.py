@@ -11,25 +11,14 @@ import dataclasses
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.perf import opcore
 from autotune.perf.oplist import linear_ops
 from autotune.perf.ops import cost_ops
 from autotune.specs import PhasePlan
+from tests.perf.boxes import b200_box
 
 H200 = load_preset("h200-x8")
 LLAMA70 = load_model("llama-3.1-70b")
-
-
-def _b200_box():
-    """The h200-x8 box with B200 datasheet GPUs (as tests/bench/op_check.py builds it)."""
-    spec = DEVICES_BY_KEY["b200"]
-    gpus = tuple(
-        dataclasses.replace(a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
-                            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features)
-        for a in H200.accelerators
-    )  # fmt: skip
-    return dataclasses.replace(H200, name="b200 (test)", accelerators=gpus, measured=None, corrections={})
 
 
 def _tflops(hw, m: int, n: int, k: int, kinds=("gemm", "quant")) -> float:
@@ -48,6 +37,6 @@ def _tflops(hw, m: int, n: int, k: int, kinds=("gemm", "quant")) -> float:
     ],
 )
 def test_fp8_linear_with_its_quant_op_near_the_public_with_quant_rate(box, m, with_quant, noquant, tolerance):
-    hw = H200 if box == "h200" else _b200_box()
+    hw = H200 if box == "h200" else b200_box()
     assert _tflops(hw, m, 6144, 4096) >= (1 - tolerance) * with_quant
     assert _tflops(hw, m, 6144, 4096, kinds=("gemm",)) <= 1.05 * noquant  # the GEMM alone: not above noquant

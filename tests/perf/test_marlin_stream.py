@@ -11,11 +11,11 @@ import dataclasses
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.perf import halves, opcore, rates
 from autotune.perf.oplist import ffn_ops
 from autotune.perf.ops import cost_ops
 from autotune.specs import FfnSpec, Kernels, PhasePlan
+from tests.perf.boxes import b200_box
 
 H200 = load_preset("h200-x8")
 RTX = load_preset("rtx-pro-6000-x8")
@@ -23,18 +23,7 @@ DSV3 = dataclasses.replace(load_model("deepseek-v3"), expert_dtype="int4", exper
 FFN = FfnSpec("moe", 0, 256, 8, 3 * 7168 * 2048)  # DeepSeek-V3's routed experts, no shared expert
 
 
-def _b200_box():
-    """The h200-x8 box with B200 datasheet GPUs (as tests/bench/op_check.py builds it)."""
-    spec = DEVICES_BY_KEY["b200"]
-    gpus = tuple(
-        dataclasses.replace(a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
-                            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features)
-        for a in H200.accelerators
-    )  # fmt: skip
-    return dataclasses.replace(H200, name="b200 (test)", accelerators=gpus, measured=None, corrections={})
-
-
-B200 = _b200_box()
+B200 = b200_box()
 
 
 def _ctx(hw=B200, moe: str = "marlin"):

@@ -1,0 +1,17 @@
+"""Boxes the perf tests share that no preset describes."""
+
+import dataclasses
+
+from autotune.catalog import load_preset
+from autotune.catalog.devices import DEVICES_BY_KEY
+
+
+def b200_box():
+    """The h200-x8 box with B200 datasheet GPUs (as tests/bench/op_check.py builds it)."""
+    h200, spec = load_preset("h200-x8"), DEVICES_BY_KEY["b200"]
+    gpus = tuple(
+        dataclasses.replace(a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
+                            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features)
+        for a in h200.accelerators
+    )  # fmt: skip
+    return dataclasses.replace(h200, name="b200 (test)", accelerators=gpus, measured=None, corrections={})
