@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from autotune.capability.engine_profile import AllReducePath  # noqa: E402
 from autotune.capability.profiles import profile  # noqa: E402
+from autotune.capability.profiles.vllm_0_34_0 import SYMM_MEM_TWO_SHOT_SYNCS  # noqa: E402
 from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
@@ -401,6 +402,15 @@ VLLM_AR_TABLES = (
     ("custom-allreduce-h100-tp4-vllm24532", 4, (10, 14, 19, 23, 30, 38), (17, 18, 25, 26, 35, 42),
      (15, 18, 21, 23, 28)),  # the multimem column of the 4 MB row is cut off in the stored text
 )  # fmt: skip
+# The same benchmark's symm_mem_two_shot column (torch two_shot_all_reduce_ behind vLLM's copies in and out, forced at
+# every world size): (entry, box, ranks, us at 0.5 / 1 / 1.5 / ... MiB). H100 rows as above; vllm-project/vllm#42324
+# "SM 10.0 / B200, World Size = 2" (only its first three rows are in the stored text).
+VLLM_SYMM_TWO_SHOT = (
+    ("custom-allreduce-h100-tp6-vllm24111", "h200", 6, (17, 21, 24, 29, 35, 41)),
+    ("custom-allreduce-h100-tp6-vllm24111", "h200", 4, (18, 19, 19, 23, 25, 29)),
+    ("custom-allreduce-h100-tp4-vllm24532", "h200", 4, (16, 19, 19, 23, 25)),  # 4 MB cut off in the stored text
+    ("symm-mem-allreduce-vllm42324", "b200", 2, (17, 20, 21)),
+)  # fmt: skip
 
 
 # sgl-project/sglang#2904 (H100 SXM, no CUDA graph), its kernel column at 512 / 32768 / 262144 / 524288 / 1048576:
@@ -427,10 +437,11 @@ def sglang2904_us(hw, group, nbytes: float) -> Callable[[], float]:
     return lambda: comm.path_s(hw(), group, path, nbytes) * 1e6
 
 
-def vllm_path_us(hw, group, nbytes, name: str, stages: int = 0) -> Callable[[], float]:
+def vllm_path_us(hw, group, nbytes, name: str, stages: int = 0, syncs: int = 0) -> Callable[[], float]:
     """One path of vLLM's all-reduce dispatch benchmarked alone (benchmark_device_communicators.py): the vLLM
     profile's `name` path on the box at any size, its custom kernel forced one- or two-stage by `stages`
-    (ca_1stage / ca_2stage; 0: the path's own split), whatever vLLM's dispatch would run at that size."""
+    (ca_1stage / ca_2stage; 0: the path's own split), its two-shot fixed times `syncs` where given (a kernel forced
+    at a world size vLLM's dispatch gives another), whatever vLLM's dispatch would run at that size."""
 
     def run() -> float:
         h = hw()
@@ -438,6 +449,8 @@ def vllm_path_us(hw, group, nbytes, name: str, stages: int = 0) -> Callable[[], 
         path = dataclasses.replace(next(p for p in paths if p.name == name), max_bytes=math.inf)
         if stages:
             path = dataclasses.replace(path, one_shot_max_bytes=math.inf if stages == 1 else 0.0)
+        if syncs:
+            path = dataclasses.replace(path, two_shot_syncs=syncs)
         return comm.path_s(h, group, path, nbytes) * 1e6
 
     return run
@@ -857,6 +870,11 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, multimem, strict=False):
             row = vllm_path_us(h200, group, size, "symm_mem")
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {label} symm-mem multimem", "us", float(t), row))
+    for entry, gpu, n, times in VLLM_SYMM_TWO_SHOT:  # the same path forced two-shot (torch's two-shot kernel)
+        hw, group = (h200 if gpu == "h200" else b200_box), tuple(range(n))
+        for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
+            row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
+            out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
     return out
 
 
@@ -872,10 +890,15 @@ APART = (
     "kernel-fa3-vllm-paged-prefill-hopper: the source of tiles.FA3_PAGED_CTA_FIXED_US and "
     "rates.FA3_PAGED_KV_PREFILL_SPEED themselves (a line through its per-wave times), so the rows match by "
     "construction; shown, not counted (the independent check is op_check's h100_sxm / h200_sxm attn_prefill groups). "
-    "vllm24111 / vllm24532 symm_mem_multimem columns: vLLM's torch symmetric-memory path is priced as a prior (the "
-    "P2P kernels' one fixed time, two-shot wire, and its copies into and out of the symmetric buffer: "
-    "capability/profiles/vllm_0_34_0.py allreduce_paths, perf/comm_rates.py DEVICE_COPY_MIN_US), not fitted to these "
-    "figures; shown to measure it: within 15% at 6 ranks, 14-36% under at 4 ranks."
+    "vllm24111 / vllm24532 symm_mem_multimem columns: vLLM's torch symmetric-memory path at its multimem world sizes "
+    "is priced as a prior (the P2P kernels' one fixed time, two-shot wire, and its copies into and out of the "
+    "symmetric buffer: capability/profiles/vllm_0_34_0.py symm_mem_syncs, perf/comm_rates.py DEVICE_COPY_MIN_US), not "
+    "fitted to these figures; shown to measure it: within 15% at 6 ranks, 14-36% under at 4 ranks. "
+    "vllm24111 / vllm24532 / vllm42324 symm_mem_two_shot columns: the same path forced to torch's two-shot kernel, "
+    "two fixed times (its entry and exit barriers, vllm_0_34_0.py SYMM_MEM_TWO_SHOT_SYNCS); shown, not counted: "
+    "counted, they pull the P2P kernels' fitted fixed time (ENGINE_AR_BASE_US) up and the other all-reduce sources' "
+    "leave-one-out errors with it (LOSO 8.8% -> 9.1%), so they are not the same fixed time: the two-shot kernel's "
+    "extra cost is not modelled past its second barrier (B200 at 2 ranks stays 16-23% under)."
 )
 
 NOT_EXPRESSIBLE = [
@@ -915,8 +938,14 @@ NOT_EXPRESSIBLE = [
     ("kernel-min-time-add-rmsnorm-vllm36899", "vLLM's custom-op column (6.7-6.9 us): the op is off by default"),
     (
         "custom-allreduce-h100-tp6-vllm24111 / custom-allreduce-h100-tp4-vllm24532",
-        "pynccl, pynccl-symm and symm_mem_two_shot columns: NCCL on NVLink has no row yet, and vLLM runs "
-        "multimem at 4 / 6 ranks on sm_90 (ca_1stage / ca_2stage counted; symm_mem_multimem shown apart)",
+        "pynccl and pynccl-symm columns: NCCL on NVLink has no row yet (ca_1stage / ca_2stage counted; "
+        "symm_mem_multimem and symm_mem_two_shot shown apart)",
+    ),
+    (
+        "symm-mem-allreduce-vllm42324",
+        "pynccl column: NCCL on NVLink has no row yet; symm_mem_multimem at 2 ranks: vLLM runs two-shot there "
+        "(symm_mem_two_shot shown apart); the SM 9.0 table before the B200 ones: its GPU and world-size heading is "
+        "not in the stored text",
     ),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
 ]

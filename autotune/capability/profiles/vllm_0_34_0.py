@@ -98,6 +98,25 @@ SYMM_MEM_MAX_BYTES = {
     "sm_100": {2: 8 * MIB, 4: 32 * MIB, 6: 128 * MIB, 8: 128 * MIB},
     "sm_103": {2: 4 * MIB, 4: 32 * MIB, 6: 32 * MIB, 8: 64 * MIB},
 }
+# World sizes where the symmetric-memory path runs torch's multimem_all_reduce_, two_shot_all_reduce_ at the others
+# (vllm/distributed/device_communicators/symm_mem.py:26-31, :143-155).
+SYMM_MEM_MULTIMEM_WORLDS = {"sm_90": (4, 6, 8), "sm_100": (6, 8), "sm_103": (6, 8)}
+# torch's two-shot kernel waits at a cross-rank barrier every block takes on entry and again on exit, after pushing
+# its reduced slice into every peer's buffer (pytorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu
+# two_shot_all_reduce_kernel_inplace: sync_remote_blocks<false, true> before the loop, sync_remote_blocks<true, true>
+# after it): two fixed times, by the rule the custom kernel's two-stage count follows (a barrier all blocks wait on
+# besides the entry one). tests/bench/calibration_check.py shows it against the symm_mem_two_shot columns of
+# vllm#24111 / #24532 (H100, 4 / 6 ranks) and vllm#42324 (B200, 2 ranks).
+SYMM_MEM_TWO_SHOT_SYNCS = 2
+
+
+def symm_mem_syncs(arch: str, world: int) -> int:
+    """Fixed times of the symmetric-memory kernel vLLM runs on `world` ranks: SYMM_MEM_TWO_SHOT_SYNCS for
+    two_shot_all_reduce_; multimem_all_reduce_ keeps the one-fixed-time prior. Its kernel has the same entry and exit
+    barriers (CUDASymmetricMemoryOps.cu multimem_all_reduce_kernel), but its wire is NVSwitch's multicast reduce,
+    which the model prices as the two-shot P2P wire; the pair is a prior, shown apart by the calibration check
+    against vllm#24111 / #24532's symm_mem_multimem columns."""
+    return 1 if world in SYMM_MEM_MULTIMEM_WORLDS.get(arch, ()) else SYMM_MEM_TWO_SHOT_SYNCS
 
 
 def custom_one_stage_max_bytes(world: int, nvlink: bool) -> float:
@@ -126,12 +145,10 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
       end_sync on one block only). The two-stage kernel's grid is fixed (CUSTOM_GRID_BYTES): its passes over a rank's
       1/p part are counted (two_stage_grid_bytes, the model's p2p_allreduce._two_stage_wire_s).
-    - FlashInfer (Lamport one-/two-shot kernels) and symmetric memory (two-shot / multimem, a barrier before and
-      after; the message copied into and out of the symmetric buffer,
-      vllm/distributed/device_communicators/symm_mem.py:134, :155): one fixed time, FlashInfer with the custom
-      kernel's one-/two-shot split, symmetric memory two-shot plus its two copies. A prior: no public standalone
-      FlashInfer figure is used; vllm#24111 / #24532's symm_mem_multimem columns are shown apart by
-      the calibration check (tests/bench/calibration_check, within 15% at 6 ranks, 14-36% under at 4)."""
+    - FlashInfer (Lamport one-/two-shot kernels): one fixed time, with the custom kernel's one-/two-shot split. A
+      prior: no public standalone FlashInfer figure is used.
+    - Symmetric memory: two-shot wire plus the copies of the message into and out of the symmetric buffer
+      (vllm/distributed/device_communicators/symm_mem.py:134, :155) and the fixed times of symm_mem_syncs."""
     nvlink = link == "nvlink"
     if world not in CUSTOM_WORLD_SIZES or (not nvlink and not (world == 2 and link == "p2p")):
         return ()
@@ -146,7 +163,7 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
         AllReducePath("custom", custom_max, one_stage, two_shot_syncs=2, two_stage_grid_bytes=CUSTOM_GRID_BYTES)
     )
     if symm_max:
-        paths.append(AllReducePath("symm_mem", symm_max, 0.0, copies=2))
+        paths.append(AllReducePath("symm_mem", symm_max, 0.0, two_shot_syncs=symm_mem_syncs(arch, world), copies=2))
     return tuple(paths)
 
 
