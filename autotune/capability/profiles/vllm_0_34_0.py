@@ -105,8 +105,8 @@ SYMM_MEM_MULTIMEM_WORLDS = {"sm_90": (4, 6, 8), "sm_100": (6, 8), "sm_103": (6, 
 # its reduced slice into every peer's buffer (pytorch torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu
 # two_shot_all_reduce_kernel_inplace: sync_remote_blocks<false, true> before the loop, sync_remote_blocks<true, true>
 # after it): two fixed times, by the rule the custom kernel's two-stage count follows (a barrier all blocks wait on
-# besides the entry one). tests/bench/calibration_check.py shows it against the symm_mem_two_shot columns of
-# vllm#24111 / #24532 (H100, 4 / 6 ranks) and vllm#42324 (B200, 2 ranks).
+# besides the entry one). The calibration check (tests/bench/calibration_check) shows it against the
+# symm_mem_two_shot columns of vllm#24111 / #24532 (H100, 4 / 6 ranks) and vllm#42324 (B200, 2 ranks).
 SYMM_MEM_TWO_SHOT_SYNCS = 2
 
 
