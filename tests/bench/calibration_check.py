@@ -895,10 +895,10 @@ APART = (
     "symmetric buffer: capability/profiles/vllm_0_34_0.py symm_mem_syncs, perf/comm_rates.py DEVICE_COPY_MIN_US), not "
     "fitted to these figures; shown to measure it: within 15% at 6 ranks, 14-36% under at 4 ranks. "
     "vllm24111 / vllm24532 / vllm42324 symm_mem_two_shot columns: the same path forced to torch's two-shot kernel, "
-    "two fixed times (its entry and exit barriers, vllm_0_34_0.py SYMM_MEM_TWO_SHOT_SYNCS); shown, not counted: "
-    "counted, they pull the P2P kernels' fitted fixed time (ENGINE_AR_BASE_US) up and the other all-reduce sources' "
-    "leave-one-out errors with it (LOSO 8.8% -> 9.1%), so they are not the same fixed time: the two-shot kernel's "
-    "extra cost is not modelled past its second barrier (B200 at 2 ranks stays 16-23% under)."
+    "priced as the same prior with two fixed times (its entry and exit barriers, vllm_0_34_0.py "
+    "SYMM_MEM_TWO_SHOT_SYNCS), not fitted to these figures; shown to measure it (H100 0.82-1.14, B200 at 2 ranks "
+    "16-23% under). Counted, they would set the P2P kernels' fitted fixed time (ENGINE_AR_BASE_US) too, which the "
+    "prior does not share with them: LOSO would read 9.1% and in-sample 6.2% (stop 28, symm21)."
 )
 
 NOT_EXPRESSIBLE = [
