@@ -205,7 +205,7 @@ class Context:
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
-    mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.MLA_DECODE_Q_TILE; 0: none)
+    mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
 
 
 class AttentionShape(NamedTuple):
@@ -276,7 +276,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
-        mla_decode_q_tile=tiles.MLA_DECODE_Q_TILE.get((attention_kernel, hw.gpu.arch), 0),
+        mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
     )
 
 

@@ -175,7 +175,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         entries, scored = attended_entries(att, x.decode_ctx), indexer_scored(att, x.decode_ctx)
         flops = 2 * heads_per_rank * shape.score_dim_decode * entries * queries
         if c.mla_decode_q_tile and att.latent_shared and att.compress_ratio == 1 and not att.index_heads:
-            rows = heads_per_rank * x.decode_width  # one tile's rows per sequence, padded (tiles.MLA_DECODE_Q_TILE)
+            rows = heads_per_rank * x.decode_width  # one tile's rows per sequence, padded (tiles.mla_decode_q_tile)
             flops *= tiles.padded_rows(rows, c.mla_decode_q_tile) / rows
         flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
         per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes

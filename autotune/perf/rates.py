@@ -254,9 +254,10 @@ def _arch(hw: HardwareProfile) -> str:
     return arch if arch in LARGE_GEMM_FRACTION else "other"
 
 
-def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
+def _large_gemm(hw: HardwareProfile, dtype: str, r: float) -> tuple[float, str]:
     """Achieved large-shape (m > 1024) GEMM TFLOPS for `dtype` and where it comes from. A probed figure is
-    the large-shape rate itself; a dtype without one scales the probed (or prior) bf16 rate by the public ratio."""
+    the large-shape rate itself; a dtype without one scales the probed (or prior) bf16 rate by the public ratio.
+    `r`: the part's tensor rate per SM over its arch's reference part's (fractions.tensor_rate_ratio)."""
     measured = hw.measured.gemm_tflops if hw.measured else {}
     arch = _arch(hw)
     peaks = hw.gpu.peak_tflops
@@ -266,7 +267,7 @@ def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
     if measured.get("bf16"):
         base, base_prov = measured["bf16"], "probe"
     else:
-        base = peaks.get("bf16", 0.0) * per_sm_fraction(fraction, tensor_rate_ratio(hw))
+        base = peaks.get("bf16", 0.0) * per_sm_fraction(fraction, r)
         base_prov = LARGE_GEMM_PROVENANCE.get(arch, "datasheet-prior")
     if dtype == "bf16":
         return base, base_prov
@@ -274,7 +275,6 @@ def _large_gemm(hw: HardwareProfile, dtype: str) -> tuple[float, str]:
     prov = FP8_VS_BF16_PROVENANCE.get(arch, "datasheet-prior") if dtype == "fp8" else "datasheet-prior"
     # never above the datasheet: a chip whose fp8 peak is not 2x bf16 (or lacks it) caps the scaled figure
     cap = peaks.get(dtype, 0.0) * 0.95 or base
-    r = tensor_rate_ratio(hw)
     if not measured.get("bf16") and r != 1.0 and peaks.get(dtype) and peaks.get("bf16"):
         # the narrow dtype's own fraction of its peak on the reference part, moved to this part's tensor rate
         narrow_fraction = fraction * ratio * peaks["bf16"] / peaks[dtype]
@@ -342,6 +342,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     achieved TFLOPS of its points, the op class's probed bandwidth ceiling, the probed kernel floor; other
     buckets scale the probed (or prior) large-shape rate by the priors above."""
     arch = _arch(hw)
+    tensor_ratio = tensor_rate_ratio(hw)  # the compute fractions below, moved to this part (perf/fractions.py)
     probed_bw = hw.measured.mem_bw_gbs if hw.measured and hw.measured.mem_bw_gbs else 0.0
     # a probed stream bandwidth is what weight streaming reaches; kernels reading KV reach it too (the same
     # streaming pattern), so attention scales from it by its prior ratio to the streaming fraction
@@ -352,7 +353,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     for dtype in GEMM_DTYPES:
         if dtype != "bf16" and not hw.gpu.peak_tflops.get(dtype):
             continue
-        large, prov = _large_gemm(hw, dtype)
+        large, prov = _large_gemm(hw, dtype, tensor_ratio)
         floor_us = _probed_floor_us(hw, "gemm", dtype)
         floor_key = (arch, dtype)
         prior_min = GEMM_MIN_US_BY_ARCH_DTYPE.get(floor_key, MIN_US["gemm"])
@@ -387,9 +388,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
     decode, prefill = probed.get(("attention", "bf16", "decode")), probed.get(("attention", "bf16", "prefill"))
     decode_bw = decode[1] if decode else att_bw
-    prefill_tflops = (
-        prefill[0] if prefill else bf16_peak * per_sm_fraction(ATTENTION_PREFILL_FRACTION, tensor_rate_ratio(hw))
-    )
+    prefill_tflops = prefill[0] if prefill else bf16_peak * per_sm_fraction(ATTENTION_PREFILL_FRACTION, tensor_ratio)
     entries[("attention", "bf16", "decode")] = Rate(
         prefill_tflops, decode_bw, MIN_US["attention"], "probe" if decode else att_prov
     )
@@ -409,7 +408,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     entries[("norm", "bf16", "fused_add")] = Rate(
         0.0, stream, FUSED_ADD_NORM_MIN_US, f"{stream_prov}; min {FUSED_ADD_NORM_PROVENANCE}"
     )
-    return RatesTable(arch, entries, tensor_rate_ratio=tensor_rate_ratio(hw))
+    return RatesTable(arch, entries, tensor_rate_ratio=tensor_ratio)
 
 
 def is_prior(provenance: str) -> bool:

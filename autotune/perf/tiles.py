@@ -113,9 +113,15 @@ PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
 # 1.17 ms. Triton MLA (the engines' sm_120 default): blocks of 16 heads (vllm
 # v1/attention/ops/triton_decode_attention.py:329-331, VALID_BLOCK_H). Other (kernel, arch): no padding modelled
 # (vLLM's sm_100 FLASHINFER_MLA: its trtllm-gen tile is not in the Python source).
-MLA_DECODE_Q_TILE = {("auto", "sm_90"): 64, ("flashinfer", "sm_90"): 64, ("triton", "sm_90"): 16,
-                     ("triton", "sm_120"): 16, ("triton", "sm_100"): 16, ("triton", "sm_89"): 16,
-                     ("triton", "sm_80"): 16}  # fmt: skip
+MLA_DECODE_Q_TILE = {("auto", "sm_90"): 64, ("flashinfer", "sm_90"): 64}
+TRITON_MLA_HEAD_BLOCK = 16
+
+
+def mla_decode_q_tile(kernel: str, arch: str) -> int:
+    """Query rows per tile of the latent-MLA decode kernel `kernel` runs on `arch` (0: no padding modelled)."""
+    if kernel == "triton" and arch.startswith("sm_"):
+        return TRITON_MLA_HEAD_BLOCK
+    return MLA_DECODE_Q_TILE.get((kernel, arch), 0)
 
 
 def padded_rows(rows: float, tile: int) -> float:

@@ -41,11 +41,8 @@ def test_h20_fp8_gemm_fraction_rises_and_stays_under_its_peak():
 @pytest.mark.parametrize("preset", ["h200-x8", "l40s-x8", "rtx-pro-6000-x8"])
 def test_reference_parts_keep_their_fractions(preset):
     hw = load_preset(preset)
-    assert rates.tensor_rate_ratio(hw) == pytest.approx(1.0, abs=0.02)
-    arch = hw.gpu.arch
-    expected = rates.LARGE_GEMM_FRACTION[arch] if rates.tensor_rate_ratio(hw) == 1.0 else None
-    if expected is not None:
-        assert _fraction(hw, "gemm", "m>1024") == expected
+    assert rates.tensor_rate_ratio(hw) == 1.0
+    assert _fraction(hw, "gemm", "m>1024") == rates.LARGE_GEMM_FRACTION[hw.gpu.arch]
 
 
 def test_per_sm_fraction_is_the_identity_at_the_reference_and_monotone():
