@@ -44,7 +44,9 @@ class AllReducePath:
     a message of at most `max_bytes`; it runs one-shot (every rank reads every peer's whole buffer) up to
     `one_shot_max_bytes`, else two-shot (reduce-scatter + all-gather); each synchronised round costs the P2P kernels'
     fixed time once (comm_rates.engine_ar_latency_us): `one_shot_syncs` / `two_shot_syncs` rounds. `copies`: device
-    copies of the whole message around the kernel (into and out of a registered buffer), each one more kernel.
+    copies of the whole message around the kernel (into and out of a registered buffer), each one more kernel;
+    `in_kernel_copies`: copies of the whole message the kernel itself makes before its first barrier (memory time, no
+    launch: TensorRT-LLM's kernels with COPY_INPUT, copying the input into the shared buffer outside CUDA graphs).
     `two_stage_grid_bytes`: the two-shot is a reduce-scatter round, a grid-wide barrier, then an all-gather round
     reading the peers' reduced parts (vLLM's cross_device_reduce_2stage), whose fixed grid covers this many bytes of a
     rank's 1/p part per pass (blocks x threads x bytes per thread); each pass takes at least
@@ -57,6 +59,7 @@ class AllReducePath:
     one_shot_syncs: int = 1
     copies: int = 0
     two_stage_grid_bytes: int = 0
+    in_kernel_copies: int = 0
 
 
 # (arch, world size, transport of the group: nvlink / p2p / shm, comm.transport) -> the engine's P2P all-reduce

@@ -133,11 +133,13 @@ def _two_stage_wire_s(nbytes: float, wave_bytes: float, unit_wire_s: float) -> f
 
 
 def _copy_terms(hw: HardwareProfile, path: AllReducePath) -> tuple[float, float]:
-    """(fixed seconds, seconds per message byte) of a path's device copies of the message: each a kernel of
-    comm_rates.DEVICE_COPY_MIN_US reading and writing the message at the GPU's memory bandwidth."""
-    if not path.copies:
+    """(fixed seconds, seconds per message byte) of a path's device copies of the message, each reading and writing
+    the message at the GPU's memory bandwidth: `copies` each a kernel of comm_rates.DEVICE_COPY_MIN_US,
+    `in_kernel_copies` inside the all-reduce kernel (no launch of their own)."""
+    if not path.copies and not path.in_kernel_copies:
         return 0.0, 0.0
-    return path.copies * cr.DEVICE_COPY_MIN_US * 1e-6, path.copies * 2.0 / (hw.gpu.mem_bw_gbs * GB)
+    copies = path.copies + path.in_kernel_copies
+    return path.copies * cr.DEVICE_COPY_MIN_US * 1e-6, copies * 2.0 / (hw.gpu.mem_bw_gbs * GB)
 
 
 def custom_latency_s(topo: Topology, group: tuple[int, ...]) -> float:

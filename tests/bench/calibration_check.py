@@ -429,11 +429,13 @@ def sglang2904_us(hw, group, nbytes: float) -> Callable[[], float]:
     sgl-project/sglang 06d5300; replaced by vLLM's kernel in sglang#5079, by the JIT v2 kernel SGLang 0.5.23 runs in
     sglang#19880). One-shot below SelectImplementation's limits (trt_reduce_internal.cuh: always at 2 ranks, below
     1,000,000 bytes at <= 4 ranks, below 500,000 bytes above), else two-shot, whose blocks wait at two block_barrier
-    rounds (before the reduce-scatter and before the all-gather): two fixed times, one for one-shot. Its copy of the
-    input into the IPC buffer runs inside the kernel (COPY_INPUT) and is not priced."""
+    rounds (before the reduce-scatter and before the all-gather): two fixed times, one for one-shot. Timed outside
+    CUDA graphs, the kernel runs with COPY_INPUT (invokeOneOrTwoShotAllReduceKernel: `is_capturing` false), whose
+    blocks first copy the whole message from the input into the shared IPC buffer and only then enter the first
+    barrier (oneShotAllReduceKernel / twoShotAllReduceKernel): one in-kernel copy, at memory bandwidth."""
     n = len(group)
     one_shot_max = math.inf if n <= 2 else (1e6 if n <= 4 else 5e5) - 1
-    path = AllReducePath("custom", math.inf, one_shot_max, two_shot_syncs=2)
+    path = AllReducePath("custom", math.inf, one_shot_max, two_shot_syncs=2, in_kernel_copies=1)
     return lambda: comm.path_s(hw(), group, path, nbytes) * 1e6
 
 
