@@ -806,7 +806,7 @@ def hw_tflops(hw, op_class: str, bucket: str, dtype: str = "bf16") -> float:
 def kernel_source_rows() -> list[Row]:
     """Second public sources for the kernel-level fitted constants (src22b): the large-GEMM fraction
     (LARGE_GEMM_FRACTION[sm_89] on the L40S and RTX 4090, and the other archs' priors), the MLA decode kernel's
-    memory fraction (ATTENTION_DECODE_FRACTION) on an H100."""
+    memory fraction (ATTENTION_DECODE_FRACTION) on an H100, the decode norms' minimum times on an RTX 5090."""
     mm = "kernel-torch-mm-bf16-crowd"
     out = []
     for preset, figures in TORCH_MM_BF16_TFLOPS.items():
@@ -824,6 +824,12 @@ def kernel_source_rows() -> list[Row]:
             efficiency_rate("attention_memory", h100_sxm_gbs),
         )
     )
+    # vllm-project/vllm#55329 (RTX 5090, bf16, hidden 5120, one token): the Inductor-compiled native norms vLLM runs
+    # by default (one kernel each, the PR's profile); a one-token norm takes its minimum time (rates.MIN_US)
+    norm = "kernel-min-time-rmsnorm-rtx5090-vllm55329"
+    out.append(Row(norm, "RMSNorm 1 token h 5120, compiled (vLLM)", "us", 1.54, lambda: read_constant("MIN_US[norm]")))
+    fused = lambda: read_constant("FUSED_ADD_NORM_MIN_US")  # noqa: E731
+    out.append(Row(norm, "add+RMSNorm 1 token h 5120, compiled (vLLM)", "us", 1.92, fused))
     return out
 
 
@@ -1014,6 +1020,11 @@ NOT_EXPRESSIBLE = [
         "kernel-flashmla-h100-decode-achatbot",
         "varlen rows (2,477-2,649 GB/s): random lengths around the mean add load imbalance the model does not price; "
         "the compute-bound h_q=128 cases are not in the stored text",
+    ),
+    (
+        "kernel-min-time-rmsnorm-rtx5090-vllm55329",
+        "64- and 2048-token rows: their bytes at the part's bandwidth add to the minimum, and there is no RTX 5090 "
+        "preset; FlashInfer columns: its Gemma kernels (1 + weight), not the plain ones SGLang runs",
     ),
 ]
 
