@@ -769,7 +769,70 @@ def rows() -> list[Row]:
             "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
         ),
     ]
+    out += kernel_source_rows()  # src22b
     return out + concurrency_rows()
+
+
+# --- src22b: second public sources for the kernel-level fitted constants -----------------------------------------
+# zzc0721/torch-performance-test-data database.md: torch.mm of two square bf16 matrices, 1,024-10,240, the best size
+# (test.py: 30 calls between two synchronisations, wall clock). Per preset: the contributors' bf16 figures (several
+# RTX 4090 24 GB rows: their median). Its other parts have no preset (NOT_EXPRESSIBLE).
+TORCH_MM_BF16_TFLOPS = {
+    "l40s-x8": (269.15,),
+    "rtx-4090-x8": (170.06, 173.31, 162.39, 163.09),
+    "h200-x8": (790.29,),
+    "h20-x8": (141.86,),
+    "rtx-pro-6000-x8": (409.42,),
+    "b200": (1696.03,),
+}
+# ai-bot-pro/achatbot#123 (the same run as deepseek-ai/FlashMLA#19): FlashMLA's tests/test_flash_mla.py on a Modal
+# H100, b=128, mean_sk 4096, fixed lengths (varlen off): the memory-bound cases (h_q 16 / 32 / 64, s_q 1-2), GB/s
+FLASHMLA_H100_MEMORY_GBS = (2826.0, 2812.0, 2813.0, 2788.0, 2789.0)
+
+
+@cache
+def b200_compute_box():
+    """b200_box with the B200's own datasheet rates (peak TFLOPS, memory bandwidth) on its GPUs, for a rate row."""
+    spec, hw = DEVICES_BY_KEY["b200"], b200_box()
+    gpus = tuple(
+        dataclasses.replace(a, peak_tflops=dict(spec.peak_tflops), mem_bw_gbs=spec.mem_bw_gbs) for a in hw.accelerators
+    )
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def hw_tflops(hw, op_class: str, bucket: str, dtype: str = "bf16") -> float:
+    """The compute rate the model's rates table gives a box's GPU for one op class and bucket."""
+    return rates.rates_table(hw).get(op_class, dtype, bucket).tflops
+
+
+def kernel_source_rows() -> list[Row]:
+    """Second public sources for the kernel-level fitted constants (src22b): the large-GEMM fraction
+    (LARGE_GEMM_FRACTION[sm_89] on the L40S and RTX 4090, and the other archs' priors), the MLA decode kernel's
+    memory fraction (ATTENTION_DECODE_FRACTION) on an H100, the decode norms' minimum times on an RTX 5090."""
+    mm = "kernel-torch-mm-bf16-crowd"
+    out = []
+    for preset, figures in TORCH_MM_BF16_TFLOPS.items():
+        hw = b200_compute_box if preset == "b200" else (lambda p=preset: box(p))
+        label = f"{preset.removesuffix('-x8')} torch.mm bf16 square, best of 1k-10k"
+        rate = lambda hw=hw: hw_tflops(hw(), "gemm", "m>1024")  # noqa: E731
+        out.append(Row(mm, label, "TFLOPS", statistics.median(figures), rate))
+    h100_sxm_gbs = 3350.0  # H100 SXM5 HBM3 (datasheet); 2.8 TB/s measured rules out the PCIe card's 2.0 TB/s
+    out.append(
+        Row(
+            "kernel-flashmla-h100-decode-achatbot",
+            "H100 MLA decode, memory bound (FlashMLA, b=128, 4k)",
+            "GB/s",
+            statistics.median(FLASHMLA_H100_MEMORY_GBS),
+            efficiency_rate("attention_memory", h100_sxm_gbs),
+        )
+    )
+    # vllm-project/vllm#55329 (RTX 5090, bf16, hidden 5120, one token): the Inductor-compiled native norms vLLM runs
+    # by default (one kernel each, the PR's profile); a one-token norm takes its minimum time (rates.MIN_US)
+    norm = "kernel-min-time-rmsnorm-rtx5090-vllm55329"
+    out.append(Row(norm, "RMSNorm 1 token h 5120, compiled (vLLM)", "us", 1.54, lambda: read_constant("MIN_US[norm]")))
+    fused = lambda: read_constant("FUSED_ADD_NORM_MIN_US")  # noqa: E731
+    out.append(Row(norm, "add+RMSNorm 1 token h 5120, compiled (vLLM)", "us", 1.92, fused))
+    return out
 
 
 # --- end-to-end rows at a fixed concurrency (issue 16, e2e16) ---------------------------------------------------
@@ -950,6 +1013,21 @@ NOT_EXPRESSIBLE = [
         "not in the stored text",
     ),
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
+    (
+        "kernel-torch-mm-bf16-crowd",
+        "A100 / RTX 3090 / 4070 / 5090 / 4090D / 48 GB 4090 / laptop / non-NVIDIA rows: no preset of the part; fp16 "
+        "and fp32 columns: the rates table prices bf16 (the fp16 figures are within 3% of the bf16 ones)",
+    ),
+    (
+        "kernel-flashmla-h100-decode-achatbot",
+        "varlen rows (2,477-2,649 GB/s): random lengths around the mean add load imbalance the model does not price; "
+        "the compute-bound h_q=128 cases are not in the stored text",
+    ),
+    (
+        "kernel-min-time-rmsnorm-rtx5090-vllm55329",
+        "64- and 2048-token rows: their bytes at the part's bandwidth add to the minimum, and there is no RTX 5090 "
+        "preset; FlashInfer columns: its Gemma kernels (1 + weight), not the plain ones SGLang runs",
+    ),
 ]
 
 
