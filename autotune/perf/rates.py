@@ -390,7 +390,9 @@ def build(hw: HardwareProfile) -> RatesTable:
         if dtype in ("fp8", "int8"):  # one wave of output tiles beyond the first: a fixed latency only (tiles.py)
             entries[("gemm", dtype, "wave")] = Rate(0.0, stream, tiles.GEMM_WAVE_FIXED_US, GEMM_WAVE_PROVENANCE)
     bf16_peak = hw.gpu.peak_tflops.get("bf16", 0.0)
-    att_bw = stream * ATTENTION_DECODE_FRACTION / STREAM_FRACTION if probed_bw else hw.gpu.mem_bw_gbs * 0.85
+    # the decode attention kernel's share of the probed stream rate, or of the datasheet bandwidth (one constant)
+    fraction = ATTENTION_DECODE_FRACTION
+    att_bw = stream * fraction / STREAM_FRACTION if probed_bw else hw.gpu.mem_bw_gbs * fraction
     att_prov = "probe" if probed_bw else (ATTENTION_PROVENANCE if arch == "sm_90" else "datasheet-prior")
     decode, prefill = probed.get(("attention", "bf16", "decode")), probed.get(("attention", "bf16", "prefill"))
     decode_bw = decode[1] if decode else att_bw

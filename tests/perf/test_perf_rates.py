@@ -35,6 +35,20 @@ def test_every_entry_has_a_provenance(hw):
         assert rate.gbs > 0 and rate.min_us > 0
 
 
+def test_decode_attention_bandwidth_follows_its_one_fraction(monkeypatch):
+    """The datasheet-prior decode attention rate is mem_bw x ATTENTION_DECODE_FRACTION, the constant the public
+    FlashMLA rows set (kernel-flashmla-h800-decode, kernel-flashmla-h100-decode-achatbot): no second literal."""
+    hw = load_preset("l20-x8")  # a table no other test here builds first at the shipped fraction
+    rates._TABLES.clear()
+    shipped = rates.rates_table(hw).get("attention", "bf16", "decode").gbs
+    assert shipped == pytest.approx(hw.gpu.mem_bw_gbs * rates.ATTENTION_DECODE_FRACTION)
+    monkeypatch.setattr(rates, "ATTENTION_DECODE_FRACTION", 0.7)
+    rates._TABLES.clear()
+    moved = rates.rates_table(hw).get("attention", "bf16", "decode").gbs
+    rates._TABLES.clear()
+    assert moved == pytest.approx(hw.gpu.mem_bw_gbs * 0.7)
+
+
 def test_table_is_cached_by_fingerprint():
     assert rates.rates_table(H200) is rates.rates_table(load_preset("h200-x8"))
 
