@@ -250,6 +250,21 @@ def b200_box():
     return dataclasses.replace(box("h200-x8"), accelerators=gpus)
 
 
+@cache
+def tinybox():
+    """tinygrad/open-gpu-kernel-modules README's box (the "tinybox green"): 6x RTX 4090 (the rtx-4090-x8 preset's
+    GPUs, PCIe Gen4 x16), peer access on through that repository's patched driver, each GPU on a root port of its
+    own (bus ids 01 42 81 82 c1 c2: no switch between any two) and all in one socket's bus space 00-ff, so every
+    pair is NODE (one socket: an assumption from the bus ids; the README names no CPU)."""
+    hw = box("rtx-4090-x8", 6)
+    n = hw.num_gpus
+    links = tuple(tuple("X" if i == j else "NODE" for j in range(n)) for i in range(n))
+    gpus = tuple(dataclasses.replace(a, numa_node=0) for a in hw.accelerators)
+    host = dataclasses.replace(hw.host, sockets=1, numa_nodes=1)
+    p2p = tuple((True,) * n for _ in range(n))
+    return dataclasses.replace(hw, accelerators=gpus, host=host, links=links, p2p=p2p, pcie_switch_uplink_gbs=0.0)
+
+
 # --- rows -------------------------------------------------------------------------------------------------------
 
 
@@ -374,12 +389,12 @@ def sweep_busbw(hw, group, setting) -> float:
     return statistics.mean(busbw(hw, group, 8 * MIB << k, setting) for k in range(9))
 
 
-def copy_gbs(pairs) -> Callable[[], float]:
-    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional, at the DMA copy
-    efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
+def copy_gbs(pairs, hw: Callable = lambda: box("rtx-pro-6000-x8")) -> Callable[[], float]:
+    """Model's point-to-point copy rate between GPUs 0 and 1 (on the rtx-pro-6000-x8 box: same switch): uni- or
+    bidirectional, at the DMA copy efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
 
     def run() -> float:
-        topo = comm.topology(box("rtx-pro-6000-x8"))
+        topo = comm.topology(hw())
         traffic = {pair: float(GIB) for pair in pairs}
         copy_eff = read_constant("PCIE_COPY_EFFICIENCY")  # cudaMemcpyPeer runs on the copy engines, not NCCL's SMs
         return len(pairs) * GIB / comm.transfer_s(topo, traffic, p2p_eff=copy_eff) / 1e9
@@ -767,7 +782,7 @@ def rows() -> list[Row]:
             "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
         ),
     ]
-    return out + concurrency_rows()
+    return out + concurrency_rows() + pcie_source_rows()
 
 
 # --- end-to-end rows at a fixed concurrency (issue 16, e2e16) ---------------------------------------------------
@@ -813,6 +828,21 @@ def concurrency_rows() -> list[Row]:
     h20 = "lmsys-sglang-r1-h20-prefill-tp8"
     out.append(Row(h20, "DeepSeek-R1 FP8 prefill TP8 8xH20 SGLang 4k prompts", "in tok/s/node", 16500, h20_prefill))
     return out
+
+
+def pcie_source_rows() -> list[Row]:
+    """Second sources for the PCIe collective and copy constants (src22a), each from a box other than the
+    rtx6kpro pages' (see autotune/catalog/calibration.yaml, the src22a block)."""
+    tiny, six = "pcie-tinybox-4090-p2p-readme", tuple(range(6))
+    # the README's all_reduce_perf -g 6 (32 MB, float, out-of-place busbw); run in April 2024, before NCCL 2.23.4
+    # made PXB the default P2P level (comm_rates.NCCL_DEFAULT_P2P_LEVEL): every NODE pair ran P2P (PATH_SYS)
+    legacy = nccl(NCCL_P2P_LEVEL="SYS")
+    ring = lambda: busbw(tinybox(), six, 32 * MIB, legacy)  # noqa: E731
+    return [
+        Row(tiny, "P2P copy 4090 Gen4 cudaMemcpyPeer (simpleP2P)", "GB/s", 24.44, copy_gbs([(0, 1)], tinybox)),
+        Row(tiny, "P2P copy 4090 Gen4 bidirectional", "GB/s", 50.6, copy_gbs([(0, 1), (1, 0)], tinybox)),
+        Row(tiny, "AR 6 GPU 4090 Gen4 busbw 32 MB, P2P", "GB/s", 24.58, ring),
+    ]
 
 
 def h20_prefill() -> float:
