@@ -265,6 +265,19 @@ def tinybox():
     return dataclasses.replace(hw, accelerators=gpus, host=host, links=links, p2p=p2p, pcie_switch_uplink_gbs=0.0)
 
 
+@cache
+def wrx90_cpayne():
+    """voipmonitor/rtx6kpro hardware/wrx90-cpayne-8gpu-root-topology-comparison.md, its Group A: 8 RTX PRO 6000
+    Blackwell (the rtx-pro-6000-x8 preset's GPUs, Gen5 x16) behind two c-payne Gen5 switches of 4 GPUs each, each
+    switch on a Gen5 x16 root port of its own quadrant of one Threadripper Pro 7955WX (one socket): PIX inside a
+    switch, NODE across, the preset's 63 GB/s switch uplink."""
+    hw = box("rtx-pro-6000-x8")
+    n = hw.num_gpus
+    links = tuple(tuple("X" if i == j else "PIX" if i // 4 == j // 4 else "NODE" for j in range(n)) for i in range(n))
+    gpus = tuple(dataclasses.replace(a, numa_node=0) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus, host=dataclasses.replace(hw.host, sockets=1), links=links)
+
+
 # --- rows -------------------------------------------------------------------------------------------------------
 
 
@@ -835,13 +848,20 @@ def pcie_source_rows() -> list[Row]:
     rtx6kpro pages' (see autotune/catalog/calibration.yaml, the src22a block)."""
     tiny, six = "pcie-tinybox-4090-p2p-readme", tuple(range(6))
     # the README's all_reduce_perf -g 6 (32 MB, float, out-of-place busbw); run in April 2024, before NCCL 2.23.4
-    # made PXB the default P2P level (comm_rates.NCCL_DEFAULT_P2P_LEVEL): every NODE pair ran P2P (PATH_SYS)
-    legacy = nccl(NCCL_P2P_LEVEL="SYS")
-    ring = lambda: busbw(tinybox(), six, 32 * MIB, legacy)  # noqa: E731
+    # made PXB the default P2P level (comm_rates.NCCL_DEFAULT_P2P_LEVEL): every NODE pair ran P2P, as PATH_SYS does
+    p2p_sys = nccl(NCCL_P2P_LEVEL="SYS")
+    ring = lambda: busbw(tinybox(), six, 32 * MIB, p2p_sys)  # noqa: E731
+    # the WRX90 page's Group A: NCCL 2.27.5 with NCCL_P2P_LEVEL=SYS (P2P on every pair); its asymptotic busbw, and
+    # single-pair / two-flow cross-switch 256 MB writes (section 1 and 4)
+    wrx, eight = "rtx6kpro-wrx90-cpayne-8gpu", tuple(range(8))
+    wrx_ring = lambda: busbw(wrx90_cpayne(), eight, GIB, p2p_sys)  # noqa: E731
     return [
         Row(tiny, "P2P copy 4090 Gen4 cudaMemcpyPeer (simpleP2P)", "GB/s", 24.44, copy_gbs([(0, 1)], tinybox)),
         Row(tiny, "P2P copy 4090 Gen4 bidirectional", "GB/s", 50.6, copy_gbs([(0, 1), (1, 0)], tinybox)),
         Row(tiny, "AR 6 GPU 4090 Gen4 busbw 32 MB, P2P", "GB/s", 24.58, ring),
+        Row(wrx, "P2P copy Gen5 same switch, one pair", "GB/s", 56.29, copy_gbs([(0, 1)], wrx90_cpayne)),
+        Row(wrx, "P2P copy Gen5 across switches, both ways", "GB/s", 109.26, copy_gbs([(0, 4), (5, 1)], wrx90_cpayne)),
+        Row(wrx, "AR 8 GPU 2 switches busbw 1 GB, P2P_LEVEL=SYS", "GB/s", 46.44, wrx_ring),
     ]
 
 
@@ -905,7 +925,18 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
-    return out
+    return out + pcie_source_apart_rows()
+
+
+def pcie_source_apart_rows() -> list[Row]:
+    """The WRX90 page's latency-bound all-reduce table (Group A), shown apart (APART says why)."""
+    p2p_sys, eight = nccl(NCCL_P2P_LEVEL="SYS"), tuple(range(8))
+    times = ((4, 23.93), (16, 18.66), (64, 18.13), (256, 25.09), (1024, 81.08), (4096, 182.49))
+    return [
+        Row("rtx6kpro-wrx90-cpayne-8gpu", f"AR 8 GPU 2 switches {kib} KB, P2P_LEVEL=SYS", "us", t,
+            us(wrx90_cpayne, eight, kib * KIB, p2p_sys))
+        for kib, t in times
+    ]  # fmt: skip
 
 
 APART = (
@@ -928,7 +959,11 @@ APART = (
     "priced as the same prior with two fixed times (its entry and exit barriers, vllm_0_34_0.py "
     "SYMM_MEM_TWO_SHOT_SYNCS), not fitted to these figures; shown to measure it (H100 0.82-1.14, B200 at 2 ranks "
     "16-23% under). Counted, they would set the P2P kernels' fitted fixed time (ENGINE_AR_BASE_US) too, which the "
-    "prior does not share with them: LOSO would read 9.1% and in-sample 6.2% (stop 28, symm21)."
+    "prior does not share with them: LOSO would read 9.1% and in-sample 6.2% (stop 28, symm21). "
+    "rtx6kpro-wrx90-cpayne-8gpu 4 KB - 4 MB times: timed from Python through torch.distributed with NCCL's algorithm "
+    "and protocol not stated, its own 4 KB time above its 16 KB one and its 64 KB row called anomalous by the page; "
+    "shown, not counted (src22a). They read the model's P2P ring 1.2-1.8x slow from 16 KB to 4 MB: the Simple step "
+    "time (comm_rates.NCCL_PCIE_SIMPLE_STEP_US) is fitted on an SHM ring and priced for P2P rings too."
 )
 
 NOT_EXPRESSIBLE = [
