@@ -847,8 +847,9 @@ def pcie_source_rows() -> list[Row]:
     """Second sources for the PCIe collective and copy constants (src22a), each from a box other than the
     rtx6kpro pages' (see autotune/catalog/calibration.yaml, the src22a block)."""
     tiny, six = "pcie-tinybox-4090-p2p-readme", tuple(range(6))
-    # the README's all_reduce_perf -g 6 (32 MB, float, out-of-place busbw); run in April 2024, before NCCL 2.23.4
-    # made PXB the default P2P level (comm_rates.NCCL_DEFAULT_P2P_LEVEL): every NODE pair ran P2P, as PATH_SYS does
+    # the README's all_reduce_perf -g 6 (32 MB, float, out-of-place busbw), April 2024: NCCL before 2.23.4 kept P2P
+    # on every PCIe path of an AMD host (PATH_SYS; PXB since, comm_rates.NCCL_DEFAULT_P2P_LEVEL), and the bus ids
+    # are an EPYC's four root complexes; 0.78 of the link is beyond the model's SHM path, so P2P_LEVEL=SYS
     p2p_sys = nccl(NCCL_P2P_LEVEL="SYS")
     ring = lambda: busbw(tinybox(), six, 32 * MIB, p2p_sys)  # noqa: E731
     # the WRX90 page's Group A: NCCL 2.27.5 with NCCL_P2P_LEVEL=SYS (P2P on every pair); its asymptotic busbw, and
