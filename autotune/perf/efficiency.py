@@ -63,9 +63,14 @@ MOE_VARIANT_SPEED = {
 LINEAR_VARIANT_SPEED = {"auto": 1.0, "cutlass": 1.0, "triton": 0.85}
 
 # PCIe: usable fraction of raw lane bandwidth for NCCL rings. pcie-rtx6kpro-nccl-allreduce-8gpu:
-# 8x RTX PRO 6000 Gen5 all_reduce busbw 37.6-41.1 GB/s against 63 GB/s raw -> 0.62.
+# 8x RTX PRO 6000 Gen5 all_reduce busbw 37.6-41.1 GB/s against 63 GB/s raw -> 0.62. Checked (not moved) against
+# two more boxes: calibration id rtx6kpro-wrx90-cpayne-8gpu (Gen5, 8 GPUs on 2 switches, one socket: 46.44 / 63 =
+# 0.74) and calibration id pcie-tinybox-4090-p2p-readme (Gen4, 6 GPUs, no switches: 24.58 / 31.5 = 0.78); the
+# rtx6kpro 4-GPU P2P_LEVEL=SYS ring reads 39.3 / 63 = 0.62. Per source 0.62-0.78 (Gen4 highest); nothing found
+# says why rings would differ by generation or box, so the shipped value stays (src22a).
 PCIE_COLLECTIVE_EFFICIENCY = 0.62
-# Point-to-point DMA: hardware.md 5.1, Gen4 24-26 / 31.5, Gen5 50-55 / 63 GB/s -> 0.82.
+# Point-to-point DMA: hardware.md 5.1, Gen4 24-26 / 31.5, Gen5 50-55 / 63 GB/s -> 0.82. Checked (not moved):
+# tinybox Gen4 24.44 one way, 50.6 both ways (0.78 / 0.80); WRX90 Gen5 56.3 one way, 109.3 both ways (0.89 / 0.87).
 PCIE_COPY_EFFICIENCY = 0.82
 # P2P impossible in hardware (GeForce): NCCL goes through host shared memory. tinygrad open-gpu-kernel-modules#44:
 # 4090 P2P-disabled copy 6.3 GB/s against 31.5 raw -> 0.2.

@@ -250,6 +250,34 @@ def b200_box():
     return dataclasses.replace(box("h200-x8"), accelerators=gpus)
 
 
+@cache
+def tinybox():
+    """tinygrad/open-gpu-kernel-modules README's box (the "tinybox green"): 6x RTX 4090 (the rtx-4090-x8 preset's
+    GPUs, PCIe Gen4 x16), peer access on through that repository's patched driver, each GPU on a root port of its
+    own (bus ids 01 42 81 82 c1 c2: no switch between any two) and all in one socket's bus space 00-ff, so every
+    pair is NODE (one socket: an assumption from the bus ids; the README names no CPU)."""
+    hw = box("rtx-4090-x8", 6)
+    n = hw.num_gpus
+    links = tuple(tuple("X" if i == j else "NODE" for j in range(n)) for i in range(n))
+    gpus = tuple(dataclasses.replace(a, numa_node=0) for a in hw.accelerators)
+    host = dataclasses.replace(hw.host, sockets=1, numa_nodes=1)
+    p2p = tuple((True,) * n for _ in range(n))
+    return dataclasses.replace(hw, accelerators=gpus, host=host, links=links, p2p=p2p, pcie_switch_uplink_gbs=0.0)
+
+
+@cache
+def wrx90_cpayne():
+    """voipmonitor/rtx6kpro hardware/wrx90-cpayne-8gpu-root-topology-comparison.md, its Group A: 8 RTX PRO 6000
+    Blackwell (the rtx-pro-6000-x8 preset's GPUs, Gen5 x16) behind two c-payne Gen5 switches of 4 GPUs each, each
+    switch on a Gen5 x16 root port of its own quadrant of one Threadripper Pro 7955WX (one socket): PIX inside a
+    switch, NODE across, the preset's 63 GB/s switch uplink."""
+    hw = box("rtx-pro-6000-x8")
+    n = hw.num_gpus
+    links = tuple(tuple("X" if i == j else "PIX" if i // 4 == j // 4 else "NODE" for j in range(n)) for i in range(n))
+    gpus = tuple(dataclasses.replace(a, numa_node=0) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus, host=dataclasses.replace(hw.host, sockets=1), links=links)
+
+
 # --- rows -------------------------------------------------------------------------------------------------------
 
 
@@ -374,12 +402,12 @@ def sweep_busbw(hw, group, setting) -> float:
     return statistics.mean(busbw(hw, group, 8 * MIB << k, setting) for k in range(9))
 
 
-def copy_gbs(pairs) -> Callable[[], float]:
-    """Model's point-to-point copy rate between GPUs 0 and 1 (same switch): uni- or bidirectional, at the DMA copy
-    efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
+def copy_gbs(pairs, hw: Callable = lambda: box("rtx-pro-6000-x8")) -> Callable[[], float]:
+    """Model's point-to-point copy rate between GPUs 0 and 1 (on the rtx-pro-6000-x8 box: same switch): uni- or
+    bidirectional, at the DMA copy efficiency (p2pBandwidthLatencyTest times cudaMemcpyPeerAsync)."""
 
     def run() -> float:
-        topo = comm.topology(box("rtx-pro-6000-x8"))
+        topo = comm.topology(hw())
         traffic = {pair: float(GIB) for pair in pairs}
         copy_eff = read_constant("PCIE_COPY_EFFICIENCY")  # cudaMemcpyPeer runs on the copy engines, not NCCL's SMs
         return len(pairs) * GIB / comm.transfer_s(topo, traffic, p2p_eff=copy_eff) / 1e9
@@ -770,7 +798,7 @@ def rows() -> list[Row]:
         ),
     ]
     out += kernel_source_rows()  # src22b
-    return out + concurrency_rows()
+    return out + concurrency_rows() + pcie_source_rows()
 
 
 # --- src22b: second public sources for the kernel-level fitted constants -----------------------------------------
@@ -880,6 +908,29 @@ def concurrency_rows() -> list[Row]:
     return out
 
 
+def pcie_source_rows() -> list[Row]:
+    """Second sources for the PCIe collective and copy constants (src22a), each from a box other than the
+    rtx6kpro pages' (see autotune/catalog/calibration.yaml, the src22a block)."""
+    tiny, six = "pcie-tinybox-4090-p2p-readme", tuple(range(6))
+    # the README's all_reduce_perf -g 6 (32 MB, float, out-of-place busbw), April 2024: NCCL before 2.23.4 kept P2P
+    # on every PCIe path of an AMD host (PATH_SYS; PXB since, comm_rates.NCCL_DEFAULT_P2P_LEVEL), and the bus ids
+    # are an EPYC's four root complexes; 0.78 of the link is beyond the model's SHM path, so P2P_LEVEL=SYS
+    p2p_sys = nccl(NCCL_P2P_LEVEL="SYS")
+    ring = lambda: busbw(tinybox(), six, 32 * MIB, p2p_sys)  # noqa: E731
+    # the WRX90 page's Group A: NCCL 2.27.5 with NCCL_P2P_LEVEL=SYS (P2P on every pair); its asymptotic busbw, and
+    # single-pair / two-flow cross-switch 256 MB writes (section 1 and 4)
+    wrx, eight = "rtx6kpro-wrx90-cpayne-8gpu", tuple(range(8))
+    wrx_ring = lambda: busbw(wrx90_cpayne(), eight, GIB, p2p_sys)  # noqa: E731
+    return [
+        Row(tiny, "P2P copy 4090 Gen4 cudaMemcpyPeer (simpleP2P)", "GB/s", 24.44, copy_gbs([(0, 1)], tinybox)),
+        Row(tiny, "P2P copy 4090 Gen4 bidirectional", "GB/s", 50.6, copy_gbs([(0, 1), (1, 0)], tinybox)),
+        Row(tiny, "AR 6 GPU 4090 Gen4 busbw 32 MB, P2P", "GB/s", 24.58, ring),
+        Row(wrx, "P2P copy Gen5 same switch, one pair", "GB/s", 56.29, copy_gbs([(0, 1)], wrx90_cpayne)),
+        Row(wrx, "P2P copy Gen5 across switches, both ways", "GB/s", 109.26, copy_gbs([(0, 4), (5, 1)], wrx90_cpayne)),
+        Row(wrx, "AR 8 GPU 2 switches busbw 1 GB, P2P_LEVEL=SYS", "GB/s", 46.44, wrx_ring),
+    ]
+
+
 def h20_prefill() -> float:
     """Input tok/s of one SGLang prefill instance (TP8 on 8x H20, R1 FP8 block, FP8 KV as the entry's FlashMLA-FP8)
     saturated with 4,096-token prompts at the published 16,384-token chunk (the blog's reproduction,
@@ -940,7 +991,18 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
-    return out
+    return out + pcie_source_apart_rows()
+
+
+def pcie_source_apart_rows() -> list[Row]:
+    """The WRX90 page's latency-bound all-reduce table (Group A), shown apart (APART says why)."""
+    p2p_sys, eight = nccl(NCCL_P2P_LEVEL="SYS"), tuple(range(8))
+    times = ((4, 23.93), (16, 18.66), (64, 18.13), (256, 25.09), (1024, 81.08), (4096, 182.49))
+    return [
+        Row("rtx6kpro-wrx90-cpayne-8gpu", f"AR 8 GPU 2 switches {kib} KB, P2P_LEVEL=SYS", "us", t,
+            us(wrx90_cpayne, eight, kib * KIB, p2p_sys))
+        for kib, t in times
+    ]  # fmt: skip
 
 
 APART = (
@@ -963,7 +1025,11 @@ APART = (
     "priced as the same prior with two fixed times (its entry and exit barriers, vllm_0_34_0.py "
     "SYMM_MEM_TWO_SHOT_SYNCS), not fitted to these figures; shown to measure it (H100 0.82-1.14, B200 at 2 ranks "
     "16-23% under). Counted, they would set the P2P kernels' fitted fixed time (ENGINE_AR_BASE_US) too, which the "
-    "prior does not share with them: LOSO would read 9.1% and in-sample 6.2% (stop 28, symm21)."
+    "prior does not share with them: LOSO would read 9.1% and in-sample 6.2% (stop 28, symm21). "
+    "rtx6kpro-wrx90-cpayne-8gpu 4 KB - 4 MB times: timed from Python through torch.distributed with NCCL's algorithm "
+    "and protocol not stated, its own 4 KB time above its 16 KB one and its 64 KB row called anomalous by the page; "
+    "shown, not counted (src22a). They read the model's P2P ring 1.2-1.8x slow from 16 KB to 4 MB: the Simple step "
+    "time (comm_rates.NCCL_PCIE_SIMPLE_STEP_US) is fitted on an SHM ring and priced for P2P rings too."
 )
 
 NOT_EXPRESSIBLE = [
