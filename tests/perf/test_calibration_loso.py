@@ -131,13 +131,14 @@ def test_sglang2904_sizes_are_float32_element_counts():
 def test_sglang2904_rows_price_the_timed_kernels_two_barrier_two_shot():
     """The rows price sgl-kernel's TensorRT-LLM-derived kernel the PR timed at 4 bytes an element: one-shot below
     1,000,000 bytes at 4 ranks, two-shot above with two block_barrier rounds (one more fixed time than the one-round
-    two-shot of SGLang 0.5.23's v2 kernel)."""
+    two-shot of SGLang 0.5.23's v2 kernel), each copying its input into the shared buffer first (COPY_INPUT outside
+    CUDA graphs: one in-kernel copy)."""
     h200 = cc.box("h200-x8")
     group = (0, 1, 2, 3)
-    v2 = cc.AllReducePath("custom", float("inf"), 0.0)
+    v2 = cc.AllReducePath("custom", float("inf"), 0.0, in_kernel_copies=1)
     latency_us = comm_rates.engine_ar_latency_us(4)
     two_shot_us = cc.sglang2904_us(lambda: h200, group, 4 * 262144)()
     assert two_shot_us == pytest.approx(cc.comm.path_s(h200, group, v2, 4 * 262144) * 1e6 + latency_us)
-    one_shot = cc.AllReducePath("custom", float("inf"), float("inf"))
+    one_shot = cc.AllReducePath("custom", float("inf"), float("inf"), in_kernel_copies=1)
     below_us = cc.sglang2904_us(lambda: h200, group, 999_000)()
     assert below_us == pytest.approx(cc.comm.path_s(h200, group, one_shot, 999_000) * 1e6)
