@@ -3,20 +3,13 @@ own source, and a constant only its own source moves falls back to the prior."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 from autotune.perf import comm_rates
-
-SPEC = importlib.util.spec_from_file_location(
-    "calibration_check", Path(__file__).parents[1] / "bench" / "calibration_check.py"
-)
-cc = importlib.util.module_from_spec(SPEC)
-sys.modules.setdefault(SPEC.name, cc)  # dataclasses look their module up there
-SPEC.loader.exec_module(cc)
+from tests.perf.calibration_check_module import cc
 
 
 def expected_length(a: float, k: int = 5) -> float:

@@ -3,18 +3,9 @@ added for (moving the constant moves the row), and the B200 rate row prices the 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-SPEC = importlib.util.spec_from_file_location(
-    "calibration_check", Path(__file__).parents[1] / "bench" / "calibration_check.py"
-)
-cc = importlib.util.module_from_spec(SPEC)
-sys.modules.setdefault(SPEC.name, cc)  # dataclasses look their module up there
-SPEC.loader.exec_module(cc)
+from tests.perf.calibration_check_module import cc
 
 
 def _rows() -> dict[str, cc.Row]:

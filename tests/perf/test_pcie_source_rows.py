@@ -3,22 +3,13 @@ ones their pages describe, and every row they add is an entry of autotune/catalo
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from importlib.resources import files
-from pathlib import Path
 
 import pytest
 import yaml
 
 from autotune.perf import comm_rates, efficiency
-
-SPEC = importlib.util.spec_from_file_location(
-    "calibration_check", Path(__file__).parents[1] / "bench" / "calibration_check.py"
-)
-cc = importlib.util.module_from_spec(SPEC)
-sys.modules.setdefault(SPEC.name, cc)  # dataclasses look their module up there
-SPEC.loader.exec_module(cc)
+from tests.perf.calibration_check_module import cc
 
 
 def test_tinybox_is_six_gen4_gpus_on_one_socket_without_switches():

@@ -4,16 +4,7 @@ full heads, and the run is a finite burst of requests (its num_requests table), 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-SPEC = importlib.util.spec_from_file_location(
-    "calibration_check", Path(__file__).parents[1] / "bench" / "calibration_check.py"
-)
-cc = importlib.util.module_from_spec(SPEC)
-sys.modules.setdefault(SPEC.name, cc)  # dataclasses look their module up there
-SPEC.loader.exec_module(cc)
+from tests.perf.calibration_check_module import cc
 
 
 def test_heuristic_batch_follows_the_generic_kv_estimate():
