@@ -885,15 +885,26 @@ def at_concurrency(m, preset, gpus, engine, isl, osl, c, metric, **layout) -> Ca
     return run
 
 
+# InferenceX's launch of that run (SemiAnalysisAI/InferenceX 962bd4c3d, benchmarks/single_node/dsr1_fp8_h200.sh, 1k/1k
+# branch): --attention-backend flashinfer --chunked-prefill-size 32768 --max-running-requests 512; its client draws
+# each prompt and output length uniformly from [int(0.8 L), L] (utils/bench_serving/benchmark_serving.py
+# sample_uniform, RANDOM_RANGE_RATIO 0.8 in .github/workflows/benchmark-tmpl.yml): L = 1024 -> mean 921.5 tokens.
+INFERENCEX_R1_H200_LEN = 922
+INFERENCEX_R1_H200_LAYOUT = dict(
+    tp=8, kernels=Kernels(attention="flashinfer"), batching=Batching(max_running=512, chunked_prefill_tokens=32768)
+)
+
+
 def concurrency_rows() -> list[Row]:
     r1, ix = (lambda: model("deepseek-v3")), "inferencex-sglang-r1-fp8-h200-tp8-conc"  # noqa: E731
+    n, lay = INFERENCEX_R1_H200_LEN, INFERENCEX_R1_H200_LAYOUT
     out = []
     for c, tok_s, tpot in ((8, 74.6, 12.8), (16, 111.9, 17.2), (32, 151.1, 25.6), (64, 223.6, 34.6)):
         label = f"DeepSeek-R1 FP8 TP8 8xH200 SGLang 1k/1k c={c}"
-        out.append(Row(ix, label, "out tok/s/GPU", tok_s, at_concurrency(r1, "h200-x8", 8, "sglang", 1024, 1024, c,
-                                                                          "out", tp=8)))  # fmt: skip
-        out.append(Row(ix, label + " TPOT", "TPOT ms", tpot, at_concurrency(r1, "h200-x8", 8, "sglang", 1024, 1024, c,
-                                                                              "tpot", tp=8)))  # fmt: skip
+        out.append(Row(ix, label, "out tok/s/GPU", tok_s, at_concurrency(r1, "h200-x8", 8, "sglang", n, n, c, "out",
+                                                                          **lay)))  # fmt: skip
+        out.append(Row(ix, label + " TPOT", "TPOT ms", tpot, at_concurrency(r1, "h200-x8", 8, "sglang", n, n, c,
+                                                                              "tpot", **lay)))  # fmt: skip
     # ctx=0 decode, MTP off: a 64-token prompt and the page's 512 output tokens; TP4 on GPUs 0-3, fp8 KV off
     rtx, kv = "rtx6kpro-vllm-qwen35-397b-awq-nvfp4-decode", Kernels(kv_cache_dtype="auto")
     awq = lambda: model("qwen3.5-397b-a17b-awq")  # noqa: E731
