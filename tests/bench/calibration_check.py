@@ -491,9 +491,9 @@ def efficiency_rate(fitted_name: str, datasheet: float) -> Callable[[], float]:
     return lambda: datasheet * read_constant(paths)
 
 
-def table_tflops(preset: str, op_class: str, bucket: str, dtype: str = "bf16") -> float:
-    """The compute rate the model's rates table gives the preset's GPU for one op class and bucket."""
-    return rates.rates_table(box(preset)).get(op_class, dtype, bucket).tflops
+def table_tflops(hw, op_class: str, bucket: str, dtype: str = "bf16") -> float:
+    """The compute rate the model's rates table gives a box's GPU for one op class and bucket."""
+    return rates.rates_table(hw).get(op_class, dtype, bucket).tflops
 
 
 def prefill_tflops(preset: str, head_dim: int) -> float:
@@ -685,7 +685,7 @@ def rows() -> list[Row]:
             "L20 large FP16 GEMM",
             "TFLOPS",
             110.0,
-            lambda: table_tflops("l20-x8", "gemm", "m>1024"),
+            lambda: table_tflops(box("l20-x8"), "gemm", "m>1024"),
         ),
         Row(
             "kernel-flashmla-h800-decode",
@@ -707,7 +707,7 @@ def rows() -> list[Row]:
             "H20 MLA decode, compute bound (FlashMLA)",
             "TFLOPS",
             128.0,
-            lambda: table_tflops("h20-x8", "attention", "decode"),
+            lambda: table_tflops(box("h20-x8"), "attention", "decode"),
         ),
         Row(
             "kernel-flashmla-h20-decode",
@@ -828,11 +828,6 @@ def b200_compute_box():
     return dataclasses.replace(hw, accelerators=gpus)
 
 
-def hw_tflops(hw, op_class: str, bucket: str, dtype: str = "bf16") -> float:
-    """The compute rate the model's rates table gives a box's GPU for one op class and bucket."""
-    return rates.rates_table(hw).get(op_class, dtype, bucket).tflops
-
-
 def kernel_source_rows() -> list[Row]:
     """Second public sources for the kernel-level fitted constants (src22b): the large-GEMM fraction
     (LARGE_GEMM_FRACTION[sm_89] on the L40S and RTX 4090, and the other archs' priors), the MLA decode kernel's
@@ -842,7 +837,7 @@ def kernel_source_rows() -> list[Row]:
     for preset, figures in TORCH_MM_BF16_TFLOPS.items():
         hw = b200_compute_box if preset == "b200" else (lambda p=preset: box(p))
         label = f"{preset.removesuffix('-x8')} torch.mm bf16 square, best of 1k-10k"
-        rate = lambda hw=hw: hw_tflops(hw(), "gemm", "m>1024")  # noqa: E731
+        rate = lambda hw=hw: table_tflops(hw(), "gemm", "m>1024")  # noqa: E731
         out.append(Row(mm, label, "TFLOPS", statistics.median(figures), rate))
     h100_sxm_gbs = 3350.0  # H100 SXM5 HBM3 (datasheet); 2.8 TB/s measured rules out the PCIe card's 2.0 TB/s
     out.append(
