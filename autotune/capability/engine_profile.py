@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from autotune.capability.rules import RuleTable
-from autotune.specs import Batching
+from autotune.specs import Batching, ModelSpec, PhasePlan
 
 # How the engine sizes its KV pool (perf/memory.py reads it):
 # - "gpu_memory_utilization": vLLM, a share of TOTAL memory, activations and a reserve inside it
@@ -65,6 +65,7 @@ class AllReducePath:
 # (arch, world size, transport of the group: nvlink / p2p / shm, comm.transport) -> the engine's P2P all-reduce
 # paths in dispatch order; a message no path takes goes to NCCL
 AllReduceDispatch = Callable[[str, int, str], tuple[AllReducePath, ...]]
+GraphCaps = Callable[[str, float, ModelSpec, PhasePlan, int], tuple[int, int]]
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,11 @@ class EngineProfile:
     cute_dsl_fp4_tile_archs: tuple[str, ...] = ()
     # the tensor-parallel all-reduce dispatch (AllReduceDispatch); None: NCCL only (no P2P all-reduce kernel)
     allreduce_paths: AllReduceDispatch | None = None
+    # CUDA graphs at the engine's default capture sizes, GraphCaps: (arch, GPU memory GiB, model, phase, decode
+    # query length) -> (the largest decode batch, in requests, and the largest prompt-carrying step, in tokens,
+    # that replay a graph on one engine rank); a larger step runs without one (perf/efficiency.py graph_caps).
+    # None: every step replays a graph
+    graph_caps: GraphCaps | None = None
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
     # on its absorbed (decode) path instead of the MHA prefill path (perf/mla_ops.py absorbed_prefill), and the
     # rows every other MLA backend does so for (0: none)

@@ -6,10 +6,11 @@ public measurement backs it, the comment names the entry in shared/reference/cal
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from autotune.capability.profiles import profile
-from autotune.specs import HardwareProfile
+from autotune.specs import HardwareProfile, ModelSpec, PhasePlan
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,29 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 OVERLAP_EXPOSED_MS = 0.05
 PREFILL_LAUNCH_US_PER_LAYER = 30.0
 DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
+# A step above the engine's CUDA-graph sizes (engine profile graph_caps) replays no graph: the CPU launches every
+# kernel from Python, and the step takes the longer of that host time and the GPU's. Host time per layer, us, from
+# vllm-project/vllm#45709: Qwen3-30B-A3B TP4, concurrency 8, 3500/1500, decode without graphs at TPOT 33.92 ms
+# (eager) and 35.20 ms (compiled, no graph) on 4x RTX 4090D against 10.03 ms with FULL_AND_PIECEWISE; 34.4 ms
+# (compiled, cudagraph_mode NONE) on 4x L20 against 11.8 ms PIECEWISE, vLLM 0.28.1rc1: host-bound steps of
+# 34-35 ms over 48 layers (calibration.yaml eager-host-time-vllm45709-*). Eager and compiled differ by 4%, so one
+# figure serves vLLM's eager (breakable-graph architectures) and torch.compile'd paths; SGLang's eager DeepSeek-V3
+# forward is near it (sglang#12160: (82.6 - 23.1) ms over 61 layers, 980 us, GPU not stated). A prior for a CPU of
+# today's servers; the layer kind's op count is not in it.
+EAGER_HOST_US_PER_LAYER = 720.0
+
+
+def graph_caps(
+    model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, query_len: int
+) -> tuple[float, float]:
+    """(decode sequences, prompt-carrying step tokens) of the whole instance up to which a step replays a CUDA graph:
+    the engine profile's per-rank caps times the DP ranks (each rank batches its own requests); no caps where the
+    profile has none (every step in a graph)."""
+    caps = profile(engine).graph_caps
+    if caps is None:
+        return math.inf, math.inf
+    decode_seqs, step_tokens = caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, query_len)
+    return decode_seqs * phase.dp, step_tokens * phase.dp
 
 
 def scheduler_overlapped(engine: str, pp: int) -> bool:

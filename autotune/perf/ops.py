@@ -194,6 +194,7 @@ def step_fn(
     gpus: tuple[int, ...],
     label: str,
     pending: dict | None = None,
+    caps: tuple[float, float] | None = None,
 ) -> Callable[[StepInput], StepBreakdown | TimedStep]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
     the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
@@ -201,7 +202,8 @@ def step_fn(
     With `pending` (a dict the caller keeps for one prediction) a step may come as a TimedStep, its time without
     the rest of the breakdown (rates_ms sums every op's rates-table entry; serving reads step_ms only and a
     prediction reports one or two of its tens of steps): complete(pending, step) makes the steps the caller
-    reports whole. Without, every step comes whole."""
+    reports whole. Without, every step comes whole. `caps` replaces the engine's CUDA-graph caps
+    (efficiency.graph_caps): (0, 0) prices every step without a graph."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks])
     groups = layer_groups(model)
@@ -210,8 +212,19 @@ def step_fn(
     ffn_groups = _ffn_facts(model)[0]
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
-    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes)
-    prefix = (id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, halves.plain(phase, STEP_FREE))
+    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes) and the CUDA-graph caps
+    caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
+    prefix = (
+        id(model),
+        id(hw),
+        engine,
+        label,
+        c.stage,
+        hand_off_group,
+        c.ipc_max,
+        caps,
+        halves.plain(phase, STEP_FREE),
+    )
     number = halves.number(prefix, (model, hw))
     stages = phase.pp
 
@@ -219,7 +232,7 @@ def step_fn(
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
         if hit is None or type(hit) is float:  # a float: timed only by step_fn's `pending` path
-            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, caps, x)
             hit = _STEPS.put(key, _whole(step, total, label, stages))
         return hit
 
@@ -230,7 +243,9 @@ def step_fn(
         key = (number, halves.step_input(x))
         hit = _STEPS.get(key)
         if hit is None:
-            (step_ms, batch_tokens, launch_ms), total = _step(c, groups, ffn_groups, spec_width, hand_off_group, x)
+            (step_ms, batch_tokens, launch_ms), total = _step(
+                c, groups, ffn_groups, spec_width, hand_off_group, caps, x
+            )
             hit = TimedStep(_STEPS.put(key, step_ms))
             pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
         elif type(hit) is float:  # timed by an earlier prediction: complete() has cost(x) cost it again whole
@@ -292,6 +307,7 @@ def _step(
     ffn_groups: tuple[tuple[FfnSpec, bool, int], ...],
     spec_width: int,
     hand_off_group: tuple[int, ...],
+    caps: tuple[float, float],
     x: StepInput,
 ) -> tuple[tuple[float, int, float], Cost]:
     """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
@@ -320,6 +336,9 @@ def _step(
     if width > 1:  # drafting runs once per step, on the last stage
         _add_draft(total, c, x, 1 / phase.pp)
         launch_s += (width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / phase.pp
+    if (x.decode_seqs * width + x.prefill_tokens > caps[1]) if x.prefill_tokens else (x.decode_seqs > caps[0]):
+        # no CUDA graph: the stage takes the longer of its GPU time and the host's kernel launches
+        launch_s = max(0.0, eff.EAGER_HOST_US_PER_LAYER * 1e-6 * model.num_layers / phase.pp - total.time_s)
     if phase.pp > 1:
         rows = x.decode_seqs * width + x.prefill_tokens
         hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES

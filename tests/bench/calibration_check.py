@@ -110,6 +110,8 @@ FITTED = [
     ("fused_norm_us", "FUSED_ADD_NORM_MIN_US", (2.9, 3.5, 4.0, 4.5, 5.0, 5.17, 5.5, 6.0), "MIN_US[norm]"),
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
+    # eager-host-time-vllm45709-*; prior: SGLang's eager DeepSeek-V3 forward (sglang#12160, efficiency.py)
+    ("eager_host_us", "EAGER_HOST_US_PER_LAYER", (300.0, 450.0, 600.0, 650.0, 700.0, 750.0, 800.0, 900.0), 980.0),
 ]
 
 
@@ -798,7 +800,7 @@ def rows() -> list[Row]:
         ),
     ]
     out += kernel_source_rows()  # src22b
-    return out + concurrency_rows() + pcie_source_rows()
+    return out + concurrency_rows() + pcie_source_rows() + graphless_rows()
 
 
 # --- src22b: second public sources for the kernel-level fitted constants -----------------------------------------
@@ -888,6 +890,40 @@ INFERENCEX_R1_H200_LEN = 922
 INFERENCEX_R1_H200_LAYOUT = dict(
     tp=8, kernels=Kernels(attention="flashinfer"), batching=Batching(max_running=512, chunked_prefill_tokens=32768)
 )
+
+
+def graphless_decode_ms(preset: str) -> Callable[[], float]:
+    """vLLM's decode step of Qwen3-30B-A3B (BF16) at TP4 over 8 sequences at the mean context of a 3500 / 1500
+    request (3500 + 750), priced with no CUDA graph (step_fn's caps (0, 0)), ms."""
+
+    def run() -> float:
+        phase = PhasePlan(gpus=(0, 1, 2, 3), tp=4)
+        step = step_fn(model("qwen3-30b-a3b"), phase, "vllm", box(preset, 4), phase.gpus, "decode", caps=(0.0, 0.0))
+        return step(opcore.StepInput(decode_seqs=8.0, decode_ctx=4250.0)).step_ms
+
+    return run
+
+
+def graphless_rows() -> list[Row]:
+    """Decode steps without CUDA graphs: host-bound (efficiency.EAGER_HOST_US_PER_LAYER)."""
+    d, l20 = "eager-host-time-vllm45709-4090d", "eager-host-time-vllm45709-l20"
+    return [
+        Row(d, "Qwen3-30B-A3B TP4 c=8 decode, eager (4x 4090D)", "TPOT ms", 33.92, graphless_decode_ms("rtx-4090-x8")),
+        Row(
+            d,
+            "Qwen3-30B-A3B TP4 c=8 decode, compiled, no graph (4x 4090D)",
+            "TPOT ms",
+            35.20,
+            graphless_decode_ms("rtx-4090-x8"),
+        ),  # fmt: skip
+        Row(
+            l20,
+            "Qwen3-30B-A3B TP4 c=8 decode, compiled, no graph (4x L20)",
+            "TPOT ms",
+            34.4,
+            graphless_decode_ms("l20-x8"),
+        ),  # fmt: skip
+    ]
 
 
 def concurrency_rows() -> list[Row]:

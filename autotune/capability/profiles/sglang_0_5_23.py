@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autotune.capability import sglang_0_5_23 as rules
 from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
-from autotune.specs import Batching
+from autotune.specs import Batching, ModelSpec, PhasePlan
 
 VERSION = "0.5.23"
 
@@ -18,6 +18,31 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
         return Batching(max_running=1024, chunked_prefill_tokens=4096)
     tokens = 2048 if memory_gib < 20 else 4096 if memory_gib < 60 else 8192 if memory_gib < 160 else 16384
     return Batching(max_running=1024, chunked_prefill_tokens=tokens)
+
+
+# decode CUDA-graph batch by GPU memory (GiB, below) and --tp-size: (tp < 4, tp >= 4); 512 from 160 GiB
+# (srt/arg_groups/memory_hook.py:90-170)
+DECODE_GRAPH_MAX_BS = ((20, 8, 8), (35, 48, 160), (60, 32, 160), (90, 256, 512), (160, 256, 512))
+
+
+def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
+    """SGLang's CUDA graphs at its default sizes, per rank: (decode requests, prompt-carrying step tokens) that replay
+    one. Decode: the memory tier's max_bs by --tp-size (DECODE_GRAPH_MAX_BS; 160 when the memory is unknown,
+    srt/arg_groups/memory_hook.py:180) within max_running_requests (:186-188). Prefill: the breakable graph, on by
+    default on CUDA (srt/model_executor/cuda_graph_config.py:119-123), up to the chunk, min(8192, chunk) for an MLA
+    model (srt/arg_groups/memory_hook.py:233-238); off by default with pp > 1
+    (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240)."""
+    b = phase.batching
+    tp_size = phase.tp * phase.dp if PROFILE.tp_spans_dp else phase.tp
+    decode = 160
+    if memory_gib > 0:
+        below = [(small, large) for limit, small, large in DECODE_GRAPH_MAX_BS if memory_gib < limit]
+        decode = (below[0][0] if tp_size < 4 else below[0][1]) if below else 512
+    mla = any(layer.attention.latent_shared for layer in model.layers)
+    prefill = min(8192, b.chunked_prefill_tokens) if mla else b.chunked_prefill_tokens
+    if phase.pp > 1 or phase.overlap.two_batch or model.family == "deepseek_v4":
+        prefill = 0
+    return min(decode, b.max_running), prefill
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
@@ -99,6 +124,7 @@ PROFILE = EngineProfile(
     # FA3's PagedKVNonTMA path (autotune tiles.FA3_PAGED_CTA_FIXED_US)
     fa3_paged_kv_non_tma_archs=("sm_90",),
     allreduce_paths=allreduce_paths,
+    graph_caps=graph_caps,
     auto_moe_kernel=auto_moe_kernel,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
     # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from autotune.capability import vllm_0_34_0 as rules
 from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
-from autotune.specs import Batching
+from autotune.specs import Batching, ModelSpec, PhasePlan
 
 VERSION = "0.34.0"
 
@@ -19,6 +19,22 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
     if memory_gib >= 70 and "a100" not in gpu_name.lower() and arch != "sm_121":
         return Batching(max_running=1024, chunked_prefill_tokens=8192)
     return Batching(max_running=256, chunked_prefill_tokens=2048)
+
+
+def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
+    """vLLM's CUDA graphs at its default capture sizes, per engine (DP rank): (decode requests, prompt-carrying step
+    tokens) that replay one. Elsewhere than the 10.x family: the shared capture ceiling min(max_num_seqs x q x 2, 512)
+    (vllm/config/vllm.py:2401-2407), within max_num_batched_tokens (:2451); decode graphs hold whole requests of q
+    tokens under it (vllm/config/compilation.py:65). On 10.x (sm_100) the wide defaults (vllm/config/vllm.py:2604):
+    prefill graphs to min(8192, max_num_batched_tokens) (:2639), decode to max_num_seqs within that token budget
+    (:2681). A step above them runs without a graph: eager for the breakable-graph architectures, the
+    torch.compile'd code for the rest, alike in host time (autotune/perf/efficiency.py EAGER_HOST_US_PER_LAYER)."""
+    b = phase.batching
+    if arch == "sm_100":
+        tokens = min(8192, b.chunked_prefill_tokens)
+        return min(b.max_running, tokens // query_len), tokens
+    shared = min(b.max_running * query_len * 2, 512, b.chunked_prefill_tokens)
+    return min(b.max_running, shared // query_len), shared
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
@@ -213,6 +229,7 @@ PROFILE = EngineProfile(
     # vllm/model_executor/kernels/linear/scaled_mm/cutlass.py:160-165; the CUDA list in order:
     # vllm/model_executor/kernels/linear/__init__.py:459-468)
     cutlass_fp8_tile_archs=("sm_89", "sm_90", "sm_100"),
+    graph_caps=graph_caps,
     # NVFP4 linears on sm_10x: FlashInferCuteDslNvFp4LinearKernel leads the CUDA list
     # (vllm/model_executor/kernels/linear/__init__.py:593-596; is_supported: sm_10x family only,
     # vllm/model_executor/kernels/linear/nvfp4/flashinfer.py:113-127) and calls flashinfer mm_fp4 with
