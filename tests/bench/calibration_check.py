@@ -892,6 +892,28 @@ INFERENCEX_R1_H200_LAYOUT = dict(
 )
 
 
+def inferencex_c4(isl: int, osl: int, metric: str) -> Callable[[], float]:
+    """InferenceX's SGLang DeepSeek-R1 H200 run at concurrency 4 (10 x 4 prompts, each from the length's uniform
+    0.8-1.0 band), the launch's non-1k/1k branch (256 running, chunk 32768, flashinfer), through the
+    simulator's closed loop so the first four prompts arrive together as the client sends them: mean TTFT or mean
+    TPOT, ms."""
+
+    def run() -> float:
+        lay = dict(INFERENCEX_R1_H200_LAYOUT, batching=Batching(max_running=256, chunked_prefill_tokens=32768))
+        plan = Plan("sglang", "aggregated", {"both": PhasePlan(gpus=EIGHT, **lay)})
+        # the client's uniform band as a normal of its mean and standard deviation (0.2 x nominal / sqrt(12))
+        std = dict(isl_std=isl / 0.9 * 0.2 / math.sqrt(12), osl_std=osl / 0.9 * 0.2 / math.sqrt(12))
+        w = Workload(isl=isl, osl=osl, concurrency=4, length_dist="normal", **std)
+        m, hw = model("deepseek-v3"), box("h200-x8")
+        out = simulate(deployment(plan, m, hw, w, predict(plan, m, hw, w)), make_trace(w, 40), 4)
+        n = range(len(out.osl))
+        if metric == "ttft":
+            return statistics.fmean(out.first_ms[i] - out.arrival_ms[i] for i in n)
+        return statistics.fmean((out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) for i in n)
+
+    return run
+
+
 def graphless_decode_ms(preset: str) -> Callable[[], float]:
     """vLLM's decode step of Qwen3-30B-A3B (BF16) at TP4 over 8 sequences at the mean context of a 3500 / 1500
     request (3500 + 750), priced with no CUDA graph (step_fn's caps (0, 0)), ms."""
@@ -947,7 +969,12 @@ def concurrency_rows() -> list[Row]:
             out.append(Row(rtx, f"Qwen3.5-397B {name} TP4 vLLM decode c={c}", "decode tok/s", value, run))
     h20 = "lmsys-sglang-r1-h20-prefill-tp8"
     out.append(Row(h20, "DeepSeek-R1 FP8 prefill TP8 8xH20 SGLang 4k prompts", "in tok/s/node", 16500, h20_prefill))
-    return out
+    c4, pre, dec = "inferencex-sglang-r1-fp8-h200-tp8-c4", (7373, 922), (922, 7373)  # 0.9 x 8192, 0.9 x 1024
+    return out + [
+        Row(c4, "DeepSeek-R1 FP8 TP8 8xH200 SGLang 8k/1k c=4 TTFT", "TTFT ms", 474.3, inferencex_c4(*pre, "ttft")),
+        Row(c4, "DeepSeek-R1 FP8 TP8 8xH200 SGLang 8k/1k c=4 TPOT", "TPOT ms", 12.05, inferencex_c4(*pre, "tpot")),
+        Row(c4, "DeepSeek-R1 FP8 TP8 8xH200 SGLang 1k/8k c=4 TPOT", "TPOT ms", 10.93, inferencex_c4(*dec, "tpot")),
+    ]
 
 
 def pcie_source_rows() -> list[Row]:
@@ -1075,6 +1102,11 @@ APART = (
 )
 
 NOT_EXPRESSIBLE = [
+    (
+        "inferencex-sglang-r1-fp8-h200-tp8-c4",
+        "the 1k/1k run: TPOT 22.7 ms at concurrency 4 on its runner, 1.8x the 12.8 ms of the c=8 run "
+        "(inferencex-sglang-r1-fp8-h200-tp8-conc) on another: the machine, not the load",
+    ),
     (
         "rtx6kpro-p2pmark-dense-interconnect-8gpu",
         "the prior of PCIE_IPC_EFFICIENCY (comm_rates.PCIE_ALL_PAIRS_P2P_FRACTION); as a row, all-pairs copies on "
