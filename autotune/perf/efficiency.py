@@ -94,10 +94,10 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # vllm-project/vllm#45709: Qwen3-30B-A3B TP4, concurrency 8, 3500/1500, decode without graphs at TPOT 33.92 ms
 # (eager) and 35.20 ms (compiled, no graph) on 4x RTX 4090D against 10.03 ms with FULL_AND_PIECEWISE; 34.4 ms
 # (compiled, cudagraph_mode NONE) on 4x L20 against 11.8 ms PIECEWISE, vLLM 0.28.1rc1: host-bound steps of
-# 34-35 ms over 48 layers (calibration.yaml eager-host-time-vllm45709-*). Eager and compiled differ by 4%, so one
-# figure serves vLLM's eager (breakable-graph architectures) and torch.compile'd paths; SGLang's eager DeepSeek-V3
-# forward is near it (sglang#12160: (82.6 - 23.1) ms over 61 layers, 980 us, GPU not stated). A prior for a CPU of
-# today's servers; the layer kind's op count is not in it.
+# 34-35 ms over 48 layers (calibration.yaml eager-host-time-vllm45709-4090d, eager-host-time-vllm45709-l20).
+# Eager and compiled differ by 4%, so one figure serves vLLM's eager (breakable-graph architectures) and
+# torch.compile'd paths; SGLang's eager DeepSeek-V3 forward is near it (sglang#12160: (82.6 - 23.1) ms over 61
+# layers, 980 us, GPU not stated). A prior for a CPU of today's servers; the layer kind's op count is not in it.
 EAGER_HOST_US_PER_LAYER = 720.0
 
 

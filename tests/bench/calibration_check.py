@@ -110,7 +110,7 @@ FITTED = [
     ("fused_norm_us", "FUSED_ADD_NORM_MIN_US", (2.9, 3.5, 4.0, 4.5, 5.0, 5.17, 5.5, 6.0), "MIN_US[norm]"),
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
-    # eager-host-time-vllm45709-*; prior: SGLang's eager DeepSeek-V3 forward (sglang#12160, efficiency.py)
+    # eager-host-time-vllm45709-4090d and -l20; prior: SGLang's eager DeepSeek-V3 forward (sglang#12160, efficiency.py)
     ("eager_host_us", "EAGER_HOST_US_PER_LAYER", (300.0, 450.0, 600.0, 650.0, 700.0, 750.0, 800.0, 900.0), 980.0),
 ]
 
