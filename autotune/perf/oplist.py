@@ -275,16 +275,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             )
         )
         _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
-        quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2) if c.dense_quant_bytes else 2
-        # SiLU-and-mul between the pair (vLLM models/llama.py:118-122 via maybe_fused_act_quant, which quantises
-        # down's input in the same kernel where it can, layers/fusion/fused_act_quant.py:196-213; SGLang
-        # models/deepseek_v2.py DeepseekV2MLP.forward; not modelled: its SM100 NVFP4 shared experts fuse it into the
-        # gate_up GEMM, deepseek_v2.py:905-928): reads gate and up (params = 3 x hidden x I), writes I
-        inter = ffn.params / shards / hidden / 3
-        out_bytes = c.dense_quant_bytes if quants < 2 else precision.ACTIVATION_BYTES
-        ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * inter * (4.0 + out_bytes), 1.0,
-                      "ffn activation"))  # fmt: skip
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
+            quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
             ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
     if ffn.kind != "moe":
         return
