@@ -1041,6 +1041,38 @@ def b200_nvfp4_rows() -> list[Row]:
         if itl:
             out.append(Row(ix, label + " TPOT", "TPOT ms", itl / 10, on_box(r1_fp4, b200_serving_box, "sglang", n, n,
                                                                           c, "tpot", **lay)))  # fmt: skip
+    return out + trtllm_b200_fp4_itl_rows()
+
+
+# NVIDIA/TensorRT-LLM#5929 (2025-07-10): DeepSeek-R1 FP4 on 8x B200 180 GB, trtllm-serve (v0.21.0rc2, built from
+# source), LLMPerf at batch 1, ITL p50 in seconds: (ISL, EP) -> ITL; output 600 tokens. The checkpoint is named
+# "DS-R1 FP4": nvidia/DeepSeek-R1-FP4, whose exclude list keeps every self_attn module (R1_FP4_V1). A decode step
+# with no prompt in it (the p50 of the inter-token gaps), the one public c=1 figure for NVFP4 R1 on B200; TRT-LLM is
+# expressed as the vLLM plan (as the other trtllm rows), EP=None as TP8 with TP-sharded experts.
+R1_FP4_V1 = dict(NVFP4, ignore=["lm_head", "*self_attn*", "*mlp.gate", "model.layers.61*"])
+TRTLLM_R1_FP4_B200_ITL = {(1600, 1): 0.00678, (1600, 8): 0.00681, (8192, 1): 0.00714, (8192, 8): 0.00717}
+
+
+@cache
+def r1_fp4_v1():
+    """DeepSeek-R1 as nvidia/DeepSeek-R1-FP4 publishes it (R1_FP4_V1)."""
+    config = _config("deepseek-v3")
+    config["quantization_config"] = R1_FP4_V1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deepseek-r1-fp4" / "config.json"
+        path.parent.mkdir()
+        config.setdefault("_mi_tune", {})["name"] = path.parent.name
+        path.write_text(json.dumps(config))
+        return model_from_config(path)
+
+
+def trtllm_b200_fp4_itl_rows() -> list[Row]:
+    """TensorRT-LLM#5929's batch-1 ITL of DeepSeek-R1 NVFP4 on 8x B200 (TRTLLM_R1_FP4_B200_ITL)."""
+    out = []
+    for (isl, ep), itl_s in TRTLLM_R1_FP4_B200_ITL.items():
+        run = on_box(r1_fp4_v1, b200_serving_box, "vllm", isl, 600, 1, "tpot", tp=8, ep=ep)
+        label = f"DeepSeek-R1 NVFP4 TP8 EP{ep} 8xB200 TRT-LLM ISL {isl} batch 1 ITL p50"
+        out.append(Row("trtllm-issue-r1-fp4-b200-itl", label, "TPOT ms", itl_s * 1e3, run))
     return out
 
 
