@@ -800,7 +800,7 @@ def rows() -> list[Row]:
         ),
     ]
     out += kernel_source_rows()  # src22b
-    return out + concurrency_rows() + pcie_source_rows() + graphless_rows()
+    return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
 # --- src22b: second public sources for the kernel-level fitted constants -----------------------------------------
@@ -1032,6 +1032,161 @@ def fa3_paged_prefill_us(batch: int, seqlen: int, heads: int, kv_heads: int, hea
     return run
 
 
+# --- fp4b23: NVFP4 serving on B200 (sm_100) -----------------------------------------------------------------------
+# nvidia/DeepSeek-R1-0528-FP4-V2 (ModelOpt NVFP4): its model card says it "additionally quantizes the wo module in
+# attention layers" over nvidia/DeepSeek-R1-0528-FP4, whose hf_quant_config excludes every self_attn module, the
+# lm_head and the MTP layer (61); the router (mlp.gate) is a plain linear. The other attention projections stay bf16.
+R1_FP4_V2 = dict(
+    NVFP4,
+    ignore=["lm_head", "*self_attn.q_a_proj*", "*self_attn.q_b_proj*", "*self_attn.kv_a_proj_with_mqa*",
+            "*self_attn.kv_b_proj*", "*mlp.gate", "model.layers.61*"],
+)  # fmt: skip
+# InferenceX's dsr1-fp4-b200-sglang launch of that run (SemiAnalysisAI/InferenceX db42e28ab,
+# benchmarks/single_node/dsr1_fp4_b200.sh; image lmsysorg/sglang:v0.5.6-cu129-amd64 in .github/configs/
+# nvidia-master.yaml): --tensor-parallel-size 8 --ep-size 8 --kv-cache-dtype fp8_e4m3 --chunked-prefill-size 16384
+# --max-running-requests 256 --attention-backend trtllm_mla --moe-runner-backend flashinfer_trtllm
+# --enable-flashinfer-allreduce-fusion --enable-symm-mem; the same client as the H200 entry (mean lengths 922)
+INFERENCEX_R1_FP4_B200_LAYOUT = dict(
+    tp=8,
+    ep=8,
+    kernels=Kernels(kv_cache_dtype="fp8"),
+    fusion={"allreduce_rmsnorm": True},
+    batching=Batching(max_running=256, chunked_prefill_tokens=16384),
+)
+# SemiAnalysisAI/InferenceX#870 (2026-03-06 comments): c -> (output tok/s/GPU, mean ITL ms); ITL is per streamed
+# chunk of 10 tokens (--stream-interval 10), so TPOT ~ ITL / 10 (the H200 sweep of the same issue: 127.4 / 12.8 and
+# 170.9 / 17.2, 9.95x); the ITL table stops at c=16 in the stored copy. c=64 is shown apart (APART).
+INFERENCEX_R1_FP4_B200 = {4: (59.7, 78.9), 8: (104.8, 90.9), 16: (169.3, 111.3), 32: (282.4, None)}
+
+
+@cache
+def b200_serving_box():
+    """8x B200 for a serving row: b200_compute_box with the B200's own memory (180 GB) and dtype features (FP4)."""
+    spec, hw = DEVICES_BY_KEY["b200"], b200_compute_box()
+    gpus = tuple(dataclasses.replace(a, memory_gib=spec.memory_gib, features=spec.features) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def on_box(m, hw, engine, isl, osl, c, metric, **layout) -> Callable[[], float]:
+    """at_concurrency on a box built here (not a preset)."""
+
+    def run() -> float:
+        plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=tuple(range(8)), **layout)})
+        p = predict(plan, m(), hw(), Workload(isl=isl, osl=osl, concurrency=c))
+        if not p.feasible:
+            return float("nan")
+        return {"out": p.output_tok_s_per_gpu, "tpot": p.tpot_ms["mean"]}[metric]
+
+    return run
+
+
+@cache
+def r1_fp4():
+    """DeepSeek-R1-0528 as nvidia/DeepSeek-R1-0528-FP4-V2 publishes it (R1_FP4_V2)."""
+    config = _config("deepseek-v3")
+    config["quantization_config"] = R1_FP4_V2
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deepseek-r1-0528-fp4-v2" / "config.json"
+        path.parent.mkdir()
+        config.setdefault("_mi_tune", {})["name"] = path.parent.name
+        path.write_text(json.dumps(config))
+        return model_from_config(path)
+
+
+def b200_nvfp4_rows() -> list[Row]:
+    """DeepSeek-R1-0528 NVFP4 on 8x B200, SGLang TP8 / EP8, InferenceX's closed loop at c=4-32 (fp4b23)."""
+    ix, n, lay = "inferencex-sglang-r1-fp4-b200-tp8-conc", INFERENCEX_R1_H200_LEN, INFERENCEX_R1_FP4_B200_LAYOUT
+    out = []
+    for c, (tok_s, itl) in INFERENCEX_R1_FP4_B200.items():
+        label = f"DeepSeek-R1 NVFP4 TP8 EP8 8xB200 SGLang 1k/1k c={c}"
+        out.append(Row(ix, label, "out tok/s/GPU", tok_s, on_box(r1_fp4, b200_serving_box, "sglang", n, n, c, "out",
+                                                                   **lay)))  # fmt: skip
+        if itl:
+            out.append(Row(ix, label + " TPOT", "TPOT ms", itl / 10, on_box(r1_fp4, b200_serving_box, "sglang", n, n,
+                                                                          c, "tpot", **lay)))  # fmt: skip
+    return out + trtllm_b200_fp4_itl_rows()
+
+
+# NVIDIA/TensorRT-LLM#5929 (2025-07-10): DeepSeek-R1 FP4 on 8x B200 180 GB, trtllm-serve (v0.21.0rc2, built from
+# source), LLMPerf at batch 1, ITL p50 in seconds: (ISL, EP) -> ITL; output 600 tokens. The checkpoint is named
+# "DS-R1 FP4": nvidia/DeepSeek-R1-FP4, whose exclude list keeps every self_attn module (R1_FP4_V1). A decode step
+# with no prompt in it (the p50 of the inter-token gaps), the one public c=1 figure for NVFP4 R1 on B200; TRT-LLM is
+# expressed as the vLLM plan (as the other trtllm rows), EP=None as TP8 with TP-sharded experts.
+R1_FP4_V1 = dict(NVFP4, ignore=["lm_head", "*self_attn*", "*mlp.gate", "model.layers.61*"])
+TRTLLM_R1_FP4_B200_ITL = {(1600, 1): 0.00678, (1600, 8): 0.00681, (8192, 1): 0.00714, (8192, 8): 0.00717}
+
+
+@cache
+def r1_fp4_v1():
+    """DeepSeek-R1 as nvidia/DeepSeek-R1-FP4 publishes it (R1_FP4_V1)."""
+    config = _config("deepseek-v3")
+    config["quantization_config"] = R1_FP4_V1
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "deepseek-r1-fp4" / "config.json"
+        path.parent.mkdir()
+        config.setdefault("_mi_tune", {})["name"] = path.parent.name
+        path.write_text(json.dumps(config))
+        return model_from_config(path)
+
+
+def trtllm_b200_fp4_itl_rows() -> list[Row]:
+    """TensorRT-LLM#5929's batch-1 ITL of DeepSeek-R1 NVFP4 on 8x B200 (TRTLLM_R1_FP4_B200_ITL)."""
+    out = []
+    for (isl, ep), itl_s in TRTLLM_R1_FP4_B200_ITL.items():
+        run = on_box(r1_fp4_v1, b200_serving_box, "vllm", isl, 600, 1, "tpot", tp=8, ep=ep)
+        label = f"DeepSeek-R1 NVFP4 TP8 EP{ep} 8xB200 TRT-LLM ISL {isl} batch 1 ITL p50"
+        out.append(Row("trtllm-issue-r1-fp4-b200-itl", label, "TPOT ms", itl_s * 1e3, run))
+    return out
+
+
+# sgl-project/sglang#29674 (GLM-5.2 cookbook, B200 NVFP4 cells): nvidia/GLM-5.2-NVFP4 on 8x B200, image
+# lmsysorg/sglang:dev-glm52-nvfp4, "high-throughput": --tp 8 --dp 8 --enable-dp-attention --chunked-prefill-size 32768
+# --mem-fraction-static 0.92 --max-running-requests 512, no MTP; 8192/1024 at concurrency 1024: P50 TPOT 67.12 ms,
+# 589.4 output tok/s/GPU. GLM-5.2's shards match GLM-5.3's (the catalog's glm-5.3, same architecture).
+GLM52_NVFP4_B200_HT = dict(
+    tp=1, dp=8, ep=8, dp_attention=True, batching=Batching(max_running=512, chunked_prefill_tokens=32768)
+)
+
+
+@cache
+def glm52_nvfp4():
+    """GLM-5.2 as nvidia/GLM-5.2-NVFP4 (ModelOpt NVFP4; its exclude list not read: every linear taken as NVFP4)."""
+    config = _config("glm-5.3")
+    config["quantization_config"] = NVFP4
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "glm-5.2-nvfp4" / "config.json"
+        path.parent.mkdir()
+        config.setdefault("_mi_tune", {})["name"] = path.parent.name
+        path.write_text(json.dumps(config))
+        return model_from_config(path)
+
+
+def b200_nvfp4_apart_rows() -> list[Row]:
+    """fp4b23's rows shown apart (FP4B23_APART says why): InferenceX's R1 NVFP4 B200 c=64 point, GLM-5.2 NVFP4."""
+    n, lay = INFERENCEX_R1_H200_LEN, INFERENCEX_R1_FP4_B200_LAYOUT
+    r1 = on_box(r1_fp4, b200_serving_box, "sglang", n, n, 64, "out", **lay)
+    glm = on_box(glm52_nvfp4, b200_serving_box, "sglang", 8192, 1024, 1024, "out", **GLM52_NVFP4_B200_HT)
+    glm_tpot = on_box(glm52_nvfp4, b200_serving_box, "sglang", 8192, 1024, 1024, "tpot", **GLM52_NVFP4_B200_HT)
+    return [
+        Row("inferencex-sglang-r1-fp4-b200-tp8-conc", "DeepSeek-R1 NVFP4 TP8 EP8 8xB200 SGLang 1k/1k c=64",
+            "out tok/s/GPU", 312.5, r1),
+        Row("sglang-cookbook-glm52-nvfp4-b200", "GLM-5.2 NVFP4 DP8 8xB200 SGLang 8k/1k c=1024", "out tok/s/GPU",
+            589.4, glm),
+        Row("sglang-cookbook-glm52-nvfp4-b200", "GLM-5.2 NVFP4 DP8 8xB200 SGLang 8k/1k c=1024 TPOT (P50)", "TPOT ms",
+            67.12, glm_tpot),
+    ]  # fmt: skip
+
+
+FP4B23_APART = (
+    " inferencex-sglang-r1-fp4-b200-tp8-conc c=64: the source flags the run itself (mean TTFT 5.7 s, P99 73 s "
+    "against 0.2-0.4 s at c=4-32; output 312.5 tok/s/GPU, 1.1x the c=32 point for 2x the requests): not a steady "
+    "state. sglang-cookbook-glm52-nvfp4-b200: a preview image (dev-glm52-nvfp4, no release), the checkpoint's "
+    "exclude list and KV dtype not read, GLM-5.3's config for GLM-5.2's; shown to measure the NVFP4 GLM pattern "
+    "of issue 16 (output 1.6x optimistic, P50 TPOT within 5%: the decode step is not what misses; the prompts' "
+    "prefill-only steps are, see calibration.yaml)."
+)
+
+
 def apart_rows() -> list[Row]:
     """Rows shown beside the table but neither fitted nor counted (APART says why)."""
     sizes = ((12 * KIB, "12 KiB", 205.1), (96 * KIB, "96 KiB", 584.9), (384 * KIB, "384 KiB", 1169.3),
@@ -1060,7 +1215,7 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
-    return out + pcie_source_apart_rows()
+    return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows()  # fp4b23
 
 
 def pcie_source_apart_rows() -> list[Row]:
@@ -1098,7 +1253,7 @@ APART = (
     "rtx6kpro-wrx90-cpayne-8gpu 4 KB - 4 MB times: timed from Python through torch.distributed with NCCL's algorithm "
     "and protocol not stated, its own 4 KB time above its 16 KB one and its 64 KB row called anomalous by the page; "
     "shown, not counted (src22a). They read the model's P2P ring 1.2-1.8x slow from 16 KB to 4 MB: the Simple step "
-    "time (comm_rates.NCCL_PCIE_SIMPLE_STEP_US) is fitted on an SHM ring and priced for P2P rings too."
+    "time (comm_rates.NCCL_PCIE_SIMPLE_STEP_US) is fitted on an SHM ring and priced for P2P rings too." + FP4B23_APART
 )
 
 NOT_EXPRESSIBLE = [

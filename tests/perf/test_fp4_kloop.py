@@ -70,23 +70,36 @@ def test_fp4_gemm_floor_is_the_cute_dsl_kernels():
 
 def test_wide_fp4_gemm_stays_bandwidth_bound():
     """m=1, n=16384, k=8192: 128 tiles on 148 SMs, each SM's K loop (108 x 8192 B, 5.2 us) is shorter than
-    streaming the 75 MB weight over the whole GPU, so the bound does not bind: the same time under SGLang, whose
-    profile names no CuTe-DSL archs."""
-    vllm, sglang = _ctx(), _ctx(engine="sglang")
-    assert _gemm_s(vllm, 1, 16384, 8192) == pytest.approx(_gemm_s(sglang, 1, 16384, 8192))
-    assert _gemm_s(vllm, 1, 16384, 8192) > _kloop_s(8192)
+    streaming the 75 MB weight over the whole GPU, so the bound does not bind: the same time without it."""
+    on = _ctx()
+    off = dataclasses.replace(on, fp4_kloop=False, memo_keys={}, rate_terms={})
+    assert _gemm_s(on, 1, 16384, 8192) == pytest.approx(_gemm_s(off, 1, 16384, 8192))
+    assert _gemm_s(on, 1, 16384, 8192) > _kloop_s(8192)
 
 
 def test_fp4_kloop_is_an_engine_fact_of_nvfp4_on_sm100():
-    """vLLM 0.34 names sm_100 (cute_dsl_fp4_tile_archs); SGLang names none; sm_120 keeps its own tile rule
-    (tests/perf/test_sm120_gemm_tiles.py); FP8 contexts keep the FP8 rule only."""
+    """vLLM 0.34 and SGLang 0.5.23 both name sm_100 (cute_dsl_fp4_tile_archs); sm_120 keeps its own tile rule
+    (tests/perf/test_sm120_gemm_tiles.py); FP8 contexts keep the FP8 rule only; a context without the bound
+    streams a narrow long-K GEMM at the GPU's bandwidth."""
     assert _ctx().fp4_kloop
-    assert not _ctx(engine="sglang").fp4_kloop
     assert not _ctx(hw=RTX).fp4_kloop
+    assert not _ctx(hw=RTX, engine="sglang").fp4_kloop
     fp8 = opcore.context(dataclasses.replace(LLAMA70, dense_dtype="fp8", dense_format="fp8_tensor"),
                          PhasePlan(gpus=(0,)), "vllm", B200, (0,))  # fmt: skip
     assert fp8.fp8_kloop and not fp8.fp4_kloop
-    assert _gemm_s(_ctx(engine="sglang"), 1, 512, 65536) < _kloop_s(65536)
+    off = dataclasses.replace(_ctx(), fp4_kloop=False, memo_keys={}, rate_terms={})
+    assert _gemm_s(off, 1, 512, 65536) < _kloop_s(65536)
+
+
+def test_sglang_nvfp4_linear_on_sm100_is_the_cute_dsl_gemm():
+    """SGLang 0.5.23's --fp4-gemm-backend auto picks flashinfer_cutedsl on SM100 (srt/layers/quantization/
+    fp4_utils.py:149-162) and its ModelOpt FP4 linear calls mm_fp4 with backend "cute-dsl": the same K-loop bound
+    as vLLM's (old: SGLang named no CuTe-DSL arch, so m=1, n=512, k=65536 streamed its 18 MB at the GPU's
+    bandwidth, under one CTA's 42 us K loop)."""
+    sglang = _ctx(engine="sglang")
+    assert sglang.fp4_kloop
+    assert _gemm_s(sglang, 1, 512, 65536) >= _kloop_s(65536)
+    assert _gemm_s(sglang, 1, 512, 65536) == pytest.approx(_gemm_s(_ctx(), 1, 512, 65536))
 
 
 def test_sm100_fp8_kloop_takes_the_sm100_per_sm_figure():
