@@ -163,6 +163,27 @@ def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -
     return rows * (count * k * in_bytes + n * precision.ACTIVATION_BYTES)
 
 
+def activation_op(rows: float, intermediate: float) -> Op:
+    """The gated FFN's activation, silu(gate) x up, between its two GEMMs: one kernel that reads the gate_up
+    output (2 x intermediate per row) and writes intermediate, in both engines where no activation quant follows
+    (vLLM 0.34 layers/activation.py SiluAndMul, a custom op or its Inductor kernel: nothing fuses it into the bf16
+    or weight-only GEMMs; SGLang srt/layers/activation.py SiluAndMul -> sgl_kernel silu_and_mul). At one row it
+    costs the elementwise floor (rates.MIN_US)."""
+    nbytes = rows * intermediate * 3 * precision.ACTIVATION_BYTES
+    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "ffn activation")
+
+
+def rope_op(rows: float, shape: AttentionShape, head_dim: float) -> Op:
+    """Rotary embedding of the rank's q and k heads after the QKV projection (read and written once, the whole
+    head: partial rotary leaves the rest in place): its own kernel on CUDA in both engines. vLLM 0.34: the rotary
+    op (or its Inductor kernel) runs apart from the KV-cache write, whose fusion is ROCm-only
+    (config/compilation.py:358-363 fuse_rope_kvcache; enable_qk_norm_rope_fusion off at every -O level,
+    config/vllm.py:287-357); SGLang 0.5.23: self.rotary_emb after the QK norm (srt/models/qwen3.py:256-268; the
+    fused QK-norm + RoPE + cache write is the AITER path, :290-311)."""
+    nbytes = rows * (shape.heads_per_rank + shape.kv_heads_per_rank) * head_dim * 2 * precision.ACTIVATION_BYTES
+    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "rope")
+
+
 @dataclass(frozen=True)
 class Context:
     """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved

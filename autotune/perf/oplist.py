@@ -28,7 +28,9 @@ from autotune.perf.opcore import (
     _narrow_speed,
     _quant,
     _tile_speed,
+    activation_op,
     prefill_fill,
+    rope_op,
 )
 from autotune.perf.routing import distinct_experts, router_ops
 from autotune.perf.sharding import dense_layout, head_over_dp
@@ -161,6 +163,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
         mla_ops.module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
+    if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
+        ops.append(rope_op(rows, shape, att.score_dim / 2))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -278,6 +282,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
             quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
             ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
+        else:  # SiluAndMul between gate_up and down (opcore.activation_op)
+            ops.append(activation_op(rows, ffn.params / shards / hidden / 3))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
