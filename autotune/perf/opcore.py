@@ -222,6 +222,7 @@ class Context:
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
     moe_stream_gbs: float = 0.0  # cap on the routed experts' weight stream (GB/s; Marlin: _moe_stream_gbs), 0: none
+    dense_stream_gbs: float = 0.0  # cap on a W4A16 checkpoint's dense weight stream (GB/s; _dense_stream_gbs), 0: none
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
@@ -293,6 +294,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
         fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
         moe_stream_gbs=_moe_stream_gbs(moe, sms),
+        dense_stream_gbs=_dense_stream_gbs(model, hw, engine, sms),
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
@@ -342,6 +344,27 @@ def _moe_stream_gbs(moe: str, sms: int) -> float:
     """What the routed experts' grouped GEMMs stream of their weights at most: Marlin, SMs x
     rates.MARLIN_PER_SM_STREAM_GBS; 0 (no cap beyond the rates table's bandwidth) for the other kernels."""
     return sms * rates.MARLIN_PER_SM_STREAM_GBS if moe == "marlin" and sms else 0.0
+
+
+def _dense_stream_gbs(model: ModelSpec, hw: HardwareProfile, engine: str, sms: int) -> float:
+    """What a weight-only INT4 checkpoint's (AWQ / GPTQ) dense GEMMs stream of their weights at most on NVIDIA
+    parts, where both engines run them on Marlin (or Humming; rates.MARLIN_DENSE_PER_SM_STREAM_GBS): SMs x that;
+    0 (no cap) for other checkpoints, vendors and vllm-ascend. Their ops carry dtype DENSE_W4A16 so the costing
+    (costing._rate_terms) can cap their rate-table entry alone (the table falls back to bf16's rates for it)."""
+    weight_only_int4 = model.dense_dtype == "int4" and model.dense_format in INT4_WEIGHT_ONLY
+    if not weight_only_int4 or hw.gpu.vendor != "nvidia" or profile(engine).ascend_platform or not sms:
+        return 0.0
+    return sms * rates.MARLIN_DENSE_PER_SM_STREAM_GBS
+
+
+INT4_WEIGHT_ONLY = frozenset({"int4_awq", "int4_gptq"})
+DENSE_W4A16 = "int4"  # the op dtype of those GEMMs (their compute runs in bf16: precision.compute_dtype)
+
+
+def dense_op_dtype(c: Context) -> str:
+    """The dtype label of the dense GEMM ops: DENSE_W4A16 where their weight stream is capped, else the compute
+    dtype (the tile and wave lookups keep the compute dtype)."""
+    return DENSE_W4A16 if c.dense_stream_gbs else c.dense_dtype
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

@@ -29,6 +29,7 @@ from autotune.perf.opcore import (
     _quant,
     _tile_speed,
     activation_op,
+    dense_op_dtype,
     prefill_fill,
     rope_op,
 )
@@ -142,7 +143,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
     split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
-        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
+        Op("gemm", dense_op_dtype(c), bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
            shape.split_count, "tp", split_speed)
     )  # fmt: skip
     _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
@@ -155,7 +156,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         rep_flops = 2 * shape.rep * rows
         rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+            Op("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
@@ -267,7 +268,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
         ops.append(
             _gemm(
                 "dense_dp" if layout == "dp" else "tp",
-                c.dense_dtype,
+                dense_op_dtype(c),
                 rows,
                 ffn.params / shards,
                 hidden,
@@ -489,6 +490,6 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
     speed *= _tile_speed(c, dtype, m, n, k)
     nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
-    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
+    ops = [_gemm(source, dense_op_dtype(c), m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
     _gemm_waves(ops, c, dtype, m, n, 1.0, source)
     return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])

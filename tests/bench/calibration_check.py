@@ -110,6 +110,14 @@ FITTED = [
     ("fused_norm_us", "FUSED_ADD_NORM_MIN_US", (2.9, 3.5, 4.0, 4.5, 5.0, 5.17, 5.5, 6.0), "MIN_US[norm]"),
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
+    # kernel-marlin-dense-w4a16-h100-humming2 / -h200-tileops (q4c23); prior: the fused Marlin MoE's per-SM figure
+    # (kernel-marlin-moe-h20-dsv3)
+    (
+        "marlin_dense_gbs",
+        "MARLIN_DENSE_PER_SM_STREAM_GBS",
+        (8.0, 10.0, 11.3, 12.8, 14.4, 16.0, 18.0),
+        "MARLIN_PER_SM_STREAM_GBS",
+    ),
 ]
 
 
@@ -1160,11 +1168,47 @@ def _treeru_rows(figures: dict) -> list[Row]:
     ]  # fmt: skip
 
 
+H100_MARLIN, H200_MARLIN = "kernel-marlin-dense-w4a16-h100-humming2", "kernel-marlin-dense-w4a16-h200-tileops"
+
+
+@cache
+def h100_box():
+    """One H100 SXM: the H200 preset's GPU with catalog.devices "h100-sxm"'s name and datasheet rates (132 SMs)."""
+    spec, hw = DEVICES_BY_KEY["h100-sxm"], box("h200-x8", 1)
+    gpus = tuple(
+        dataclasses.replace(a, name=spec.name, mem_bw_gbs=spec.mem_bw_gbs, peak_tflops=dict(spec.peak_tflops))
+        for a in hw.accelerators
+    )
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def marlin_dense_us(hw: Callable, m: int, n: int, k: int) -> Callable[[], float]:
+    """One dense W4A16 GEMM (an AWQ checkpoint's linear, Marlin) of m x n x k alone on one GPU: the op list's
+    linear_ops, costed."""
+
+    def run() -> float:
+        from autotune.perf import oplist
+        from autotune.perf.opcore import context
+
+        c = context(qwen3_dense("qwen3-8b", True), PhasePlan(gpus=(0,)), "vllm", hw(), (0,))
+        return cost_ops(c, oplist.linear_ops(c, m, n, k, "marlin probe")).time_s * 1e6
+
+    return run
+
+
 def four_bit_rows() -> list[Row]:
-    """q4c23's counted rows: dense AWQ (Marlin) and BF16 decode at one request, and the page's BF16 MoE (TREERU)."""
+    """q4c23's counted rows: dense AWQ (Marlin) and BF16 decode at one request, and the page's BF16 MoE (TREERU);
+    the dense Marlin GEMM at one row on two Hopper parts (kernel-marlin-dense-w4a16-h100-humming2, -h200-tileops)."""
     moe = one_request(lambda: model("qwen3-30b-a3b"), rtx_pro_ws_box)
-    return _treeru_rows(TREERU_TOK_S) + [Row(TREERU, "Qwen3-30B-A3B BF16 TP1 SGLang decode c=1", "decode tok/s", 168.9,
-                                             moe)]  # fmt: skip
+    return _treeru_rows(TREERU_TOK_S) + [
+        Row(TREERU, "Qwen3-30B-A3B BF16 TP1 SGLang decode c=1", "decode tok/s", 168.9, moe),
+        # humming#2: 4.98 TFLOPS at m=1, n=k=8192 -> 2 x 8192^2 / 4.98e12 s
+        Row(H100_MARLIN, "Marlin W4A16 m=1 n=k=8192 H100 (humming#2)", "us", 2 * 8192**2 / 4.98e6,
+            marlin_dense_us(h100_box, 1, 8192, 8192)),
+        # TileOPs#2159: its 23.84 us is 9.4% slower than the fastest Marlin baseline
+        Row(H200_MARLIN, "Marlin W4A16 m=1 n=k=8192 H200 (TileOPs#2159)", "us", 23.84 / 1.094,
+            marlin_dense_us(lambda: box("h200-x8", 1), 1, 8192, 8192)),
+    ]  # fmt: skip
 
 
 def four_bit_apart_rows() -> list[Row]:
