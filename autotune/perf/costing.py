@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm
-from autotune.perf.opcore import Context, Op
+from autotune.perf.opcore import DENSE_W4A16, Context, Op
 from autotune.specs.hardware import on_fabric
 
 GB = 1e9
@@ -122,9 +122,13 @@ def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
 
 def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
     """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context; a grouped MoE's
-    bandwidth at most the Context's cap on the experts' weight stream (Context.moe_stream_gbs: Marlin's SMs)."""
+    bandwidth at most the Context's cap on the experts' weight stream (Context.moe_stream_gbs: Marlin's SMs), a
+    W4A16 checkpoint's dense GEMM's (dtype opcore.DENSE_W4A16; the table gives it bf16's rates) at most
+    Context.dense_stream_gbs."""
     r = c.table.get(*key)
     gbs = min(r.gbs, c.moe_stream_gbs) if key[0] == "grouped_moe" and c.moe_stream_gbs else r.gbs
+    if key[1] == DENSE_W4A16 and c.dense_stream_gbs:
+        gbs = min(gbs, c.dense_stream_gbs)
     terms = c.rate_terms[key] = (r.tflops * TFLOP, gbs * GB, r.min_us * 1e-6)
     return terms
 

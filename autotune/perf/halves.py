@@ -59,7 +59,7 @@ def _attention_prefix(c: Context) -> int:
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop, c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
-            c.mla_decode_q_tile, c.fa3_paged_prefill,
+            c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
@@ -164,7 +164,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
             profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
-            c.fp4_kloop, c.moe_stream_gbs,
+            c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
     key = (prefix, id(ffn), tokens)  # `ffn` is one of the prefix's model's FFN halves

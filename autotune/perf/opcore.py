@@ -163,6 +163,27 @@ def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -
     return rows * (count * k * in_bytes + n * precision.ACTIVATION_BYTES)
 
 
+def activation_op(rows: float, intermediate: float) -> Op:
+    """The gated FFN's activation, silu(gate) x up, between its two GEMMs: one kernel that reads the gate_up
+    output (2 x intermediate per row) and writes intermediate, in both engines where no activation quant follows
+    (vLLM 0.34 layers/activation.py SiluAndMul, a custom op or its Inductor kernel: nothing fuses it into the bf16
+    or weight-only GEMMs; SGLang srt/layers/activation.py SiluAndMul -> sgl_kernel silu_and_mul). At one row it
+    costs the elementwise floor (rates.MIN_US)."""
+    nbytes = rows * intermediate * 3 * precision.ACTIVATION_BYTES
+    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "ffn activation")
+
+
+def rope_op(rows: float, shape: AttentionShape, head_dim: float) -> Op:
+    """Rotary embedding of the rank's q and k heads after the QKV projection (read and written once, the whole
+    head: partial rotary leaves the rest in place): its own kernel on CUDA in both engines. vLLM 0.34: the rotary
+    op (or its Inductor kernel) runs apart from the KV-cache write, whose fusion is ROCm-only
+    (config/compilation.py:358-363 fuse_rope_kvcache; enable_qk_norm_rope_fusion off at every -O level,
+    config/vllm.py:287-357); SGLang 0.5.23: self.rotary_emb after the QK norm (srt/models/qwen3.py:256-268; the
+    fused QK-norm + RoPE + cache write is the AITER path, :290-311)."""
+    nbytes = rows * (shape.heads_per_rank + shape.kv_heads_per_rank) * head_dim * 2 * precision.ACTIVATION_BYTES
+    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "rope")
+
+
 @dataclass(frozen=True)
 class Context:
     """What the op builders and the costing pass share for every step of one phase: the plan's choices resolved
@@ -201,6 +222,7 @@ class Context:
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
     moe_stream_gbs: float = 0.0  # cap on the routed experts' weight stream (GB/s; Marlin: _moe_stream_gbs), 0: none
+    dense_stream_gbs: float = 0.0  # cap on a W4A16 checkpoint's dense weight stream (GB/s; _dense_stream_gbs), 0: none
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
@@ -272,6 +294,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
         fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
         moe_stream_gbs=_moe_stream_gbs(moe, sms),
+        dense_stream_gbs=_dense_stream_gbs(model, hw, engine, sms),
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
         triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
@@ -321,6 +344,27 @@ def _moe_stream_gbs(moe: str, sms: int) -> float:
     """What the routed experts' grouped GEMMs stream of their weights at most: Marlin, SMs x
     rates.MARLIN_PER_SM_STREAM_GBS; 0 (no cap beyond the rates table's bandwidth) for the other kernels."""
     return sms * rates.MARLIN_PER_SM_STREAM_GBS if moe == "marlin" and sms else 0.0
+
+
+def _dense_stream_gbs(model: ModelSpec, hw: HardwareProfile, engine: str, sms: int) -> float:
+    """What a weight-only INT4 checkpoint's (AWQ / GPTQ) dense GEMMs stream of their weights at most on NVIDIA
+    parts, where both engines run them on Marlin (or Humming; rates.MARLIN_DENSE_PER_SM_STREAM_GBS): SMs x that;
+    0 (no cap) for other checkpoints, vendors and vllm-ascend. Their ops carry dtype DENSE_W4A16 so the costing
+    (costing._rate_terms) can cap their rate-table entry alone (the table falls back to bf16's rates for it)."""
+    weight_only_int4 = model.dense_dtype == "int4" and model.dense_format in INT4_WEIGHT_ONLY
+    if not weight_only_int4 or hw.gpu.vendor != "nvidia" or profile(engine).ascend_platform or not sms:
+        return 0.0
+    return sms * rates.MARLIN_DENSE_PER_SM_STREAM_GBS
+
+
+INT4_WEIGHT_ONLY = frozenset({"int4_awq", "int4_gptq"})
+DENSE_W4A16 = "int4"  # the op dtype of those GEMMs (their compute runs in bf16: precision.compute_dtype)
+
+
+def dense_op_dtype(c: Context) -> str:
+    """The dtype label of the dense GEMM ops: DENSE_W4A16 where their weight stream is capped, else the compute
+    dtype (the tile and wave lookups keep the compute dtype)."""
+    return DENSE_W4A16 if c.dense_stream_gbs else c.dense_dtype
 
 
 def _narrow_speed(hw: HardwareProfile, dtype: str, k: float) -> float:

@@ -28,7 +28,10 @@ from autotune.perf.opcore import (
     _narrow_speed,
     _quant,
     _tile_speed,
+    activation_op,
+    dense_op_dtype,
     prefill_fill,
+    rope_op,
 )
 from autotune.perf.routing import distinct_experts, router_ops
 from autotune.perf.sharding import dense_layout, head_over_dp
@@ -140,7 +143,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
     split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
-        Op("gemm", dense_dtype, bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
+        Op("gemm", dense_op_dtype(c), bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
            shape.split_count, "tp", split_speed)
     )  # fmt: skip
     _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
@@ -153,7 +156,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         rep_flops = 2 * shape.rep * rows
         rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_dtype, bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+            Op("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
@@ -161,6 +164,8 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
         absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
         mla_ops.module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
+    if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
+        ops.append(rope_op(rows, shape, att.score_dim / 2))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
@@ -263,7 +268,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
         ops.append(
             _gemm(
                 "dense_dp" if layout == "dp" else "tp",
-                c.dense_dtype,
+                dense_op_dtype(c),
                 rows,
                 ffn.params / shards,
                 hidden,
@@ -278,6 +283,8 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
             quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
             ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
+        else:  # SiluAndMul between gate_up and down (opcore.activation_op)
+            ops.append(activation_op(rows, ffn.params / shards / hidden / 3))
     if ffn.kind != "moe":
         return
     e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
@@ -483,6 +490,6 @@ def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:
     speed = c.dense_speed * _narrow_speed(c.hw, dtype, k) / _narrow_speed(c.hw, dtype, c.model.hidden_size)
     speed *= _tile_speed(c, dtype, m, n, k)
     nbytes = n * k * c.dense_bytes + _act_bytes(m, n, k, 1.0, c.act_in_bytes)
-    ops = [_gemm(source, dtype, m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
+    ops = [_gemm(source, dense_op_dtype(c), m, n * k, k, 2.0 * m * n * k, nbytes, 1.0, speed)]
     _gemm_waves(ops, c, dtype, m, n, 1.0, source)
     return ops + ([_quant(m, k, 1.0, source, c.dense_quant_bytes)] if c.dense_quant_bytes else [])

@@ -99,6 +99,17 @@ MMA_SYNC_SHARE_PROVENANCE = ("public:kernel-fa2-h100-fwd", "public:kernel-fa2-b2
 # The op list caps a Marlin MoE's weight stream at SMs x this (Context.moe_stream_gbs): it binds on HBM3 parts
 # (H20 / H100 / H200 / B200), not on GDDR ones (L40S, RTX PRO 6000: their SMs x 22.1 exceed the memory).
 MARLIN_PER_SM_STREAM_GBS = 22.1
+# The same for a dense W4A16 GEMM (vLLM's Marlin, or Humming, which vLLM 0.34 ranks ahead of Marlin on sm_90 only:
+# quantization/utils/humming/priority.py:11-47; SGLang awq_marlin / gptq_marlin) at decode row counts, where its
+# stream-K split over the SMs (not the HBM) sets the rate: calibration.yaml kernel-marlin-dense-w4a16-h100-humming2
+# and -h200-tileops. At m = 1, n = k = 8192: 4.98 TFLOPS = 26.95 us on an H100 (inclusionAI/humming#2; Humming
+# 4.96) and ~21.8 us on an H200 (tile-ai/TileOPs#2159: its 23.84 us "9.4% slower than the fastest Marlin
+# baseline"), against 12-16 us at 0.80 of the HBM. Over the op list's bytes (0.53125 B a weight) less the GEMM floor
+# (MIN_US["gemm"], which the costing adds on top), over 132 SMs: 11.3 and 14.4 GB/s per SM; their mean, 12.8, is
+# used. The op list caps a weight-only INT4 checkpoint's dense GEMMs at SMs x this (Context.dense_stream_gbs): on
+# HBM parts; GDDR parts' memory binds first (RTX PRO 6000: 188 x 12.8 = 2.4 TB/s over its 1.6-1.8).
+MARLIN_DENSE_PER_SM_STREAM_GBS = 12.8
+MARLIN_DENSE_PROVENANCE = "public:kernel-marlin-dense-w4a16-h100-humming2, kernel-marlin-dense-w4a16-h200-tileops"
 
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at

@@ -112,6 +112,14 @@ FITTED = [
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
     # eager-host-time-vllm45709-4090d and -l20; prior: SGLang's eager DeepSeek-V3 forward (sglang#12160, efficiency.py)
     ("eager_host_us", "EAGER_HOST_US_PER_LAYER", (300.0, 450.0, 600.0, 650.0, 700.0, 750.0, 800.0, 900.0), 980.0),
+    # kernel-marlin-dense-w4a16-h100-humming2 / -h200-tileops (q4c23); prior: the fused Marlin MoE's per-SM figure
+    # (kernel-marlin-moe-h20-dsv3)
+    (
+        "marlin_dense_gbs",
+        "MARLIN_DENSE_PER_SM_STREAM_GBS",
+        (8.0, 10.0, 11.3, 12.8, 14.4, 16.0, 18.0),
+        "MARLIN_PER_SM_STREAM_GBS",
+    ),
 ]
 
 
@@ -800,6 +808,7 @@ def rows() -> list[Row]:
         ),
     ]
     out += kernel_source_rows()  # src22b
+    out += four_bit_rows()  # q4c23
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1215,7 +1224,7 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
-    return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows()  # fp4b23
+    return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
 def pcie_source_apart_rows() -> list[Row]:
@@ -1322,6 +1331,136 @@ NOT_EXPRESSIBLE = [
         "kernel-min-time-rmsnorm-rtx5090-vllm55329",
         "64- and 2048-token rows: their bytes at the part's bandwidth add to the minimum, and there is no RTX 5090 "
         "preset; FlashInfer columns: its Gemma kernels (1 + weight), not the plain ones SGLang runs",
+    ),
+]
+
+
+# --- q4c23: 4-bit weight-only (AWQ, Marlin) decode at one request beside BF16, dense Qwen3 -------------------------
+# calibration.yaml sglang-awq-bf16-qwen3-rtx-pro-6000-ws: treeru.com's single-request generation speed, SGLang
+# 0.5.8 on one RTX PRO 6000. Its edition is read from its own BF16 rows: Qwen3-32B reads 64.0 GB of weights a token
+# (the untied embedding is one row, not read) at 23.9 tok/s = 1.53 TB/s, 0.96 of the Server Edition's 1.6 TB/s and
+# 0.85 of the Workstation Edition's 1.792 TB/s (NVIDIA datasheets), so the Workstation Edition (rtx_pro_ws_box).
+AWQ_INT4 = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}  # Qwen/*-AWQ
+TREERU = "sglang-awq-bf16-qwen3-rtx-pro-6000-ws"
+TREERU_TOK_S = {  # (model, AWQ?) -> tok/s
+    ("qwen3-8b", True): 208.0, ("qwen3-8b", False): 90.8, ("qwen3-14b", True): 136.1,
+    ("qwen3-14b", False): 53.2, ("qwen3-32b", True): 70.2, ("qwen3-32b", False): 23.9,
+}  # fmt: skip
+TREERU_APART_TOK_S = {("qwen3-4b", True): 391.2, ("qwen3-4b", False): 208.1}
+
+
+@cache
+def qwen3_dense(name: str, awq: bool = False):
+    """tests/fixtures/qwen3-dense/NAME (Qwen/Qwen3-*'s config.json), with the AWQ checkpoint's quantization_config."""
+    config = json.loads((FIXTURES / "qwen3-dense" / name / "config.json").read_text())
+    if awq:
+        config["quantization_config"] = AWQ_INT4
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"{name}{'-awq' if awq else ''}" / "config.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(config))
+        return model_from_config(path)
+
+
+@cache
+def rtx_pro_ws_box():
+    """One RTX PRO 6000 Blackwell Workstation Edition: the rtx-pro-6000-x8 preset's GPU (sm_120, 188 SMs, 96 GB
+    GDDR7) at the Workstation Edition's 1,792 GB/s (NVIDIA datasheet; the Server Edition's is 1,600)."""
+    hw = box("rtx-pro-6000-x8", 1)
+    name = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    gpus = tuple(dataclasses.replace(a, name=name, mem_bw_gbs=1792.0) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def one_request(m, hw, engine: str = "sglang", isl: int = 128, osl: int = 512) -> Callable[[], float]:
+    """Decode tok/s of one request alone (1 / mean TPOT) on one GPU; the page states no lengths: a short prompt."""
+
+    def run() -> float:
+        plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=(0,), kernels=Kernels(kv_cache_dtype="auto"))})
+        p = predict(plan, m(), hw(), Workload(isl=isl, osl=osl, concurrency=1))
+        return 1e3 / p.tpot_ms["mean"] if p.feasible else float("nan")
+
+    return run
+
+
+def _treeru_rows(figures: dict) -> list[Row]:
+    return [
+        Row(TREERU, f"Qwen3-{name.split('-')[1].upper()} {'AWQ' if awq else 'BF16'} TP1 SGLang decode c=1",
+            "decode tok/s", tok_s, one_request(lambda n=name, a=awq: qwen3_dense(n, a), rtx_pro_ws_box))
+        for (name, awq), tok_s in figures.items()
+    ]  # fmt: skip
+
+
+H100_MARLIN, H200_MARLIN = "kernel-marlin-dense-w4a16-h100-humming2", "kernel-marlin-dense-w4a16-h200-tileops"
+
+
+@cache
+def h100_box():
+    """One H100 SXM: the H200 preset's GPU with catalog.devices "h100-sxm"'s name and datasheet rates (132 SMs)."""
+    spec, hw = DEVICES_BY_KEY["h100-sxm"], box("h200-x8", 1)
+    gpus = tuple(
+        dataclasses.replace(a, name=spec.name, mem_bw_gbs=spec.mem_bw_gbs, peak_tflops=dict(spec.peak_tflops))
+        for a in hw.accelerators
+    )
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+def marlin_dense_us(hw: Callable, m: int, n: int, k: int) -> Callable[[], float]:
+    """One dense W4A16 GEMM (an AWQ checkpoint's linear, Marlin) of m x n x k alone on one GPU: the op list's
+    linear_ops, costed."""
+
+    def run() -> float:
+        from autotune.perf import oplist
+        from autotune.perf.opcore import context
+
+        c = context(qwen3_dense("qwen3-8b", True), PhasePlan(gpus=(0,)), "vllm", hw(), (0,))
+        return cost_ops(c, oplist.linear_ops(c, m, n, k, "marlin probe")).time_s * 1e6
+
+    return run
+
+
+def four_bit_rows() -> list[Row]:
+    """q4c23's counted rows: dense AWQ (Marlin) and BF16 decode at one request, and the page's BF16 MoE (TREERU);
+    the dense Marlin GEMM at one row on two Hopper parts (kernel-marlin-dense-w4a16-h100-humming2, -h200-tileops)."""
+    moe = one_request(lambda: model("qwen3-30b-a3b"), rtx_pro_ws_box)
+    return _treeru_rows(TREERU_TOK_S) + [
+        Row(TREERU, "Qwen3-30B-A3B BF16 TP1 SGLang decode c=1", "decode tok/s", 168.9, moe),
+        # humming#2: 4.98 TFLOPS at m=1, n=k=8192 -> 2 x 8192^2 / 4.98e12 s
+        Row(H100_MARLIN, "Marlin W4A16 m=1 n=k=8192 H100 (humming#2)", "us", 2 * 8192**2 / 4.98e6,
+            marlin_dense_us(h100_box, 1, 8192, 8192)),
+        # TileOPs#2159: its 23.84 us is 9.4% slower than the fastest Marlin baseline
+        Row(H200_MARLIN, "Marlin W4A16 m=1 n=k=8192 H200 (TileOPs#2159)", "us", 23.84 / 1.094,
+            marlin_dense_us(lambda: box("h200-x8", 1), 1, 8192, 8192)),
+    ]  # fmt: skip
+
+
+def four_bit_apart_rows() -> list[Row]:
+    """The same page's Qwen3-4B pair, shown apart (APART says why)."""
+    return _treeru_rows(TREERU_APART_TOK_S)
+
+
+APART += (
+    " sglang-awq-bf16-qwen3-rtx-pro-6000-ws Qwen3-4B rows: the page contradicts itself on bandwidth there: its "
+    "Qwen3-4B BF16 figure (208.1 tok/s) reads the 8.04 GB of weights a token (tied embedding: read once, as the "
+    "head) at 1.67 TB/s, 0.94 of the datasheet's 1.792 TB/s with no time left for any per-layer cost, where its 8B, "
+    "14B and 32B BF16 rows read 1.37-1.53 TB/s (0.77-0.85); shown, not counted (q4c23)."
+)
+NOT_EXPRESSIBLE += [
+    (
+        "sglang-awq-bf16-qwen3-rtx-pro-6000-ws",
+        "Gemma-3-12B-AWQ, Phi-4-AWQ, EXAONE-3.5, GLM-4-9B and DeepSeek-R1-Distill-Qwen-32B rows: no config of "
+        "those families in the catalog (the Qwen3 rows are counted)",
+    ),
+    (
+        "vllm-moe-wna16-marlin-deepseek-awq-a800",
+        "DeepSeek-V3 / R1 AWQ on 8x A800, vLLM of 2025-03 (vllm#14138): no A800 SXM preset; 46-50 tok/s at batch 1 "
+        "is ~20 ms a step, ~16x the 4-bit weight stream (about 4x optimistic is issue 16's pattern): host time of "
+        "that engine version, which the model (vLLM 0.34, CUDA graphs) does not price",
+    ),
+    (
+        "vllm-awq-qwen3-14b-a100-eager",
+        "Qwen3-14B-AWQ on one A100 80GB, vLLM 0.9.1 --enforce-eager (vllm#20469): 20.6 ms TPOT at c=1 and 16k "
+        "prompts; eager decode (no CUDA graph) is not priced by the model and there is no A100 preset",
     ),
 ]
 

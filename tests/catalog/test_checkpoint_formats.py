@@ -106,3 +106,18 @@ def test_awq_modules_to_not_convert_keep_attention_wide(tmp_path):
     quant = {"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["self_attn", "gate"]}
     spec = _spec(tmp_path, _config("deepseek-v3", quantization_config=quant, torch_dtype="bfloat16"))
     assert (spec.dense_dtype, spec.expert_dtype, spec.expert_format) == ("bf16", "int4", "int4_awq")
+
+
+def test_dense_qwen3_awq_is_read(tmp_path):
+    """Dense Qwen3 (model_type qwen3, Qwen3ForCausalLM) loads through the GQA adapter: no MoE layers, Qwen3-8B's
+    8.19B parameters (hf.co/Qwen/Qwen3-8B: "Number of Parameters: 8.2B"), and an AWQ checkpoint's linears INT4."""
+    from pathlib import Path
+
+    fixture = Path(__file__).parents[1] / "fixtures" / "qwen3-dense" / "qwen3-8b" / "config.json"
+    config = {k: v for k, v in json.loads(fixture.read_text()).items() if not k.startswith("_")}
+    bf16 = _spec(tmp_path, config)
+    assert bf16.family == "qwen3" and not bf16.is_moe and len(bf16.layers) == 36
+    assert bf16.total_params / 1e9 == pytest.approx(8.19, abs=0.02)
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
+    spec = _spec(tmp_path, {**config, "quantization_config": awq})
+    assert (spec.dense_dtype, spec.dense_format) == ("int4", "int4_awq")

@@ -19,6 +19,7 @@ Adapter = Callable[[dict, str], ModelSpec]
 
 ADAPTERS: dict[str, Adapter] = {
     "llama": gqa_model,
+    "qwen3": gqa_model,  # dense Qwen3 (Qwen3ForCausalLM): qwen3_moe's layout without experts
     "qwen3_moe": gqa_model,
     "deepseek_v3": mla_model,
     "deepseek_v32": mla_model,

@@ -1,4 +1,4 @@
-"""GQA attention models: llama (dense) and qwen3_moe."""
+"""GQA attention models: llama and qwen3 (dense) and qwen3_moe."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from autotune.catalog.adapters.common import (
 )
 from autotune.specs import AttentionSpec, FfnSpec, LayerSpec, ModelSpec
 
-# ---------------------------------------------------------------- GQA (llama, qwen3_moe)
+# ---------------------------------------------------------------- GQA (llama, qwen3, qwen3_moe)
 
 
 def _qwen_ffn(cfg: Fields, index: int) -> FfnSpec:
