@@ -125,8 +125,9 @@ PROFILE = EngineProfile(
     fa3_paged_kv_non_tma_archs=("sm_90",),
     # NVFP4 (W4A4) linears on sm_10x: --fp4-gemm-backend auto (srt/arg_groups/fields/exec_.py:282-291) resolves to
     # flashinfer_cutedsl on SM100 (srt/layers/quantization/fp4_utils.py:149-162), and the ModelOpt FP4 linear calls
-    # flashinfer mm_fp4 with backend "cute-dsl" (fp4_utils.py:128-144; srt/layers/quantization/modelopt_quant.py:
-    # 165-170): the same CuTe-DSL block-scaled GEMM as vLLM 0.34's (profiles/vllm_0_34_0.py)
+    # flashinfer mm_fp4 with backend "cute-dsl" (srt/layers/quantization/fp4_utils.py:128-144;
+    # srt/layers/quantization/modelopt_quant.py:165-170): the same CuTe-DSL block-scaled GEMM as vLLM 0.34's
+    # (autotune/capability/profiles/vllm_0_34_0.py)
     cute_dsl_fp4_tile_archs=("sm_100",),
     allreduce_paths=allreduce_paths,
     graph_caps=graph_caps,
