@@ -98,6 +98,12 @@ PROFILE = EngineProfile(
     # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):
     # FA3's PagedKVNonTMA path (autotune tiles.FA3_PAGED_CTA_FIXED_US)
     fa3_paged_kv_non_tma_archs=("sm_90",),
+    # sm_90: FA3 is also the default backend of an MLA model (srt/arg_groups/model_override_base.py:335-338); with
+    # --kv-cache-dtype fp8 its prefill casts the queries to the cache dtype (head dim <= 256, FA3:
+    # srt/layers/attention/flashattention_backend.py:1425-1439, called for every extend at :1572-1580) and an MLA
+    # layer's MHA path casts its up-projected keys and values to the queries' dtype (:1918-1921; the keys are built
+    # in the cache dtype, srt/models/deepseek_common/attention_forward_methods/forward_mha.py:733-742): FP8 FA3
+    fp8_kv_prefill_attention_archs=("sm_90",),
     allreduce_paths=allreduce_paths,
     auto_moe_kernel=auto_moe_kernel,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
