@@ -51,6 +51,16 @@ def per_sm_fraction(fraction: float, ratio: float) -> float:
     return 1.0 / (1.0 + (1.0 / fraction - 1.0) * ratio)
 
 
+def variant_speed(speed: float, fraction: float, ratio: float) -> float:
+    """A kernel variant's speed `speed` against the kernel the rates table's `fraction` describes (both on the
+    reference part), on a part of tensor-rate `ratio`: the variant's extra time is work off the tensor cores (see
+    the fused-MoE variants in perf/efficiency.py), which per_sm_fraction shrinks against the slower tensor cores.
+    `speed` itself where the ratio is 1 or the fraction unknown."""
+    if ratio == 1.0 or speed == 1.0 or not 0.0 < fraction * speed < 1.0 or not 0.0 < fraction < 1.0:
+        return speed
+    return per_sm_fraction(fraction * speed, ratio) / per_sm_fraction(fraction, ratio)
+
+
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
 # tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for

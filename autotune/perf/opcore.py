@@ -243,18 +243,20 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
+    table = rates.rates_table(hw)
     return Context(
         model,
         phase,
         engine,
         hw,
         stage,
-        rates.rates_table(hw),
+        table,
         dense_dtype,
         expert_dtype,
         _narrow_speed(hw, dense_dtype, model.hidden_size)
         * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
-        _moe_variant_speed(moe, hw.gpu.arch) * _narrow_speed(hw, expert_dtype, model.hidden_size),
+        _moe_variant_speed(moe, hw, expert_dtype, table.tensor_rate_ratio)
+        * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
@@ -325,13 +327,19 @@ def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
     return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
 
 
-def _moe_variant_speed(moe: str, arch: str) -> float:
-    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, but Marlin at the MARLIN paper's figure against an
-    mma.sync GEMM (rates.MARLIN_MMA_SYNC_SPEED) times the share of the arch's BF16 rate mma.sync gets there
-    (rates.MMA_SYNC_SHARE: sm_90 / sm_100; 1 where mma.sync is the BF16 path, rates.MMA_SYNC_ARCHS)."""
+def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:
+    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, moved to a part of tensor-rate `ratio` below its
+    arch's reference (fractions.variant_speed against the `dtype` GEMM fraction, rates.reference_fraction); but
+    Marlin at the MARLIN paper's figure against an mma.sync GEMM (rates.MARLIN_MMA_SYNC_SPEED) times the share of
+    the arch's BF16 rate mma.sync gets there (rates.MMA_SYNC_SHARE: sm_90 / sm_100; 1 where mma.sync is the BF16
+    path, rates.MMA_SYNC_ARCHS): a tensor-instruction rate, not moved."""
+    arch = hw.gpu.arch
     if moe == "marlin" and (arch in rates.MMA_SYNC_ARCHS or arch in rates.MMA_SYNC_SHARE):
         return rates.MARLIN_MMA_SYNC_SPEED * rates.MMA_SYNC_SHARE.get(arch, 1.0)
-    return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+    speed = eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+    if ratio == 1.0 or speed == 1.0:
+        return speed
+    return fractions.variant_speed(speed, rates.reference_fraction(hw, dtype), ratio)
 
 
 def _moe_stream_gbs(moe: str, sms: int) -> float:
