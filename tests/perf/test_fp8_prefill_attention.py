@@ -58,3 +58,17 @@ def test_other_engines_and_kernels_keep_the_bf16_rate(engine, attention):
     bf16 = _prefill_attention_ms(engine, "h20-x8", "auto", attention)
     fp8 = _prefill_attention_ms(engine, "h20-x8", "fp8", attention)
     assert fp8 == pytest.approx(bf16, rel=0.02)
+
+
+def test_the_attention_memo_tells_the_fp8_kernel_apart():
+    import dataclasses
+
+    from autotune.perf import halves
+
+    hw = load_preset("h20-x8")
+    phase = PhasePlan(gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"))
+    fp8 = context(R1, phase, "sglang", hw, EIGHT)
+    bf16 = dataclasses.replace(fp8, fp8_prefill_speed=1.0, memo_keys={}, rate_terms={}, attention_shapes={})
+    att, x = R1.layers[-1].attention, StepInput(prefill_tokens=16384.0, prefill_ctx=2048.0)
+    fast, slow = halves.attention_terms(fp8, att, x), halves.attention_terms(bf16, att, x)
+    assert sum(t[2] for t in fast) < sum(t[2] for t in slow)
