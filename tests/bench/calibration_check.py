@@ -941,7 +941,9 @@ def pcie_source_rows() -> list[Row]:
 def h20_prefill() -> float:
     """Input tok/s of one SGLang prefill instance (TP8 on 8x H20, R1 FP8 block, FP8 KV as the entry's FlashMLA-FP8)
     saturated with 4,096-token prompts at the published 16,384-token chunk (the blog's reproduction,
-    antgroup/sglang#4: --chunked-prefill-size 16384; serving.prefill_pool)."""
+    antgroup/sglang#4: --chunked-prefill-size 16384 --attention-backend fa3 --kv-cache-dtype fp8_e4m3, which the
+    plan's `auto` attention on sm_90 and FP8 KV are: FA3's prefill in FP8; serving.prefill_pool). Not expressed: the
+    reproduction's --page-size 64 (an MLA prefill attends its up-projected keys, not the pages)."""
     m, hw = model("deepseek-v3"), box("h20-x8")
     phase = PhasePlan(
         gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"), batching=Batching(chunked_prefill_tokens=16384)
