@@ -109,6 +109,9 @@ class EngineProfile:
     # archs where the `auto` prefill attention of a layer with a paged KV cache is FA3 on pages shorter than its KV
     # block: the PagedKVNonTMA path (perf/tiles.py FA3_PAGED_CTA_FIXED_US, rates.FA3_PAGED_KV_PREFILL_SPEED)
     fa3_paged_kv_non_tma_archs: tuple[str, ...] = ()
+    # archs where the `auto` prefill attention over an FP8 KV cache runs FA3 on FP8 queries, keys and values (the
+    # dense-prefix varlen prefill, an MLA layer's MHA path included): fractions.fp8_prefill_speed
+    fp8_kv_prefill_attention_archs: tuple[str, ...] = ()
     mla_prefill_output_copy: bool = False  # an MLA prefill copies its attention output once more (perf/mla.py)
     # archs where a per-tensor FP8 linear runs vLLM's CUTLASS scaled-mm, one CTA per output tile over the whole K
     # (perf/tiles.py cutlass_fp8_tile): a GEMM of few tiles and a long K is bound by one CTA's K loop

@@ -47,7 +47,12 @@ def auto_attention_kernel(engine: str, model, arch: str, chosen: str) -> str:
 # b12x (W4A8, SM120/121 FP4 experts): flashinfer#3051 measures its FP4 GEMM 1.3-1.7x faster than CUTLASS at
 # decode M <= 64 and at par from M >= 256, so 1.1 over the whole step mix; flashinfer_mxfp4 (W4A16 MXFP4):
 # sglang#34682 on H20 has it 0.96-1.37x the time of a CUTLASS W4A8 MoE and ~1/1.5-2 of Marlin's, i.e. about
-# the auto pick (1.0).
+# the auto pick (1.0). On a part slower per SM than its arch's reference (the H20), a speed is moved as a compute
+# fraction (opcore._moe_variant_speed, fractions.variant_speed): a variant's extra time is work off the tensor
+# cores, e.g. the Triton FP8 block kernel's scale promotion of every K block's partial product on the CUDA cores
+# (sglang kernels/ops/moe/fused_moe_triton_kernels.py:586-601), which the H20 runs at the H100's rate per SM.
+# calibration.yaml kernel-triton-moe-h20-down-tma (sglang#10567, H20 TP8, the down projection at 8K tokens, 1.435
+# ms) checks it (the model: 1.46 ms; 1.61 with the reference part's 0.85).
 MOE_VARIANT_SPEED = {
     "auto": 1.0,
     "cutlass": 1.0,

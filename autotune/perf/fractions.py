@@ -51,6 +51,16 @@ def per_sm_fraction(fraction: float, ratio: float) -> float:
     return 1.0 / (1.0 + (1.0 / fraction - 1.0) * ratio)
 
 
+def variant_speed(speed: float, fraction: float, ratio: float) -> float:
+    """A kernel variant's speed `speed` against the kernel the rates table's `fraction` describes (both on the
+    reference part), on a part of tensor-rate `ratio`: the variant's extra time is work off the tensor cores (see
+    the fused-MoE variants in perf/efficiency.py), which per_sm_fraction shrinks against the slower tensor cores.
+    `speed` itself where the ratio is 1 or the fraction unknown."""
+    if ratio == 1.0 or speed == 1.0 or not 0.0 < fraction * speed < 1.0 or not 0.0 < fraction < 1.0:
+        return speed
+    return per_sm_fraction(fraction * speed, ratio) / per_sm_fraction(fraction, ratio)
+
+
 # Prefill attention on sm_90 runs FlashAttention-3 (vLLM's FLASH_ATTN backend, vllm_flash_attn fa3), whose rate
 # depends on the head dimension: calibration.yaml kernel-fa3-h100-fwd-headdim (FA3 paper, figure 5, H100 SXM5, 16k
 # tokens per batch). A serving prefill is causal, so the causal panel is used: 473 / 616 / 642 TFLOPS at 16k for
@@ -72,6 +82,31 @@ PREFILL_HEAD_DIM_PROVENANCE = {
     "sm_90": "public:kernel-fa3-h100-fwd-headdim",
     "sm_100": "public:kernel-fa4-b200-fwd-headdim",
 }
+
+
+# FP8 prefill attention on sm_90 (FA3 on FP8 queries, keys and values: SGLang's FA3 backend over an FP8 KV cache,
+# engine profile fp8_kv_prefill_attention_archs): calibration.yaml kernel-fa3-h100-fwd-fp8 (FA3 paper, figure 7, H100
+# SXM5, 16k tokens per batch): 1,024 TFLOPS causal at head dim 256 against the BF16 figure's causal 642
+# (kernel-fa3-h100-fwd-headdim), 1.595x; non-causal 1,171 against 756, 1.549x. The causal pair is used (a serving
+# prefill is causal, as PREFILL_HEAD_DIM_FRACTION); head dim 256 is the one FP8 panel whose mask the figure's pattern
+# pins (confidence M), and held at every head dim. No sm_100 figure (FA4's FP8 path is not the engines' default).
+FP8_PREFILL_VS_BF16 = {"sm_90": 1024.0 / 642.0}
+FP8_PREFILL_PROVENANCE = "public:kernel-fa3-h100-fwd-fp8"
+# FP8 / BF16 dense datasheet peaks of the reference part FP8_PREFILL_VS_BF16 was measured on (H100 SXM: 1,979 / 989)
+FP8_REFERENCE_PEAK_RATIO = {"sm_90": 1979.0 / 989.0}
+
+
+def fp8_prefill_speed(arch: str, bf16_fraction: float, ratio: float, peak_ratio: float) -> float:
+    """Speed of the FP8 prefill attention kernel against the BF16 one that reaches `bf16_fraction` of the part's
+    BF16 peak at the reference tensor rate: its fraction of the FP8 peak on the reference part (bf16_fraction x
+    FP8_PREFILL_VS_BF16 / the reference's FP8 / BF16 peak ratio) and `bf16_fraction`, both moved to the part's tensor
+    rate per SM `ratio` (per_sm_fraction: the softmax runs on the CUDA cores, whose rate per SM export parts keep),
+    times the part's own FP8 / BF16 peak ratio `peak_ratio`. 1 on an arch without a figure."""
+    vs_bf16 = FP8_PREFILL_VS_BF16.get(arch)
+    if not vs_bf16 or not 0.0 < bf16_fraction < 1.0 or peak_ratio <= 0:
+        return 1.0
+    fp8_fraction = bf16_fraction * vs_bf16 / FP8_REFERENCE_PEAK_RATIO[arch]
+    return peak_ratio * per_sm_fraction(fp8_fraction, ratio) / per_sm_fraction(bf16_fraction, ratio)
 
 
 def head_dim_speed(arch: str, head_dim: float, probed: bool, ratio: float, base_fraction: float) -> float:

@@ -48,7 +48,8 @@ def _attention_prefix(c: Context) -> int:
     specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
     resolved sizes and kernel speeds, the decode kernel's split cap, the MLA output copy, absorbed-prefill rows,
     Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs' K-loop bounds
-    (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path (Context.fa3_paged_prefill), the latent-MLA decode
+    (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
+    fp8_prefill_speed), the latent-MLA decode
     query tile (Context.mla_decode_q_tile), and the vllm-ascend platform options when the engine runs on it."""
     hit = c.memo_keys.get("attention")
     if hit is None:
@@ -59,7 +60,7 @@ def _attention_prefix(c: Context) -> int:
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop, c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
-            c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs,
+            c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit

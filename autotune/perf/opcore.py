@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from autotune.capability.profiles import profile
-from autotune.perf import comm, ep_balance, precision, rates, tiles
+from autotune.perf import comm, ep_balance, fractions, precision, rates, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -218,6 +218,7 @@ class Context:
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
+    fp8_prefill_speed: float = 1.0  # the dense-prefix prefill attention runs FA3 in FP8 (_fp8_prefill_speed)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
     fp8_kloop: bool = False  # FP8 GEMMs bound by one CTA's K loop (engine profile cutlass_fp8_tile_archs)
     fp4_kloop: bool = False  # NVFP4 GEMMs bound by one CTA's K loop (engine profile cute_dsl_fp4_tile_archs)
@@ -264,18 +265,20 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
+    table = rates.rates_table(hw)
     return Context(
         model,
         phase,
         engine,
         hw,
         stage,
-        rates.rates_table(hw),
+        table,
         dense_dtype,
         expert_dtype,
         _narrow_speed(hw, dense_dtype, model.hidden_size)
         * (eff.LINEAR_VARIANT_SPEED.get(phase.kernels.linear, 1.0) if dense_dtype == "fp8" else 1.0),
-        _moe_variant_speed(moe, hw.gpu.arch) * _narrow_speed(hw, expert_dtype, model.hidden_size),
+        _moe_variant_speed(moe, hw, expert_dtype, table.tensor_rate_ratio)
+        * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase),
@@ -289,6 +292,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
+        fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
@@ -301,6 +305,21 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
     )
+
+
+def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str) -> float:
+    """fractions.fp8_prefill_speed where the plan's prefill attention runs in FP8: an FP8 KV cache under the `auto`
+    kernel on an arch the engine profile names (fp8_kv_prefill_attention_archs, cited there); 1 elsewhere."""
+    arch = hw.gpu.arch
+    if phase.kernels.kv_cache_dtype != "fp8" or attention_kernel != "auto":
+        return 1.0
+    if arch not in profile(engine).fp8_kv_prefill_attention_archs:
+        return 1.0
+    bf16, fp8 = hw.gpu.peak_tflops.get("bf16", 0.0), hw.gpu.peak_tflops.get("fp8", 0.0)
+    if bf16 <= 0 or fp8 <= 0:
+        return 1.0
+    ratio = fractions.tensor_rate_ratio(hw)
+    return fractions.fp8_prefill_speed(arch, rates.ATTENTION_PREFILL_FRACTION, ratio, fp8 / bf16)
 
 
 def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
@@ -331,13 +350,19 @@ def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
     return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
 
 
-def _moe_variant_speed(moe: str, arch: str) -> float:
-    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, but Marlin at the MARLIN paper's figure against an
-    mma.sync GEMM (rates.MARLIN_MMA_SYNC_SPEED) times the share of the arch's BF16 rate mma.sync gets there
-    (rates.MMA_SYNC_SHARE: sm_90 / sm_100; 1 where mma.sync is the BF16 path, rates.MMA_SYNC_ARCHS)."""
+def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:
+    """efficiency.MOE_VARIANT_SPEED of the fused-MoE kernel, moved to a part of tensor-rate `ratio` below its
+    arch's reference (fractions.variant_speed against the `dtype` GEMM fraction, rates.reference_fraction); but
+    Marlin at the MARLIN paper's figure against an mma.sync GEMM (rates.MARLIN_MMA_SYNC_SPEED) times the share of
+    the arch's BF16 rate mma.sync gets there (rates.MMA_SYNC_SHARE: sm_90 / sm_100; 1 where mma.sync is the BF16
+    path, rates.MMA_SYNC_ARCHS): a tensor-instruction rate, not moved."""
+    arch = hw.gpu.arch
     if moe == "marlin" and (arch in rates.MMA_SYNC_ARCHS or arch in rates.MMA_SYNC_SHARE):
         return rates.MARLIN_MMA_SYNC_SPEED * rates.MMA_SYNC_SHARE.get(arch, 1.0)
-    return eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+    speed = eff.MOE_VARIANT_SPEED.get(moe, 1.0)
+    if ratio == 1.0 or speed == 1.0:
+        return speed
+    return fractions.variant_speed(speed, rates.reference_fraction(hw, dtype), ratio)
 
 
 def _moe_stream_gbs(moe: str, sms: int) -> float:

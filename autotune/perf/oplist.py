@@ -114,12 +114,14 @@ def _attention_shape(c: Context, att: AttentionSpec) -> AttentionShape:
 
 
 def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
-    """rates.prefill_head_dim_speed for a dense-prefix attention (every entry of the prefix, no compression or
-    indexer: FlashAttention's varlen prefill); 1 for the sparse / compressed kernels."""
+    """rates.prefill_head_dim_speed (times the FP8 kernel's speed where it runs in FP8) for a dense-prefix attention
+    (every entry of the prefix, no compression or indexer: FlashAttention's varlen prefill); 1 for the sparse /
+    compressed kernels."""
     if att.compress_ratio != 1 or att.index_heads:
         return 1.0
     probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
     speed = rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
+    speed *= c.fp8_prefill_speed  # FA3 on FP8 inputs (opcore._fp8_prefill_speed), 1 elsewhere
     return speed * rates.FA3_PAGED_KV_PREFILL_SPEED if _fa3_paged(c, att) and not probed else speed
 
 

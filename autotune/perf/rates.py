@@ -299,6 +299,20 @@ def _large_gemm(hw: HardwareProfile, dtype: str, r: float) -> tuple[float, str]:
     return min(base * ratio, cap), f"{base_prov}*{prov}"
 
 
+def reference_fraction(hw: HardwareProfile, dtype: str) -> float:
+    """The large-shape GEMM fraction of `dtype`'s datasheet peak on the arch's reference part (the priors above,
+    before fractions.per_sm_fraction moves them to this part, as _large_gemm does); 0 where a probe measured the
+    GEMM rates or a peak is unknown."""
+    peaks = hw.gpu.peak_tflops
+    if (hw.measured and hw.measured.gemm_tflops) or not peaks.get(dtype) or not peaks.get("bf16"):
+        return 0.0
+    fraction = LARGE_GEMM_FRACTION.get(_arch(hw), LARGE_GEMM_FRACTION_DEFAULT)
+    if dtype == "bf16":
+        return fraction
+    ratio = FP8_VS_BF16.get(_arch(hw), FP8_VS_BF16_DEFAULT) * NARROW_VS_FP8.get(dtype, 1.0)
+    return fraction * ratio * peaks["bf16"] / peaks[dtype]
+
+
 _TABLES: dict[str, RatesTable] = {}
 
 

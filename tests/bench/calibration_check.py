@@ -809,6 +809,7 @@ def rows() -> list[Row]:
     ]
     out += kernel_source_rows()  # src22b
     out += four_bit_rows()  # q4c23
+    out += h20p23_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1012,13 +1013,44 @@ def pcie_source_rows() -> list[Row]:
 def h20_prefill() -> float:
     """Input tok/s of one SGLang prefill instance (TP8 on 8x H20, R1 FP8 block, FP8 KV as the entry's FlashMLA-FP8)
     saturated with 4,096-token prompts at the published 16,384-token chunk (the blog's reproduction,
-    antgroup/sglang#4: --chunked-prefill-size 16384; serving.prefill_pool)."""
+    antgroup/sglang#4: --chunked-prefill-size 16384 --attention-backend fa3 --kv-cache-dtype fp8_e4m3, which the
+    plan's `auto` attention on sm_90 and FP8 KV are: FA3's prefill in FP8; serving.prefill_pool). Not expressed: the
+    reproduction's --page-size 64 (an MLA prefill attends its up-projected keys, not the pages)."""
     m, hw = model("deepseek-v3"), box("h20-x8")
     phase = PhasePlan(
         gpus=EIGHT, tp=8, kernels=Kernels(kv_cache_dtype="fp8"), batching=Batching(chunked_prefill_tokens=16384)
     )
     step = step_fn(m, phase, "sglang", hw, EIGHT, "prefill")
     return prefill_pool(step, 1, Workload(isl=4096, osl=1), 16384, 1).requests_per_s * 4096
+
+
+def triton_moe_down_ms(preset: str, tokens: int) -> Callable[[], float]:
+    """The model's routed-expert grouped GEMM for DeepSeek-R1's down projection alone (FP8 block, SGLang TP8: each
+    rank all 256 experts' 7168 x 256 slices, `tokens` x top-8 routed rows), at the op list's grouped-MoE rate and
+    SGLang's auto MoE kernel (Triton) speed, milliseconds."""
+
+    def run() -> float:
+        from autotune.perf import costing
+
+        m, gpus = model("deepseek-v3"), tuple(range(8))
+        c = opcore.context(m, PhasePlan(gpus=gpus, tp=8), "sglang", box(preset), gpus)
+        ffn = m.layers[-1].ffn
+        inter = ffn.expert_params / m.hidden_size / 3 / 8  # one rank's intermediate columns of an expert
+        per_expert = tokens * ffn.experts_per_token / ffn.num_experts
+        flops = 2.0 * tokens * ffn.experts_per_token * inter * m.hidden_size
+        nbytes = ffn.num_experts * inter * m.hidden_size * c.expert_bytes
+        op = opcore.Op("grouped_moe", c.expert_dtype, rates.m_bucket(per_expert), per_expert, m.hidden_size, inter,
+                       flops, nbytes, 1.0, "down", c.moe_speed)  # fmt: skip
+        return costing.cost_ops(c, [op]).time_s * 1e3
+
+    return run
+
+
+def h20p23_rows() -> list[Row]:
+    """h20p23: the kernels of the LMSYS H20 prefill instance (lmsys-sglang-r1-h20-prefill-tp8)."""
+    moe = "kernel-triton-moe-h20-down-tma"
+    down = triton_moe_down_ms("h20-x8", 8192)
+    return [Row(moe, "H20 Triton fused MoE down proj, R1 TP8, 8K tokens", "ms", 1.435, down)]
 
 
 def fa3_paged_prefill_us(batch: int, seqlen: int, heads: int, kv_heads: int, head_dim: int) -> Callable[[], float]:

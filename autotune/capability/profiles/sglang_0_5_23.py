@@ -129,6 +129,12 @@ PROFILE = EngineProfile(
     # srt/layers/quantization/modelopt_quant.py:165-170): the same CuTe-DSL block-scaled GEMM as vLLM 0.34's
     # (autotune/capability/profiles/vllm_0_34_0.py)
     cute_dsl_fp4_tile_archs=("sm_100",),
+    # sm_90: FA3 is also the default backend of an MLA model (srt/arg_groups/model_override_base.py:335-338); with
+    # --kv-cache-dtype fp8 its prefill casts the queries to the cache dtype (head dim <= 256, FA3:
+    # srt/layers/attention/flashattention_backend.py:1425-1439, called for every extend at :1572-1580) and an MLA
+    # layer's MHA path casts its up-projected keys and values to the queries' dtype (:1918-1921; the keys are built
+    # in the cache dtype, srt/models/deepseek_common/attention_forward_methods/forward_mha.py:733-742): FP8 FA3
+    fp8_kv_prefill_attention_archs=("sm_90",),
     allreduce_paths=allreduce_paths,
     graph_caps=graph_caps,
     auto_moe_kernel=auto_moe_kernel,
