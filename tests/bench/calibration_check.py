@@ -225,11 +225,18 @@ FP8_TENSOR = {"quant_method": "fp8"}
 @cache
 def model(name: str, quant: str = ""):
     """A catalog/fixture config, optionally with the published checkpoint's quantization_config instead."""
-    config = _config(name)
-    if quant:
-        config["quantization_config"] = {"nvfp4": NVFP4, "fp8": FP8_TENSOR, "nvfp4_moe_only": NVFP4_MOE_ONLY}[quant]
+    quant_config = {"nvfp4": NVFP4, "fp8": FP8_TENSOR, "nvfp4_moe_only": NVFP4_MOE_ONLY}[quant] if quant else None
+    return quantized(name, quant_config, f"{name}{'-' + quant if quant else ''}")
+
+
+def quantized(name: str, quant_config: dict | None, label: str, config: dict | None = None):
+    """The catalog/fixture config `name` (or `config`) with `quant_config` as its quantization_config (None: its
+    own), loaded as the model `label`."""
+    config = _config(name) if config is None else config
+    if quant_config is not None:
+        config["quantization_config"] = quant_config
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}{'-' + quant if quant else ''}" / "config.json"
+        path = Path(tmp) / label / "config.json"
         path.parent.mkdir()
         config.setdefault("_mi_tune", {})["name"] = path.parent.name
         path.write_text(json.dumps(config))
@@ -1124,14 +1131,7 @@ def on_box(m, hw, engine, isl, osl, c, metric, **layout) -> Callable[[], float]:
 @cache
 def r1_fp4():
     """DeepSeek-R1-0528 as nvidia/DeepSeek-R1-0528-FP4-V2 publishes it (R1_FP4_V2)."""
-    config = _config("deepseek-v3")
-    config["quantization_config"] = R1_FP4_V2
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "deepseek-r1-0528-fp4-v2" / "config.json"
-        path.parent.mkdir()
-        config.setdefault("_mi_tune", {})["name"] = path.parent.name
-        path.write_text(json.dumps(config))
-        return model_from_config(path)
+    return quantized("deepseek-v3", R1_FP4_V2, "deepseek-r1-0528-fp4-v2")
 
 
 def b200_nvfp4_rows() -> list[Row]:
@@ -1160,14 +1160,7 @@ TRTLLM_R1_FP4_B200_ITL = {(1600, 1): 0.00678, (1600, 8): 0.00681, (8192, 1): 0.0
 @cache
 def r1_fp4_v1():
     """DeepSeek-R1 as nvidia/DeepSeek-R1-FP4 publishes it (R1_FP4_V1)."""
-    config = _config("deepseek-v3")
-    config["quantization_config"] = R1_FP4_V1
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "deepseek-r1-fp4" / "config.json"
-        path.parent.mkdir()
-        config.setdefault("_mi_tune", {})["name"] = path.parent.name
-        path.write_text(json.dumps(config))
-        return model_from_config(path)
+    return quantized("deepseek-v3", R1_FP4_V1, "deepseek-r1-fp4")
 
 
 def trtllm_b200_fp4_itl_rows() -> list[Row]:
@@ -1192,14 +1185,7 @@ GLM52_NVFP4_B200_HT = dict(
 @cache
 def glm52_nvfp4():
     """GLM-5.2 as nvidia/GLM-5.2-NVFP4 (ModelOpt NVFP4; its exclude list not read: every linear taken as NVFP4)."""
-    config = _config("glm-5.3")
-    config["quantization_config"] = NVFP4
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "glm-5.2-nvfp4" / "config.json"
-        path.parent.mkdir()
-        config.setdefault("_mi_tune", {})["name"] = path.parent.name
-        path.write_text(json.dumps(config))
-        return model_from_config(path)
+    return quantized("glm-5.3", NVFP4, "glm-5.2-nvfp4")
 
 
 def b200_nvfp4_apart_rows() -> list[Row]:
@@ -1385,13 +1371,7 @@ TREERU_APART_TOK_S = {("qwen3-4b", True): 391.2, ("qwen3-4b", False): 208.1}
 def qwen3_dense(name: str, awq: bool = False):
     """tests/fixtures/qwen3-dense/NAME (Qwen/Qwen3-*'s config.json), with the AWQ checkpoint's quantization_config."""
     config = json.loads((FIXTURES / "qwen3-dense" / name / "config.json").read_text())
-    if awq:
-        config["quantization_config"] = AWQ_INT4
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{name}{'-awq' if awq else ''}" / "config.json"
-        path.parent.mkdir()
-        path.write_text(json.dumps(config))
-        return model_from_config(path)
+    return quantized(name, AWQ_INT4 if awq else None, f"{name}{'-awq' if awq else ''}", config)
 
 
 @cache

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from importlib.resources import files
-from pathlib import Path
 
 import pytest
 
@@ -17,19 +16,9 @@ from autotune.catalog.models import model_from_config
 from autotune.perf import oplist
 from autotune.perf.opcore import StepInput, context
 from autotune.specs import PhasePlan
+from tests.perf.qwen3_dense import AWQ, qwen3_8b
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "qwen3-dense" / "qwen3-8b" / "config.json"
-AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
 ONE = StepInput(decode_seqs=1, decode_ctx=300)
-
-
-def _qwen3_8b(tmp_path, quant: dict | None = None):
-    config = {k: v for k, v in json.loads(FIXTURE.read_text()).items() if not k.startswith("_")}
-    if quant:
-        config["quantization_config"] = quant
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    return model_from_config(path)
 
 
 def _ctx(m, tp: int = 1):
@@ -40,7 +29,7 @@ def _ctx(m, tp: int = 1):
 def test_dense_ffn_runs_its_activation(tmp_path, quant):
     """bf16 and AWQ (W4A16, Marlin) FFNs: one activation kernel reading gate_up's output (2 x intermediate per
     row) and writing intermediate, bf16; 12288 intermediate on Qwen3-8B."""
-    m = _qwen3_8b(tmp_path, quant)
+    m = qwen3_8b(tmp_path, quant)
     ops = oplist.ffn_kernel_ops(_ctx(m), m.layers[0].ffn, 4.0)
     act = [op for op in ops if op.source == "ffn activation"]
     assert len(act) == 1 and act[0].kind == "elementwise" and act[0].count == 1
@@ -48,7 +37,7 @@ def test_dense_ffn_runs_its_activation(tmp_path, quant):
 
 
 def test_activation_splits_with_tp(tmp_path):
-    m = _qwen3_8b(tmp_path)
+    m = qwen3_8b(tmp_path)
     one, four = (oplist.ffn_kernel_ops(_ctx(m, tp), m.layers[0].ffn, 4.0) for tp in (1, 4))
     act1, act4 = ([op for op in ops if op.source == "ffn activation"][0] for ops in (one, four))
     assert act4.nbytes == pytest.approx(act1.nbytes / 4)
@@ -69,7 +58,7 @@ def test_fp8_ffn_keeps_its_quant_op_without_a_second_activation(tmp_path):
 
 def test_gqa_layer_runs_rope_once(tmp_path):
     """q (32 heads) and k (8 KV heads) of head dim 128, read and written once: 40 x 128 x 2 x 2 B per row."""
-    m = _qwen3_8b(tmp_path)
+    m = qwen3_8b(tmp_path)
     ops = oplist.attention_ops(_ctx(m), m.layers[0].attention, ONE)
     rope = [op for op in ops if op.source == "rope"]
     assert len(rope) == 1 and rope[0].kind == "elementwise"

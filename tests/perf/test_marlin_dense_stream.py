@@ -5,30 +5,15 @@ binds on HBM parts, not on GDDR ones, and leaves bf16 GEMMs (the same rates-tabl
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from autotune.catalog import load_preset
-from autotune.catalog.models import model_from_config
 from autotune.inputs import restrict_gpus
 from autotune.perf import oplist, rates
 from autotune.perf.opcore import DENSE_W4A16, StepInput, context
 from autotune.perf.ops import cost_ops
 from autotune.specs import PhasePlan
-
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "qwen3-dense" / "qwen3-8b" / "config.json"
-AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "version": "gemm", "zero_point": True}
-
-
-def _model(tmp_path, quant: dict | None):
-    config = {k: v for k, v in json.loads(FIXTURE.read_text()).items() if not k.startswith("_")}
-    if quant:
-        config["quantization_config"] = quant
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    return model_from_config(path)
+from tests.perf.qwen3_dense import AWQ, qwen3_8b
 
 
 def _probe_us(m, preset: str, engine: str = "vllm") -> tuple[float, object]:
@@ -38,7 +23,7 @@ def _probe_us(m, preset: str, engine: str = "vllm") -> tuple[float, object]:
 
 
 def test_hopper_w4a16_gemm_streams_at_the_sm_cap(tmp_path):
-    t_us, c = _probe_us(_model(tmp_path, AWQ), "h200-x8")
+    t_us, c = _probe_us(qwen3_8b(tmp_path, AWQ), "h200-x8")
     weights = 8192 * 8192 * 0.53125
     cap = c.sms * rates.MARLIN_DENSE_PER_SM_STREAM_GBS
     assert c.dense_stream_gbs == pytest.approx(cap)
@@ -48,14 +33,14 @@ def test_hopper_w4a16_gemm_streams_at_the_sm_cap(tmp_path):
 
 def test_gddr_part_keeps_its_memory_bound(tmp_path):
     """RTX PRO 6000: 188 SMs x 12.8 GB/s exceeds the GDDR7 stream, so the op costs what a bf16-labelled one would."""
-    t_us, c = _probe_us(_model(tmp_path, AWQ), "rtx-pro-6000-x8")
+    t_us, c = _probe_us(qwen3_8b(tmp_path, AWQ), "rtx-pro-6000-x8")
     assert c.dense_stream_gbs > 0.8 * c.hw.gpu.mem_bw_gbs
     weights = 8192 * 8192 * 0.53125
     assert t_us == pytest.approx(weights / (0.8 * c.hw.gpu.mem_bw_gbs * 1e3) + rates.MIN_US["gemm"], rel=0.02)
 
 
 def test_bf16_checkpoint_has_no_cap(tmp_path):
-    t_us, c = _probe_us(_model(tmp_path, None), "h200-x8")
+    t_us, c = _probe_us(qwen3_8b(tmp_path, None), "h200-x8")
     assert c.dense_stream_gbs == 0.0
     ops = oplist.linear_ops(c, 1, 8192, 8192, "probe")
     assert all(op.dtype != DENSE_W4A16 for op in ops)
@@ -64,7 +49,7 @@ def test_bf16_checkpoint_has_no_cap(tmp_path):
 def test_layer_ops_label_the_capped_gemms(tmp_path):
     """The attention projections and the dense FFN of an AWQ layer carry the capped label; the LM head (bf16) does
     not."""
-    m = _model(tmp_path, AWQ)
+    m = qwen3_8b(tmp_path, AWQ)
     hw = restrict_gpus(load_preset("h200-x8"), 1)
     c = context(m, PhasePlan(gpus=(0,)), "vllm", hw, (0,))
     ops = oplist.layer_ops(c, m.layers[0], StepInput(decode_seqs=1, decode_ctx=100))
