@@ -80,26 +80,61 @@ class Cost:
 def collective_s(c: Context, op: Op) -> tuple[str, float]:
     """(name it is reported under, seconds) of a collective op on the topology (comm.py). All-reduces are
     remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
-    collectives are linear in bytes on their group (comm.nccl_cost_fn, resolved once per Context)."""
+    collectives are linear in bytes on their group (comm.nccl_cost_fn). Cost functions: _comm_fn."""
     name = op.bucket
     if name == "allreduce":
         key = (op.group, op.nbytes)
         hit = c.allreduce_memo.get(key)
         if hit is None:
-            fn = c.comm_fns.get((name, op.group))
-            if fn is None:
-                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(
-                    c.hw, op.group, c.phase.comm, c.ipc_max, c.engine
-                )
+            fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
             algo, seconds = fn(op.nbytes)
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
             hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
         return hit
-    fn = c.comm_fns.get((name, op.group))
-    if fn is None:
-        fn = c.comm_fns[(name, op.group)] = comm.nccl_cost_fn(c.hw, name, op.group, c.nccl)
+    fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
     return name, fn(op.nbytes) * c.table.collective_scale
+
+
+class BoundedMemo(dict):
+    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+
+    def put(self, key, value):
+        if len(self) >= self.max_entries:
+            self.clear()
+        self[key] = value
+        return value
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+COMM_FN_MEMO_MAX = 1024  # collective cost functions remembered across Contexts (_comm_fn)
+_COMM_FNS = BoundedMemo(COMM_FN_MEMO_MAX)  # (id(box), collective, group, what the function reads) -> (box, fn)
+
+
+def _comm_fn(c: Context, name: str, group: tuple[int, ...]):
+    """The Context's cost function of collective `name` on `group` (comm.all_reduce_fn, comm.nccl_cost_fn: ~5 us to
+    build), remembered across Contexts by what it reads: the box (by identity, kept alive by the entry), the
+    group and the NCCL environment; for the all-reduce also the algorithm, the PCIe-IPC size limit and the engine.
+    Contexts of different plans on the same GPUs and settings share one (the functions are pure)."""
+    if name == "allreduce":
+        key = (id(c.hw), name, group, c.nccl, c.phase.comm.allreduce, c.ipc_max, c.engine)
+    else:
+        key = (id(c.hw), name, group, c.nccl)
+    hit = _COMM_FNS.get(key)
+    if hit is None or hit[0] is not c.hw:
+        if name == "allreduce":
+            fn = comm.all_reduce_fn(c.hw, group, c.phase.comm, c.ipc_max, c.engine)
+        else:
+            fn = comm.nccl_cost_fn(c.hw, name, group, c.nccl)
+        hit = _COMM_FNS.put(key, (c.hw, fn))
+    fn = c.comm_fns[(name, group)] = hit[1]
+    return fn
 
 
 def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:

@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 
 from autotune.capability.profiles import profile
-from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, cost_ops
 from autotune.perf.opcore import Context, StepInput
 from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
 from autotune.perf.sharding import head_over_dp
@@ -20,23 +20,6 @@ from autotune.specs import AttentionSpec, FfnSpec
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
 PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
-
-
-class BoundedMemo(dict):
-    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
-
-    def __init__(self, max_entries: int) -> None:
-        super().__init__()
-        self.max_entries = max_entries
-
-    def put(self, key, value):
-        if len(self) >= self.max_entries:
-            self.clear()
-        self[key] = value
-        return value
-
-    def cache_clear(self) -> None:
-        self.clear()
 
 
 _ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
