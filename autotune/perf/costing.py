@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm
 from autotune.perf.opcore import Context, Op
 from autotune.specs.hardware import on_fabric
@@ -177,7 +176,7 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
     compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
     terms, out = c.rate_terms, []
-    platform = c.phase.platform if profile(c.engine).ascend_platform else None
+    platform = c.platform
     for op in ops:
         kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
         key = op[:3]
