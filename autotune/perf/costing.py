@@ -136,6 +136,13 @@ def _comm_fn(c: Context, name: str, group: tuple[int, ...]):
     return fn
 
 
+def collective_term(c: Context, op: Op) -> tuple:
+    """_op_terms(c, [op])[0] for one collective op, without the op loop: the LM head's logits all-gather, costed
+    for each step's rows (perf/halves.py _head_terms)."""
+    name, seconds = collective_s(c, op) if c.platform is None else _hccl_s(c, op, c.platform)
+    return (op[:3], name, seconds, 0.0)
+
+
 def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
     """vllm-ascend collectives: HCCL on the group's HCCS mesh or PCIe path (perf/ascend.py)."""
     hw, group = c.hw, op.group

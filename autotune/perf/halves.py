@@ -11,7 +11,7 @@ import dataclasses
 import itertools
 
 from autotune.capability.profiles import profile
-from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, collective_term, cost_ops
 from autotune.perf.lm_head import head_kernel_ops, head_ops, logits_gather
 from autotune.perf.opcore import Context, StepInput
 from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
@@ -208,7 +208,7 @@ def _head_terms(c: Context, rows: float) -> tuple[tuple, ...]:
     if terms is None:
         terms = _HEAD_KERNEL_TERMS.put(key, _op_terms(c, head_kernel_ops(c, rows)))
     if c.phase.tp > 1 and rows:
-        terms += _op_terms(c, [logits_gather(c, rows)])
+        terms += (collective_term(c, logits_gather(c, rows)),)
     return terms
 
 
