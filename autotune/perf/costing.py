@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from autotune.capability.profiles import profile
 from autotune.perf import ascend, comm
 from autotune.perf.opcore import DENSE_W4A16, Context, Op
 from autotune.specs.hardware import on_fabric
@@ -80,26 +79,68 @@ class Cost:
 def collective_s(c: Context, op: Op) -> tuple[str, float]:
     """(name it is reported under, seconds) of a collective op on the topology (comm.py). All-reduces are
     remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
-    collectives are linear in bytes on their group (comm.nccl_cost_fn, resolved once per Context)."""
+    collectives are linear in bytes on their group (comm.nccl_cost_fn). Cost functions: _comm_fn."""
     name = op.bucket
     if name == "allreduce":
         key = (op.group, op.nbytes)
         hit = c.allreduce_memo.get(key)
         if hit is None:
-            fn = c.comm_fns.get((name, op.group))
-            if fn is None:
-                fn = c.comm_fns[(name, op.group)] = comm.all_reduce_fn(
-                    c.hw, op.group, c.phase.comm, c.ipc_max, c.engine
-                )
+            fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
             algo, seconds = fn(op.nbytes)
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
             hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
         return hit
-    fn = c.comm_fns.get((name, op.group))
-    if fn is None:
-        fn = c.comm_fns[(name, op.group)] = comm.nccl_cost_fn(c.hw, name, op.group, c.nccl)
+    fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
     return name, fn(op.nbytes) * c.table.collective_scale
+
+
+class BoundedMemo(dict):
+    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+
+    def put(self, key, value):
+        if len(self) >= self.max_entries:
+            self.clear()
+        self[key] = value
+        return value
+
+    def cache_clear(self) -> None:
+        self.clear()
+
+
+COMM_FN_MEMO_MAX = 1024  # collective cost functions remembered across Contexts (_comm_fn)
+_COMM_FNS = BoundedMemo(COMM_FN_MEMO_MAX)  # (id(box), collective, group, what the function reads) -> (box, fn)
+
+
+def _comm_fn(c: Context, name: str, group: tuple[int, ...]):
+    """The Context's cost function of collective `name` on `group` (comm.all_reduce_fn, comm.nccl_cost_fn: ~5 us to
+    build), remembered across Contexts by what it reads: the box (by identity, kept alive by the entry), the
+    group and the NCCL environment; for the all-reduce also the algorithm, the PCIe-IPC size limit and the engine.
+    Contexts of different plans on the same GPUs and settings share one (the functions are pure)."""
+    if name == "allreduce":
+        key = (id(c.hw), name, group, c.nccl, c.phase.comm.allreduce, c.ipc_max, c.engine)
+    else:
+        key = (id(c.hw), name, group, c.nccl)
+    hit = _COMM_FNS.get(key)
+    if hit is None or hit[0] is not c.hw:
+        if name == "allreduce":
+            fn = comm.all_reduce_fn(c.hw, group, c.phase.comm, c.ipc_max, c.engine)
+        else:
+            fn = comm.nccl_cost_fn(c.hw, name, group, c.nccl)
+        hit = _COMM_FNS.put(key, (c.hw, fn))
+    fn = c.comm_fns[(name, group)] = hit[1]
+    return fn
+
+
+def collective_term(c: Context, op: Op) -> tuple:
+    """_op_terms(c, [op])[0] for one collective op, without the op loop: the LM head's logits all-gather, costed
+    for each step's rows (perf/halves.py _head_terms)."""
+    name, seconds = collective_s(c, op) if c.platform is None else _hccl_s(c, op, c.platform)
+    return (op[:3], name, seconds, 0.0)
 
 
 def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
@@ -146,7 +187,7 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
     compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
     terms, out = c.rate_terms, []
-    platform = c.phase.platform if profile(c.engine).ascend_platform else None
+    platform = c.platform
     for op in ops:
         kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
         key = op[:3]

@@ -11,32 +11,16 @@ import dataclasses
 import itertools
 
 from autotune.capability.profiles import profile
-from autotune.perf.costing import Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, collective_term, cost_ops
+from autotune.perf.lm_head import head_kernel_ops, head_ops, logits_gather
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops, head_ops
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
 from autotune.perf.sharding import head_over_dp
 from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
 PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefixes, step_fn's phases
-
-
-class BoundedMemo(dict):
-    """A dict cleared whenever it reaches `max_entries` before an insert: results never change, only recompute."""
-
-    def __init__(self, max_entries: int) -> None:
-        super().__init__()
-        self.max_entries = max_entries
-
-    def put(self, key, value):
-        if len(self) >= self.max_entries:
-            self.clear()
-        self[key] = value
-        return value
-
-    def cache_clear(self) -> None:
-        self.clear()
 
 
 _ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
@@ -181,9 +165,9 @@ _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
 
 
 def _head_prefix(c: Context) -> int:
-    """The Context's part of the LM head memos' keys (head_cost, add_head): what head_ops and the costing pass
-    read besides the rows, off the vocab-parallel-over-DP head: the model (by identity), the rates table (by
-    identity) and SM count, tp / dp, and the vllm-ascend platform options when the engine runs on it."""
+    """The Context's part of the LM head kernels' memo key (_head_terms): what lm_head.head_kernel_ops and the
+    costing pass read besides the rows, off the vocab-parallel-over-DP head: the model (by identity), the rates
+    table (by identity) and SM count, tp / dp, and the vllm-ascend platform options when the engine runs on it."""
     prefix = c.memo_keys.get("head")
     if prefix is None:
         phase = c.phase
@@ -193,34 +177,65 @@ def _head_prefix(c: Context) -> int:
     return prefix
 
 
-def head_cost(c: Context, rows: float) -> Cost:
-    """cost_ops(c, oplist.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
-    DP ranks (then it issues no collective), keyed on _head_prefix and the rows. Callers must not mutate the
-    Cost."""
-    if head_over_dp(c.engine, c.phase):
-        return cost_ops(c, head_ops(c, rows))
-    key = (_head_prefix(c), rows)
-    hit = _HEADS.get(key)
-    if hit is not None:
-        return hit
-    cost = cost_ops(c, head_ops(c, rows))
-    _HEADS.put(key, cost)
-    return cost
+def _gather_prefix(c: Context) -> int:
+    """The Context's part of the whole LM head's memo keys (head_cost, add_head): _head_prefix and, where the head
+    all-gathers its logits over the TP group (lm_head.logits_gather_ops: tp > 1), what that collective's cost
+    reads besides its bytes (costing.collective_s): the box (by identity), the TP group's GPUs and the NCCL
+    environment; the rates table's collective scale and the vllm-ascend platform options are _head_prefix's.
+    -1 for the head vocab-parallel over the DP ranks (head_over_dp), which is not remembered."""
+    prefix = c.memo_keys.get("head_gather")
+    if prefix is None:
+        if head_over_dp(c.engine, c.phase):
+            prefix = -1
+        else:
+            prefix = _head_prefix(c)
+            tp = c.phase.tp
+            if tp > 1:
+                prefix = number(("head_gather", prefix, id(c.hw), c.stage[:tp], c.nccl), (c.hw,))
+        c.memo_keys["head_gather"] = prefix
+    return prefix
 
 
+_HEAD_KERNEL_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
 _HEAD_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
 
 
+def _head_terms(c: Context, rows: float) -> tuple[tuple, ...]:
+    """_op_terms(c, lm_head.head_ops(c, rows)) off the vocab-parallel-over-DP head: the kernels' terms, remembered
+    across plans by _head_prefix and the rows (plans on other GPUs or NCCL settings share them), then the logits
+    all-gather's (tp > 1), costed on the Context (its cost function is shared across Contexts: costing._comm_fn)."""
+    key = (_head_prefix(c), rows)
+    terms = _HEAD_KERNEL_TERMS.get(key)
+    if terms is None:
+        terms = _HEAD_KERNEL_TERMS.put(key, _op_terms(c, head_kernel_ops(c, rows)))
+    if c.phase.tp > 1 and rows:
+        terms += (collective_term(c, logits_gather(c, rows)),)
+    return terms
+
+
+def head_cost(c: Context, rows: float) -> Cost:
+    """cost_ops(c, lm_head.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
+    DP ranks (then its only collective is the TP logits all-gather), keyed on _gather_prefix and the rows. Callers
+    must not mutate the Cost."""
+    prefix = _gather_prefix(c)
+    if prefix < 0:
+        return cost_ops(c, head_ops(c, rows))
+    key = (prefix, rows)
+    hit = _HEADS.get(key)
+    if hit is not None:
+        return hit
+    return _HEADS.put(key, _add_terms(Cost(), _head_terms(c, rows), 1.0))
+
+
 def add_head(total: Cost, c: Context, rows: float, times: float) -> None:
-    """cost_ops(c, oplist.head_ops(c, rows), total, times): the ops' terms (_op_terms) remembered across plans as
-    head_cost's Cost is (the draft passes of speculative decoding add the head `times` over)."""
-    if head_over_dp(c.engine, c.phase):
+    """cost_ops(c, lm_head.head_ops(c, rows), total, times): the ops' terms (_head_terms) remembered across plans by
+    _gather_prefix and the rows (the draft passes of speculative decoding add the head `times` over)."""
+    prefix = _gather_prefix(c)
+    if prefix < 0:
         cost_ops(c, head_ops(c, rows), total, times)
         return
-    key = (_head_prefix(c), rows)
+    key = (prefix, rows)
     terms = _HEAD_TERMS.get(key)
     if terms is None:
-        terms = _op_terms(c, head_ops(c, rows))
-        if all(name is None for _, name, _, _ in terms):  # a collective's cost depends on more than the key
-            _HEAD_TERMS.put(key, terms)
+        terms = _HEAD_TERMS.put(key, _head_terms(c, rows))
     _add_terms(total, terms, times)

@@ -8,6 +8,7 @@ from operator import itemgetter
 
 from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
+from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
 from autotune.perf.sharding import dense_shards, head_over_dp
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
@@ -84,8 +85,28 @@ def _layer_kinds(model: ModelSpec) -> Callable[[list], tuple]:
     return pick
 
 
+WEIGHTS_MEMO_MAX = 4096  # weights_per_gpu_bytes results remembered across plans
+_WEIGHTS = BoundedMemo(WEIGHTS_MEMO_MAX)  # (id(model), engine, what of the phase it reads) -> (model, bytes)
+
+
 def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vllm") -> float:
-    """Weights held by the most loaded GPU (first pipeline stage holds the embedding and the head when pp=1)."""
+    """Weights held by the most loaded GPU (first pipeline stage holds the embedding and the head when pp=1).
+    Remembered across plans (a search's plans differ mostly in what this does not read) by the model (by
+    identity, kept alive by the entry), the engine (its profile's tp_spans_dp: dense_shards, shared_expert_shards,
+    head_over_dp) and what of the phase _weights_per_gpu_bytes and those read: gemm_dtype (the stored dtypes),
+    tp / dp / ep / pp, dense_dp, comm.all2all, the speculative method and dp_lm_head."""
+    key = (
+        id(model), engine, phase.kernels.gemm_dtype, phase.tp, phase.dp, phase.ep, phase.pp, phase.dense_dp,
+        phase.comm.all2all, phase.speculative.method, phase.dp_lm_head,
+    )  # fmt: skip
+    hit = _WEIGHTS.get(key)
+    if hit is None or hit[0] is not model:
+        hit = _WEIGHTS.put(key, (model, _weights_per_gpu_bytes(model, phase, engine)))
+    return hit[1]
+
+
+def _weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
+    """weights_per_gpu_bytes, computed."""
     dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
     expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
     layers_per_stage = math.ceil(model.num_layers / phase.pp)

@@ -229,6 +229,9 @@ class Context:
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
     mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
+    # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
+    # None: read by the costing pass of every op list, resolved once here rather than per op list
+    platform: dict | None = None
 
 
 class AttentionShape(NamedTuple):
@@ -304,6 +307,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
+        platform=phase.platform if profile(engine).ascend_platform else None,
     )
 
 

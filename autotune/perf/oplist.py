@@ -16,6 +16,7 @@ import math
 from autotune.perf import efficiency as eff
 from autotune.perf import ep_balance, linear_attention, mla, mla_ops, precision, rates, tiles
 from autotune.perf.layers import attended_entries, indexer_scored
+from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
 from autotune.perf.opcore import (
     AttentionShape,
     Context,
@@ -34,7 +35,7 @@ from autotune.perf.opcore import (
     rope_op,
 )
 from autotune.perf.routing import distinct_experts, router_ops
-from autotune.perf.sharding import dense_layout, head_over_dp
+from autotune.perf.sharding import dense_layout
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
@@ -448,40 +449,6 @@ def layer_ops(c: Context, layer: LayerSpec, x: StepInput) -> list[Op]:
     x = layer_input(layer, x)
     att = layer.attention
     return attention_ops(c, att, x) + ffn_ops(c, layer.ffn, step_tokens(x)) + dcp_ops(c, att, x)
-
-
-def head_ops(c: Context, rows: float) -> list[Op]:
-    """LM head (bf16) on `rows` sampled positions of the instance, vocab-parallel over the attention TP group,
-    or over all tp*dp ranks (head_over_dp): then every rank computes every DP rank's rows against its vocab
-    slice, after an all-gather of the sampled hidden rows, and the logits are all-gathered back; then sampling.
-    Runs once per step (on the last pipeline stage): callers scale it by 1/pp like the per-stage layers."""
-    model, phase = c.model, c.phase
-    head_params = model.vocab_size * model.hidden_size
-    ranks = phase.tp * phase.dp
-    over_dp = head_over_dp(c.engine, phase)
-    shards = ranks if over_dp else phase.tp
-    m = rows / (1 if over_dp else phase.dp)
-    ops = [
-        _gemm(
-            "dp_lm_head" if phase.dp > 1 else "tp",
-            "bf16",
-            m,
-            head_params / shards,
-            model.hidden_size,
-            2 * head_params * rows / ranks,
-            head_params * DTYPE_BYTES["bf16"] / shards
-            + _act_bytes(m, model.vocab_size / shards, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
-            1.0,
-            _tile_speed(c, "bf16", m, model.vocab_size / shards),
-        )
-    ]
-    if over_dp and rows:
-        act = precision.ACTIVATION_BYTES
-        ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
-        ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
-    if rows:  # top-k / top-p sampling over the rank's logits (fp32 reads)
-        ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, m * model.vocab_size / phase.tp * 4, 1.0, "engine"))
-    return ops
 
 
 def linear_ops(c: Context, m: float, n: int, k: int, source: str) -> list[Op]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autotune.capability.profiles import profile
 from autotune.perf import ascend, halves, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
@@ -77,7 +76,7 @@ def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
     (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
     Context, and _add_terms adds all three in that order, as cost_ops would."""
-    if tokens <= 0 or profile(c.engine).ascend_platform:
+    if tokens <= 0 or c.platform is not None:
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
     kernels, norms = ffn_kernel_terms(c, ffn, tokens)
     return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens)) + norms, 1.0)
@@ -87,10 +86,7 @@ def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
     """cost_ops, less what vllm-ascend's multistream shared experts hide: the shared-expert GEMM (the first op of a
     MoE layer with shared experts, oplist._ffn_ops) runs beside the routed experts (perf/ascend.py)."""
     if not (
-        profile(c.engine).ascend_platform
-        and ffn.kind == "moe"
-        and ffn.params
-        and ascend.overlaps_shared_experts(c.phase.platform)
+        c.platform is not None and ffn.kind == "moe" and ffn.params and ascend.overlaps_shared_experts(c.phase.platform)
     ):
         return cost_ops(c, ops)
     shared, rest = cost_ops(c, ops[:1]), cost_ops(c, ops[1:])
@@ -330,7 +326,7 @@ def _step(
     head = halves.head_cost(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0))
     total.add(head, 1 / phase.pp)
     launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
-    if profile(engine).ascend_platform and not x.prefill_tokens:
+    if c.platform is not None and not x.prefill_tokens:
         launch_us = ascend.decode_launch_us(phase.platform)
     launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
     if width > 1:  # drafting runs once per step, on the last stage

@@ -1,0 +1,96 @@
+"""The LM head's ops (perf/oplist.py's head_ops): the vocab-parallel head GEMM, the logits all-gather over the TP
+group, and sampling over the full vocabulary.
+
+Under tensor parallelism each rank computes the logits of its vocab slice, then the engine all-gathers them over
+the TP group every step and every rank samples over the whole vocabulary:
+- vLLM 0.34: model_executor/layers/logits_processor.py:122-134 (`_gather_logits`: tensor_model_parallel_all_gather
+  when current_platform.use_all_gather(), True on CUDA: platforms/interface.py:1290-1293; vllm-ascend keeps the
+  default); the all-gather runs on pynccl (distributed/device_communicators/cuda_communicator.py:487-524; the NVLS
+  symmetric-memory path is for dim 0 only, the logits gather over the last dim) and the sampler then reads [rows,
+  vocab] in fp32.
+- SGLang 0.5.23: srt/layers/logits_processor.py:477-486 and 1024-1036 (do_tensor_parallel_all_gather when
+  tp_size > 1: `_logits_gatherer`, a multimem all-gather where the GPUs have multicast, NCCL's
+  tensor_model_parallel_all_gather(x, dim=-1) elsewhere: srt/distributed/device_communicators/
+  triton_symm_mem_ag.py:495-524).
+Both NCCL paths gather into a [tp, rows, vocab / tp] buffer and move the rank axis behind the rows (vLLM
+cuda_communicator.py:517-524, SGLang srt/distributed/parallel_state.py:1431-1438): a reshape of a non-contiguous
+view, one more copy of the gathered logits when there is more than one row.
+"""
+
+from __future__ import annotations
+
+from autotune.perf import precision
+from autotune.perf.opcore import Context, Op, _act_bytes, _collective, _gemm, _tile_speed
+from autotune.perf.sharding import head_over_dp
+from autotune.specs import DTYPE_BYTES
+
+SAMPLING_LOGIT_BYTES = 4.0  # the sampler reads the logits as fp32 (vLLM / SGLang samplers upcast them)
+
+
+def head_ops(c: Context, rows: float) -> list[Op]:
+    """LM head (bf16) on `rows` sampled positions of the instance, vocab-parallel over the attention TP group,
+    or over all tp*dp ranks (head_over_dp): then every rank computes every DP rank's rows against its vocab
+    slice, after an all-gather of the sampled hidden rows, and the logits are all-gathered back; then sampling.
+    Runs once per step (on the last pipeline stage): callers scale it by 1/pp like the per-stage layers.
+    head_kernel_ops, then logits_gather_ops (the TP all-gather of the logits)."""
+    return head_kernel_ops(c, rows) + logits_gather_ops(c, rows)
+
+
+def head_kernel_ops(c: Context, rows: float) -> list[Op]:
+    """head_ops less the TP logits all-gather: the head GEMM, the vocab-parallel-over-DP head's collectives
+    (head_over_dp), the gathered logits' reorder copy, sampling. Off head_over_dp, a function of the model, the
+    rates table, tp / dp and the rows only (perf/halves.py remembers its terms across plans)."""
+    model, phase = c.model, c.phase
+    head_params = model.vocab_size * model.hidden_size
+    ranks = phase.tp * phase.dp
+    over_dp = head_over_dp(c.engine, phase)
+    shards = ranks if over_dp else phase.tp
+    m = rows / (1 if over_dp else phase.dp)
+    ops = [
+        _gemm(
+            "dp_lm_head" if phase.dp > 1 else "tp",
+            "bf16",
+            m,
+            head_params / shards,
+            model.hidden_size,
+            2 * head_params * rows / ranks,
+            head_params * DTYPE_BYTES["bf16"] / shards
+            + _act_bytes(m, model.vocab_size / shards, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
+            1.0,
+            _tile_speed(c, "bf16", m, model.vocab_size / shards),
+        )
+    ]
+    if not rows:
+        return ops
+    act = precision.ACTIVATION_BYTES
+    if over_dp:
+        ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
+        ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
+        # top-k / top-p sampling over the rank's logits (fp32 reads)
+        sampled = m * model.vocab_size / phase.tp * SAMPLING_LOGIT_BYTES
+    else:
+        if phase.tp > 1 and m > 1:  # the gathered logits moved rank-major -> row-major (module docstring)
+            ops.append(
+                Op("elementwise", "bf16", "any", m, 0.0, 0.0, 0.0, 2 * m * model.vocab_size * act, 1.0,
+                   "tp (logits gather reorder)")
+            )  # fmt: skip
+        sampled = m * model.vocab_size * SAMPLING_LOGIT_BYTES  # every rank samples over the whole vocabulary
+    ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, sampled, 1.0, "engine"))
+    return ops
+
+
+def logits_gather_ops(c: Context, rows: float) -> list[Op]:
+    """The all-gather of the logits over the TP group (bf16, each rank's rows x its vocab slice in, rows x the
+    vocabulary out; module docstring) on the plain vocab-parallel head: tp > 1, not head_over_dp (whose
+    all-gathers head_kernel_ops issues), some rows. Costed like the layers' TP collectives (costing.collective_s)."""
+    phase = c.phase
+    if phase.tp == 1 or not rows or head_over_dp(c.engine, phase):
+        return []
+    return [logits_gather(c, rows)]
+
+
+def logits_gather(c: Context, rows: float) -> Op:
+    """logits_gather_ops' all-gather, for callers that know it runs (tp > 1, not head_over_dp, rows > 0)."""
+    phase = c.phase
+    nbytes = rows / phase.dp * c.model.vocab_size * precision.ACTIVATION_BYTES
+    return _collective("allgather", c.stage[: phase.tp], nbytes, "tp")
