@@ -66,8 +66,13 @@ def head_kernel_ops(c: Context, rows: float) -> list[Op]:
     if over_dp:
         ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
         ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
-        # top-k / top-p sampling over the rank's logits (fp32 reads)
-        sampled = m * model.vocab_size / phase.tp * SAMPLING_LOGIT_BYTES
+        # each DP rank keeps its own rows of the gathered logits, whole vocabulary (SGLang 0.5.23
+        # srt/layers/logits_processor.py:1045-1047 -> _scatter_dp_attn_logits, :1320-1333: dp_scatter into a
+        # [local rows, vocab] buffer), then samples them: one copy, then fp32 reads of rows / dp x vocab
+        own = rows / phase.dp * model.vocab_size
+        ops.append(Op("elementwise", "bf16", "any", rows / phase.dp, 0.0, 0.0, 0.0, 2 * own * act, 1.0,
+                      "dp_lm_head (logits scatter)"))  # fmt: skip
+        sampled = own * SAMPLING_LOGIT_BYTES
     else:
         if phase.tp > 1 and m > 1:  # the gathered logits moved rank-major -> row-major (module docstring)
             ops.append(

@@ -91,3 +91,17 @@ def test_gathered_logits_are_reordered_once_when_there_are_several_rows():
 
     assert reorder_bytes(4, 64.0) == 2 * 64.0 * QWEN.vocab_size * precision.ACTIVATION_BYTES
     assert reorder_bytes(4, 1.0) == 0.0 and reorder_bytes(1, 64.0) == 0.0
+
+
+def test_sglang_dp_attention_head_samples_each_ranks_own_rows_over_the_whole_vocabulary():
+    """SGLang under DP attention without --enable-dp-lm-head: after the logits all-gather each DP rank keeps its own
+    rows (_scatter_dp_attn_logits, one copy) and samples them over the full vocabulary: rows / dp x vocab x 4 B,
+    not the old rows x vocab / tp."""
+    phase = PhasePlan(gpus=tuple(range(8)), tp=1, dp=8, ep=8, dp_attention=True)
+    c = context(QWEN, phase, "sglang", PRO, phase.gpus)
+    rows = 256.0
+    ops = head_ops(c, rows)
+    (sampling,) = [op for op in ops if op.kind == "sampling"]
+    assert sampling.nbytes == rows / 8 * QWEN.vocab_size * 4.0
+    (scatter,) = [op for op in ops if op.source == "dp_lm_head (logits scatter)"]
+    assert scatter.nbytes == 2 * rows / 8 * QWEN.vocab_size * precision.ACTIVATION_BYTES
