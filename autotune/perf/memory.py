@@ -208,7 +208,10 @@ def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile
         return gpu_total_bytes(hw) - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
-    activations += phase.batching.max_running / phase.dp * model.vocab_size * 4 / phase.tp  # fp32 logits
+    # the profile run's sampler pass holds fp32 logits of every request over the whole vocabulary on each rank: its
+    # compute_logits all-gathers the vocab-parallel logits (vllm/v1/worker/gpu/model_runner.py:1039-1062,
+    # vllm/model_executor/layers/logits_processor.py:122-134), so not a 1/tp slice
+    activations += phase.batching.max_running / phase.dp * model.vocab_size * 4  # fp32 logits
     return utilization_share_bytes(hw), activations, RESERVE_GB * GB
 
 

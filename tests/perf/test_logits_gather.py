@@ -9,10 +9,11 @@ import pytest
 from autotune.catalog import load_model, load_preset
 from autotune.perf import comm, halves, precision
 from autotune.perf.costing import Cost, cost_ops
+from autotune.perf.memory import ACTIVATION_ROWS_PER_TOKEN, GB, memory_fit
 from autotune.perf.opcore import context
 from autotune.perf.oplist import head_ops
 from autotune.perf.ops import StepInput, step_cost
-from autotune.specs import Comm, PhasePlan
+from autotune.specs import Batching, Comm, PhasePlan
 
 PRO = load_preset("rtx-pro-6000-x8")  # PCIe, no NVLink
 QWEN = load_model("qwen3-235b-a22b")
@@ -105,3 +106,18 @@ def test_sglang_dp_attention_head_samples_each_ranks_own_rows_over_the_whole_voc
     assert sampling.nbytes == rows / 8 * QWEN.vocab_size * 4.0
     (scatter,) = [op for op in ops if op.source == "dp_lm_head (logits scatter)"]
     assert scatter.nbytes == 2 * rows / 8 * QWEN.vocab_size * precision.ACTIVATION_BYTES
+
+
+def test_vllm_profile_run_holds_full_vocabulary_fp32_logits_on_every_tp_rank():
+    """vLLM's profile run samples max_num_seqs rows after compute_logits all-gathers them (model_runner.py:1039-1062):
+    the activations it reserves grow by max_running x vocab x 4 B whatever the TP width, not by a 1/tp slice."""
+
+    def activations_gb(tp: int, max_running: int) -> float:
+        phase = PhasePlan(gpus=tuple(range(tp)), tp=tp, ep=tp, batching=Batching(max_running, 8192))
+        return memory_fit(QWEN, phase, PRO, 2048, "vllm").activations_gb
+
+    for tp in (1, 8):
+        grown = activations_gb(tp, 1024) - activations_gb(tp, 512)
+        hidden = 512 * QWEN.hidden_size * precision.ACTIVATION_BYTES
+        expected = (512 * QWEN.vocab_size * 4 + hidden * ACTIVATION_ROWS_PER_TOKEN / tp) / GB
+        assert grown == pytest.approx(expected, rel=1e-9)
