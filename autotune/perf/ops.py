@@ -85,9 +85,7 @@ def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
     """cost_ops, less what vllm-ascend's multistream shared experts hide: the shared-expert GEMM (the first op of a
     MoE layer with shared experts, oplist._ffn_ops) runs beside the routed experts (perf/ascend.py)."""
-    if not (
-        c.platform is not None and ffn.kind == "moe" and ffn.params and ascend.overlaps_shared_experts(c.phase.platform)
-    ):
+    if not (c.platform is not None and ffn.kind == "moe" and ffn.params and ascend.overlaps_shared_experts(c.platform)):
         return cost_ops(c, ops)
     shared, rest = cost_ops(c, ops[:1]), cost_ops(c, ops[1:])
     routed = next((op for op in ops if op.kind == "grouped_moe"), None)

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from importlib.resources import files
 from pathlib import Path
 
@@ -837,14 +837,17 @@ TORCH_MM_BF16_TFLOPS = {
 FLASHMLA_H100_MEMORY_GBS = (2826.0, 2812.0, 2813.0, 2788.0, 2789.0)
 
 
+def with_device(hw, key: str, *fields: str):
+    """`hw` with each GPU's `fields` taken from catalog.devices entry `key` (its datasheet figures)."""
+    spec = DEVICES_BY_KEY[key]
+    values = {f: dict(v) if isinstance(v := getattr(spec, f), dict) else v for f in fields}
+    return dataclasses.replace(hw, accelerators=tuple(dataclasses.replace(a, **values) for a in hw.accelerators))
+
+
 @cache
 def b200_compute_box():
     """b200_box with the B200's own datasheet rates (peak TFLOPS, memory bandwidth) on its GPUs, for a rate row."""
-    spec, hw = DEVICES_BY_KEY["b200"], b200_box()
-    gpus = tuple(
-        dataclasses.replace(a, peak_tflops=dict(spec.peak_tflops), mem_bw_gbs=spec.mem_bw_gbs) for a in hw.accelerators
-    )
-    return dataclasses.replace(hw, accelerators=gpus)
+    return with_device(b200_box(), "b200", "peak_tflops", "mem_bw_gbs")
 
 
 def kernel_source_rows() -> list[Row]:
@@ -885,12 +888,14 @@ SERVING_UNITS = ("out tok/s/GPU", "decode tok/s", "TPOT ms", "in tok/s/node")
 
 
 def at_concurrency(m, preset, gpus, engine, isl, osl, c, metric, **layout) -> Callable[[], float]:
-    """Steady-state prediction of a closed loop of `c` requests: output tok/s/GPU, aggregate decode tok/s (c
-    sequences over the mean TPOT) or the mean TPOT (ms)."""
+    """Steady-state prediction of a closed loop of `c` requests on `gpus` GPUs of a preset (by name) or of a box
+    built here (a function returning it): output tok/s/GPU, aggregate decode tok/s (c sequences over the mean TPOT)
+    or the mean TPOT (ms)."""
 
     def run() -> float:
         plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=tuple(range(gpus)), **layout)})
-        p = predict(plan, m(), box(preset, 0), Workload(isl=isl, osl=osl, concurrency=c))
+        hw = preset() if callable(preset) else box(preset, 0)
+        p = predict(plan, m(), hw, Workload(isl=isl, osl=osl, concurrency=c))
         if not p.feasible:
             return float("nan")
         tpot = p.tpot_ms["mean"]
@@ -1110,22 +1115,7 @@ INFERENCEX_R1_FP4_B200 = {4: (59.7, 78.9), 8: (104.8, 90.9), 16: (169.3, 111.3),
 @cache
 def b200_serving_box():
     """8x B200 for a serving row: b200_compute_box with the B200's own memory (180 GB) and dtype features (FP4)."""
-    spec, hw = DEVICES_BY_KEY["b200"], b200_compute_box()
-    gpus = tuple(dataclasses.replace(a, memory_gib=spec.memory_gib, features=spec.features) for a in hw.accelerators)
-    return dataclasses.replace(hw, accelerators=gpus)
-
-
-def on_box(m, hw, engine, isl, osl, c, metric, **layout) -> Callable[[], float]:
-    """at_concurrency on a box built here (not a preset)."""
-
-    def run() -> float:
-        plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=tuple(range(8)), **layout)})
-        p = predict(plan, m(), hw(), Workload(isl=isl, osl=osl, concurrency=c))
-        if not p.feasible:
-            return float("nan")
-        return {"out": p.output_tok_s_per_gpu, "tpot": p.tpot_ms["mean"]}[metric]
-
-    return run
+    return with_device(b200_compute_box(), "b200", "memory_gib", "features")
 
 
 @cache
@@ -1140,11 +1130,10 @@ def b200_nvfp4_rows() -> list[Row]:
     out = []
     for c, (tok_s, itl) in INFERENCEX_R1_FP4_B200.items():
         label = f"DeepSeek-R1 NVFP4 TP8 EP8 8xB200 SGLang 1k/1k c={c}"
-        out.append(Row(ix, label, "out tok/s/GPU", tok_s, on_box(r1_fp4, b200_serving_box, "sglang", n, n, c, "out",
-                                                                   **lay)))  # fmt: skip
+        run = partial(at_concurrency, r1_fp4, b200_serving_box, 8, "sglang", n, n, c, **lay)
+        out.append(Row(ix, label, "out tok/s/GPU", tok_s, run(metric="out")))
         if itl:
-            out.append(Row(ix, label + " TPOT", "TPOT ms", itl / 10, on_box(r1_fp4, b200_serving_box, "sglang", n, n,
-                                                                          c, "tpot", **lay)))  # fmt: skip
+            out.append(Row(ix, label + " TPOT", "TPOT ms", itl / 10, run(metric="tpot")))
     return out + trtllm_b200_fp4_itl_rows()
 
 
@@ -1167,7 +1156,7 @@ def trtllm_b200_fp4_itl_rows() -> list[Row]:
     """TensorRT-LLM#5929's batch-1 ITL of DeepSeek-R1 NVFP4 on 8x B200 (TRTLLM_R1_FP4_B200_ITL)."""
     out = []
     for (isl, ep), itl_s in TRTLLM_R1_FP4_B200_ITL.items():
-        run = on_box(r1_fp4_v1, b200_serving_box, "vllm", isl, 600, 1, "tpot", tp=8, ep=ep)
+        run = at_concurrency(r1_fp4_v1, b200_serving_box, 8, "vllm", isl, 600, 1, "tpot", tp=8, ep=ep)
         label = f"DeepSeek-R1 NVFP4 TP8 EP{ep} 8xB200 TRT-LLM ISL {isl} batch 1 ITL p50"
         out.append(Row("trtllm-issue-r1-fp4-b200-itl", label, "TPOT ms", itl_s * 1e3, run))
     return out
@@ -1191,9 +1180,11 @@ def glm52_nvfp4():
 def b200_nvfp4_apart_rows() -> list[Row]:
     """fp4b23's rows shown apart (FP4B23_APART says why): InferenceX's R1 NVFP4 B200 c=64 point, GLM-5.2 NVFP4."""
     n, lay = INFERENCEX_R1_H200_LEN, INFERENCEX_R1_FP4_B200_LAYOUT
-    r1 = on_box(r1_fp4, b200_serving_box, "sglang", n, n, 64, "out", **lay)
-    glm = on_box(glm52_nvfp4, b200_serving_box, "sglang", 8192, 1024, 1024, "out", **GLM52_NVFP4_B200_HT)
-    glm_tpot = on_box(glm52_nvfp4, b200_serving_box, "sglang", 8192, 1024, 1024, "tpot", **GLM52_NVFP4_B200_HT)
+    r1 = at_concurrency(r1_fp4, b200_serving_box, 8, "sglang", n, n, 64, "out", **lay)
+    glm = at_concurrency(glm52_nvfp4, b200_serving_box, 8, "sglang", 8192, 1024, 1024, "out", **GLM52_NVFP4_B200_HT)
+    glm_tpot = at_concurrency(
+        glm52_nvfp4, b200_serving_box, 8, "sglang", 8192, 1024, 1024, "tpot", **GLM52_NVFP4_B200_HT
+    )
     return [
         Row("inferencex-sglang-r1-fp4-b200-tp8-conc", "DeepSeek-R1 NVFP4 TP8 EP8 8xB200 SGLang 1k/1k c=64",
             "out tok/s/GPU", 312.5, r1),
@@ -1386,13 +1377,7 @@ def rtx_pro_ws_box():
 
 def one_request(m, hw, engine: str = "sglang", isl: int = 128, osl: int = 512) -> Callable[[], float]:
     """Decode tok/s of one request alone (1 / mean TPOT) on one GPU; the page states no lengths: a short prompt."""
-
-    def run() -> float:
-        plan = Plan(engine, "aggregated", {"both": PhasePlan(gpus=(0,), kernels=Kernels(kv_cache_dtype="auto"))})
-        p = predict(plan, m(), hw(), Workload(isl=isl, osl=osl, concurrency=1))
-        return 1e3 / p.tpot_ms["mean"] if p.feasible else float("nan")
-
-    return run
+    return at_concurrency(m, hw, 1, engine, isl, osl, 1, "decode", kernels=Kernels(kv_cache_dtype="auto"))
 
 
 def _treeru_rows(figures: dict) -> list[Row]:
@@ -1409,12 +1394,7 @@ H100_MARLIN, H200_MARLIN = "kernel-marlin-dense-w4a16-h100-humming2", "kernel-ma
 @cache
 def h100_box():
     """One H100 SXM: the H200 preset's GPU with catalog.devices "h100-sxm"'s name and datasheet rates (132 SMs)."""
-    spec, hw = DEVICES_BY_KEY["h100-sxm"], box("h200-x8", 1)
-    gpus = tuple(
-        dataclasses.replace(a, name=spec.name, mem_bw_gbs=spec.mem_bw_gbs, peak_tflops=dict(spec.peak_tflops))
-        for a in hw.accelerators
-    )
-    return dataclasses.replace(hw, accelerators=gpus)
+    return with_device(box("h200-x8", 1), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")
 
 
 def marlin_dense_us(hw: Callable, m: int, n: int, k: int) -> Callable[[], float]:
