@@ -135,3 +135,25 @@ def test_sglang2904_rows_price_the_timed_kernels_two_barrier_two_shot():
     one_shot = cc.AllReducePath("custom", float("inf"), float("inf"), in_kernel_copies=1)
     below_us = cc.sglang2904_us(lambda: h200, group, 999_000)()
     assert below_us == pytest.approx(cc.comm.path_s(h200, group, one_shot, 999_000) * 1e6)
+
+
+def test_a_constant_follows_the_rows_it_moves_not_the_middle_rows_error(monkeypatch):
+    """The fit minimises the mean |log error| of the rows a constant sets, not their median. One row the acceptance
+    rate sets ~1:1 wants 0.8; two rows it moves by ~5% are over-predicted by ~20% at every value (another term's
+    misfit) and lean towards the grid's bottom. The median error is one of those two rows' own, so its argmin (0.5)
+    follows their small slope; under the mean the row the constant really moves decides (0.8)."""
+    path = "DRAFT_ACCEPTANCE[dspark]"
+    grid = (0.5, 0.6, 0.68, 0.75, 0.8)
+    monkeypatch.setattr(cc, "FITTED", [("dspark", path, grid, 0.0)])
+
+    def weak() -> float:  # another term sets this row: the constant moves it by 10% of its own change
+        return 10.0 * (1 + 0.1 * cc.read_constant(path))
+
+    over = 1.2 / (1 + 0.1 * 0.8)  # over-predicted 1.2x at 0.8, 1.17x at 0.5
+    rows = [
+        cc.Row("a", "dspark k=5", "tok", expected_length(0.8), cc.accepted_tokens("dspark", 5)),
+        cc.Row("b", "weak 1", "tok", 10.0 / over, weak),
+        cc.Row("c", "weak 2", "tok", 10.0 / over, weak),
+    ]
+    _, in_sample = cc.leave_one_out(rows, cc.evaluate(rows))
+    assert in_sample[path] == 0.8
