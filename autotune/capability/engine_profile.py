@@ -143,6 +143,10 @@ class EngineProfile:
     # kv_b, builds its keys and merges the prefix's attention output with the new tokens' (perf/mla.py)
     mla_prefill_prefix_up_projection: bool = False
     mla_split_query_archs: tuple[str, ...] = ()
+    # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
+    # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
+    # kernel pays (perf/oplist.py _moe_waves)
+    triton_moe_tma_down: bool = False
 
     @property
     def label(self) -> str:

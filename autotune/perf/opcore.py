@@ -229,6 +229,7 @@ class Context:
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
     mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
+    moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
     # None: read by the costing pass of every op list, resolved once here rather than per op list
     platform: dict | None = None
@@ -307,8 +308,18 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
+        moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         platform=phase.platform if profile(engine).ascend_platform else None,
     )
+
+
+def _moe_tile_waves(engine: str, moe: str, expert_format: str) -> tuple[str, ...]:
+    """The Triton fused MoE's grouped GEMMs of a block-FP8 checkpoint that gather their routed rows by pointer and
+    pay the fixed time of each wave of tiles (perf/oplist.py _moe_waves): gate / up always, down unless the engine
+    profile's triton_moe_tma_down says its tiles come by TMA. Other kernels and formats: none."""
+    if moe != "triton" or expert_format != "fp8_block":
+        return ()
+    return ("gate_up",) if profile(engine).triton_moe_tma_down else ("gate_up", "down")
 
 
 def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str) -> float:

@@ -309,11 +309,29 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
             c.moe_speed,
         )
     )
+    _moe_waves(ops, c, ffn, routed * ranks / max(phase.ep, 1))
     if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
         quants = precision.standalone_quants(c.expert_dtype, c.model.expert_format, 2)
         ops.append(_quant(routed, hidden, quants, "kernels.moe", c.expert_quant_bytes))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
     ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
+
+
+def _moe_waves(ops: list, c: Context, ffn: FfnSpec, rows: float) -> None:
+    """The fixed time of the routed experts' tile waves (opcore._gemm_waves, tiles.GEMM_WAVE_FIXED_US) for the GEMMs
+    Context.moe_tile_waves names: the Triton fused MoE computes one tile per CTA over the whole K loop (SGLang
+    kernels/ops/moe/fused_moe_triton_kernels.py:557-611; block-FP8 scales applied outside the MMA each K step,
+    :590-602). Expert TP shards the intermediate: at DeepSeek-R1 TP8 the down projection reduces over 256 columns,
+    two K steps a tile, and sgl-project/sglang#10567 (H20, 8K tokens, TP8) timed it pointer-gathered at 2.43 ms
+    (the grouped op 1.46 + 367 waves x 2.6 us), with TMA at 1.435 (the op alone). `rows`: routed rows this rank
+    computes (all under expert TP, 1 / ep under EP); gate / up has rows x 2 x intermediate / moe_tp outputs."""
+    if not c.moe_tile_waves:
+        return
+    moe_tp = c.phase.tp * c.phase.dp / max(c.phase.ep, 1)
+    inter = ffn.expert_params / c.model.hidden_size / 3 / moe_tp  # a gated expert's w1, w3, w2
+    for name, n in (("gate_up", 2 * inter), ("down", c.model.hidden_size)):
+        if name in c.moe_tile_waves:
+            _gemm_waves(ops, c, c.expert_dtype, rows, n, 1.0, f"moe {name}")
 
 
 def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) -> None:

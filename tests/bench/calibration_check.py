@@ -817,6 +817,7 @@ def rows() -> list[Row]:
     out += kernel_source_rows()  # src22b
     out += four_bit_rows()  # q4c23
     out += h20p23_rows()
+    out += pf24_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1063,6 +1064,29 @@ def h20p23_rows() -> list[Row]:
     moe = "kernel-triton-moe-h20-down-tma"
     down = triton_moe_down_ms("h20-x8", 8192)
     return [Row(moe, "H20 Triton fused MoE down proj, R1 TP8, 8K tokens", "ms", 1.435, down)]
+
+
+def triton_moe_down_gathered_ms(preset: str, tokens: int) -> Callable[[], float]:
+    """triton_moe_down_ms plus the tile waves of a down projection whose tiles are gathered by pointer, not TMA
+    (perf/oplist.py _moe_waves: waves of 128 x 128 output tiles beyond the first, tiles.GEMM_WAVE_FIXED_US), ms."""
+    grouped = triton_moe_down_ms(preset, tokens)
+
+    def run() -> float:
+        from autotune.perf import costing
+
+        m, gpus = model("deepseek-v3"), tuple(range(8))
+        c = opcore.context(m, PhasePlan(gpus=gpus, tp=8), "sglang", box(preset), gpus)
+        ops: list = []
+        opcore._gemm_waves(ops, c, c.expert_dtype, tokens * m.layers[-1].ffn.experts_per_token, m.hidden_size, 1.0, "")
+        return grouped() + costing.cost_ops(c, ops).time_s * 1e3
+
+    return run
+
+
+def pf24_rows() -> list[Row]:
+    """pf24: the same H20 kernel before its TMA change (sgl-project/sglang#10567's 'before', pointer-gathered)."""
+    moe, down = "kernel-triton-moe-h20-down-tma", triton_moe_down_gathered_ms("h20-x8", 8192)
+    return [Row(moe, "H20 Triton fused MoE down proj without TMA, R1 TP8, 8K tokens", "ms", 2.430, down)]
 
 
 def fa3_paged_prefill_us(batch: int, seqlen: int, heads: int, kv_heads: int, head_dim: int) -> Callable[[], float]:

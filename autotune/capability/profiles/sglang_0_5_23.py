@@ -138,6 +138,12 @@ PROFILE = EngineProfile(
     allreduce_paths=allreduce_paths,
     graph_caps=graph_caps,
     auto_moe_kernel=auto_moe_kernel,
+    # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset
+    # (srt/layers/moe/moe_runner/triton_utils/fused_moe.py:485-499); the DeepSeek-shaped Hopper `_down` configs set
+    # it at their largest token key, which serves every larger batch (the triton_3_5_1 E=257,N=256 files of
+    # NVIDIA_H200 and NVIDIA_H20 in that folder's configs/; the nearest key and the newest folder holding the file:
+    # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:95-140)
+    triton_moe_tma_down=True,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
     # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs
     # ($SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/<name>; every key must parse as int); shared-expert fusion:

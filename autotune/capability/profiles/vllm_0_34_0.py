@@ -263,6 +263,11 @@ PROFILE = EngineProfile(
     # vllm/model_executor/layers/attention/mla_attention.py:120-197)
     mla_prefill_prefix_up_projection=True,
     auto_moe_kernel=auto_moe_kernel,
+    # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
+    # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
+    # (fused_moe/configs/E=256,N=256,device_name=NVIDIA_H200,...,block_shape=[128,128]_down.json) sets it at the
+    # 1024 and 3072 keys only, not at 4096, the key of every prefill above ~3.6K tokens
+    triton_moe_tma_down=False,
     # vllm/model_executor/layers/fused_moe/fused_moe.py:1178-1191 get_config_file_name (block_shape without spaces,
     # the H200 family renamed NVIDIA_H200), 1194-1256 get_moe_configs ($VLLM_TUNED_CONFIG_FOLDER/<name>; the
     # "triton_version" key is dropped, 1245); vllm/utils/platform_utils.py:73-78 (whitespace and "/" -> "_")
