@@ -170,13 +170,14 @@ def _request(opts: SearchOptions, model: ModelSpec, hw: HardwareProfile, out: Pa
 
 
 def best_config(result, model_ref: ModelRef, hw: HardwareProfile) -> BestConfig:
+    from autotune.capability import with_engine_defaults
     from autotune.engines import build_launch
 
     req, best = result.request, result.best
-    plan = best.plan
+    plan = with_engine_defaults(best.plan, req.model, hw)  # what the engine runs: its default fusion shows on
     baseline = Baseline(
         label=result.baseline_plan.describe(),
-        plan=result.baseline_plan,
+        plan=with_engine_defaults(result.baseline_plan, req.model, hw),
         prediction=result.baseline,
         speedup=round(result.speedup, 4),
     )

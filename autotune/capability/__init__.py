@@ -6,14 +6,22 @@ Layer: imports specs only; search, engines, api and report read it (DESIGN.md "E
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from autotune.capability.engine_profile import EngineProfile
-from autotune.capability.facts import box_facts, compute_capability, derived_facts, phase_facts
+from autotune.capability.facts import (
+    PHASE_FIELDS,
+    box_facts,
+    compute_capability,
+    derived_facts,
+    phase_facts,
+    phase_field_facts,
+)
 from autotune.capability.profiles import ENGINES, PROFILES, profile
 from autotune.capability.rules import Rule, RuleTable, Violation, admits, violations_of
 from autotune.capability.vendors import ENGINE_VENDORS, format_rules, platform_rules, unserved_vendor, vendor_rule
-from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, Plan
+from autotune.specs import HardwareProfile, MiTuneError, ModelSpec, PhasePlan, Plan
 
 ENGINE_TABLES = tuple(p.rules for p in PROFILES.values())
 
@@ -87,7 +95,61 @@ def value_admitted(engine: str, field: str, value: Any, facts: dict[str, Any]) -
     return admits(table(engine), field, value, facts)
 
 
+ALLREDUCE_RMSNORM = "fusion.allreduce_rmsnorm"
+
+
+def allreduce_rmsnorm_on(engine: str, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> bool:
+    """Whether the engine runs the fused all-reduce + RMSNorm for this phase: the plan's fusion.allreduce_rmsnorm or,
+    where the plan leaves it unset, the engine's default (engine profile allreduce_rmsnorm_default); either way only
+    where the engine's rules admit it (their effect is `ignored`: elsewhere the engine runs it unfused). The one
+    place a plan's fusion is resolved: the performance model (allreduce_rmsnorm_max_tokens) and the plan the
+    emitters and the report show (with_engine_defaults) read it."""
+    asked = phase.fusion.get("allreduce_rmsnorm")
+    if asked is None:
+        asked = profile(engine).allreduce_rmsnorm_default
+    if not asked:
+        return False
+    rules, box = profile(engine).rules, _box_facts_of(hw, model)  # the engine version's own rules
+    names = {n for r in rules.by_field.get(ALLREDUCE_RMSNORM, ()) for n in (*r.when, *r.needs)}
+    if names <= box.keys() | PHASE_FIELDS.keys():  # the facts these rules read, without building every phase fact
+        facts = {n: box[n] if n in box else PHASE_FIELDS[n](phase) for n in names}
+    else:
+        values = phase_field_facts(phase)
+        facts = {**box, **values, **derived_facts(engine, values, box), "engine": engine}
+    return admits(rules, ALLREDUCE_RMSNORM, True, facts) is None
+
+
+def allreduce_rmsnorm_max_tokens(
+    engine: str, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile, row_bytes: int
+) -> float:
+    """The largest step (tokens per all-reduce group) that runs the fused all-reduce + RMSNorm (0: none), rows of
+    `row_bytes` each: the engine profile's size limit (allreduce_rmsnorm_max_tokens) where allreduce_rmsnorm_on; an
+    engine with no limit in its profile (vllm-ascend) fuses at any size when the plan asks for it."""
+    if phase.tp == 1 or not allreduce_rmsnorm_on(engine, phase, model, hw):
+        return 0
+    limit = profile(engine).allreduce_rmsnorm_max_tokens
+    if limit is None:
+        return float("inf")
+    world = phase.tp * phase.dp if profile(engine).tp_spans_dp else phase.tp
+    return limit(hw.gpu.arch, world, row_bytes)
+
+
+def with_engine_defaults(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> Plan:
+    """The plan as the engine runs it: a phase that leaves fusion.allreduce_rmsnorm unset where the engine turns the
+    fusion on by default shows it on (allreduce_rmsnorm_on), so best.yaml, the launch and the report say what runs."""
+    phases = {
+        name: dataclasses.replace(phase, fusion={**phase.fusion, "allreduce_rmsnorm": True})
+        for name, phase in plan.phases.items()
+        if "allreduce_rmsnorm" not in phase.fusion and allreduce_rmsnorm_on(plan.engine, phase, model, hw)
+    }
+    return dataclasses.replace(plan, phases={**plan.phases, **phases}) if phases else plan
+
+
 __all__ = [
+    "ALLREDUCE_RMSNORM",
+    "allreduce_rmsnorm_max_tokens",
+    "allreduce_rmsnorm_on",
+    "with_engine_defaults",
     "ENGINES",
     "ENGINE_VENDORS",
     "PROFILES",

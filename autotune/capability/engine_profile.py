@@ -66,6 +66,7 @@ class AllReducePath:
 # paths in dispatch order; a message no path takes goes to NCCL
 AllReduceDispatch = Callable[[str, int, str], tuple[AllReducePath, ...]]
 GraphCaps = Callable[[str, float, ModelSpec, PhasePlan, int], tuple[int, int]]
+FusionMaxTokens = Callable[[str, int, int], int]
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,12 @@ class EngineProfile:
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)
     triton_moe_tma_down: bool = False
+    # the fused all-reduce + residual add + RMSNorm (plan field fusion.allreduce_rmsnorm): on by default where the
+    # engine's rules admit it (capability.allreduce_rmsnorm_on resolves a plan that leaves the field unset), and the
+    # largest step it fuses, FusionMaxTokens: (arch, all-reduce world, bytes of one hidden row) -> rows per rank
+    # (0: none; a larger step runs the unfused all-reduce and norm)
+    allreduce_rmsnorm_default: bool = False
+    allreduce_rmsnorm_max_tokens: FusionMaxTokens | None = None
 
     @property
     def label(self) -> str:

@@ -49,6 +49,7 @@ def box_facts(hw: HardwareProfile, model: ModelSpec) -> dict[str, Any]:
         "nvlink": hw.interconnect == "nvlink",
         "p2p": all(hw.p2p[i][j] for i in range(n) for j in range(n) if i != j),
         "family": model.family,
+        "hidden_size": model.hidden_size,
         "attention": model.attention_family,
         "moe": model.is_moe,
         "shared_experts": any(layer.ffn.kind == "moe" and layer.ffn.params > 0 for layer in model.layers),

@@ -14,6 +14,18 @@ SPARSE_ATTENTION_FAMILIES = ["deepseek_v4", "deepseek_v41", "glm_moe_dsa"]
 # caps running requests at --max-mamba-cache-size // 3 (:3137-3160). perf/linear_attention.py and the emitter use it.
 MAMBA_SLOTS_PER_RUNNING_REQUEST = 3
 TBO_FAMILIES = ["deepseek_v3", "glm_moe_dsa", "qwen3_moe", "deepseek_v4"]
+# model_types whose SGLang architecture is in _FLASHINFER_ALLREDUCE_FUSION_ARCHS (arg_groups/overrides.py:928-951):
+# DeepseekV3/V32/V4, GlmMoeDsa, Qwen3Moe, Qwen3_5Moe (the multimodal class); V4.1 runs as DeepseekV4ForCausalLM
+# (srt/configs/deepseek_v41.py:38-39). Not Llama, dense Qwen3, the text-only Qwen3.5 class nor GLM-5.3-Flash.
+AR_FUSION_FAMILIES = [
+    "deepseek_v3",
+    "deepseek_v32",
+    "deepseek_v4",
+    "deepseek_v41",
+    "glm_moe_dsa",
+    "qwen3_moe",
+    "qwen3_5_moe",
+]
 
 RULES = RuleTable(
     engine="sglang",
@@ -187,9 +199,25 @@ RULES = RuleTable(
         Rule(
             field="fusion.allreduce_rmsnorm",
             values=(True,),
-            needs={"cc": [9.0, 10.0, 10.3], "tp": {"min": 2}, "dp": 1, "comm.all2all": "allgather_reducescatter"},
-            source="arg_groups/overrides.py:955-1003",
-            why="FlashInfer all-reduce fusion runs on SM90/SM10x with TP > 1, no attention DP and no a2a",
+            needs={
+                "cc": [9.0, 10.0, 10.3],
+                "tp": {"min": 2},
+                "dp": 1,
+                "comm.all2all": "allgather_reducescatter",
+                "family": AR_FUSION_FAMILIES,
+            },
+            source="arg_groups/overrides.py:928-951,955-1003",
+            why="FlashInfer all-reduce fusion runs on SM90/SM10x with TP > 1, no attention DP and no a2a, for the "
+            "architectures SGLang lists",
+            effect="ignored",
+        ),
+        Rule(
+            field="fusion.allreduce_rmsnorm",
+            values=(True,),
+            when={"family": ["deepseek_v41"], "hidden_size": [5120], "tp": [4], "dp": 1},
+            needs={"cc": {"max": 9.9}},
+            source="arg_groups/overrides.py:978-986,989",
+            why="DeepSeek-V4.1 (hidden 5120) at TP4 on Blackwell runs SGLang's custom all-reduce push plane instead",
             effect="ignored",
         ),
         # ---- speculative decoding (--speculative-algorithm)

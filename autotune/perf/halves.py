@@ -137,16 +137,16 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
     key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
-    fusion.allreduce_rmsnorm and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
-    kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance (oplist.ep_imbalance) and the FP8
-    and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop)."""
+    the fused-norm limit (Context.fused_norm_max_tokens) and comm.all2all (the fused norms), the dense and expert
+    dtypes' resolved sizes and kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance
+    (oplist.ep_imbalance) and the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop)."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
         parts = (
             "ffn", id(c.model), id(c.table), c.sms, profile(c.engine).ascend_platform,
             phase.tp, phase.dp, phase.ep, phase.dense_dp,
-            profile(c.engine).tp_spans_dp, phase.fusion.get("allreduce_rmsnorm", False), phase.comm.all2all,
+            profile(c.engine).tp_spans_dp, c.fused_norm_max_tokens, phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
             c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs,

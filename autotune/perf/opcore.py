@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from autotune.capability import allreduce_rmsnorm_max_tokens
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, tiles
 from autotune.perf import efficiency as eff
@@ -233,6 +234,9 @@ class Context:
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
     # None: read by the costing pass of every op list, resolved once here rather than per op list
     platform: dict | None = None
+    # rows per rank up to which a step runs the fused all-reduce + RMSNorm (capability.allreduce_rmsnorm_max_tokens:
+    # the plan's fusion.allreduce_rmsnorm or the engine's default, within the engine's size limit); 0: never
+    fused_norm_max_tokens: float = 0.0
 
 
 class AttentionShape(NamedTuple):
@@ -310,6 +314,9 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         platform=phase.platform if profile(engine).ascend_platform else None,
+        fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(
+            engine, phase, model, hw, model.hidden_size * precision.ACTIVATION_BYTES
+        ),
     )
 
 

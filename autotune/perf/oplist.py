@@ -358,10 +358,12 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) ->
         ops.append(_collective("allreduce", stage, tokens * row_bytes, "ep"))
 
 
-def _fused_norms(ffn: FfnSpec, phase: PhasePlan, dense: str) -> int:
+def _fused_norms(c: Context, ffn: FfnSpec, dense: str, rows: float) -> int:
     """Norms folded into the all-reduce before them (fusion allreduce_rmsnorm, TP > 1): the one after the
-    attention all-reduce, and the one after the FFN's when its output is all-reduced (see _comm_ops)."""
-    if phase.tp == 1 or not phase.fusion.get("allreduce_rmsnorm", False):
+    attention all-reduce, and the one after the FFN's when its output is all-reduced (see _comm_ops); none on a step
+    of more rows per rank than the engine fuses (Context.fused_norm_max_tokens)."""
+    phase = c.phase
+    if phase.tp == 1 or rows > c.fused_norm_max_tokens:
         return 0
     if ffn.kind != "moe":
         return 2 if dense == "tp" else 1
@@ -442,10 +444,10 @@ def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
 def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     """ffn_ops' residual add + RMSNorm kernels (each fused with its residual add in vLLM/SGLang): bf16 reads of the
     residual and the input, writes of both; the ones fused into an all-reduce (fusion.allreduce_rmsnorm) are gone
-    (tokens > 0). Reads tp / dp / ep, fusion.allreduce_rmsnorm, comm.all2all and the dense layout (_fused_norms)."""
+    (tokens > 0). Reads tp / dp / ep, the fused-norm limit, comm.all2all and the dense layout (_fused_norms)."""
     phase = c.phase
-    kernels = eff.NORMS_PER_LAYER - _fused_norms(ffn, phase, dense_layout(ffn, phase, c.engine))
     rows = tokens / phase.dp
+    kernels = eff.NORMS_PER_LAYER - _fused_norms(c, ffn, dense_layout(ffn, phase, c.engine), rows)
     if kernels <= 0:
         return []
     nbytes = kernels * 4 * rows * c.model.hidden_size * precision.ACTIVATION_BYTES

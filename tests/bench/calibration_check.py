@@ -51,7 +51,7 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
-from autotune.perf import comm, ep_balance, opcore, oplist, predict, rates  # noqa: E402
+from autotune.perf import comm, costing, ep_balance, opcore, oplist, predict, rates  # noqa: E402
 from autotune.perf.ops import cost_ops, step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.sim.engine import simulate  # noqa: E402
@@ -1257,6 +1257,7 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
+    out += fused_ar_norm_apart_rows()  # arn24
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -1688,6 +1689,46 @@ def main(argv: list[str] | None = None) -> None:
     for entry, why in NOT_EXPRESSIBLE:
         print(f"  {entry}: {why}")
     print(f"{md}({time.perf_counter() - start:.1f} s)")
+
+
+# arn24: the fused all-reduce + RMSNorm the engines run by default (capability.allreduce_rmsnorm_on)
+FUSED_AR_NORM = "fused-allreduce-rmsnorm-h100-tp2-vllm22086"
+FUSED_AR_NORM_US = ((32, 10.0, 10.0), (64, 12.0, 16.0), (128, 17.0, 30.0))  # tokens, unfused, FlashInfer one-shot
+APART += (
+    f" {FUSED_AR_NORM}: a closed PR's benchmark of August 2025 FlashInfer (vLLM 0.34 takes the fusion at every size "
+    "of these rows on sm_90 at 2 ranks, FI_ALLREDUCE_FUSION_MAX_SIZE_MB 64 MiB, tuned later on figures not in the "
+    "stored text); shown to measure how the model prices the fused kernel: as the all-reduce alone, the norm gone "
+    "(oplist._fused_norms). The unfused rows read the model's all-reduce + fused-add norm; the fused rows show the "
+    "measured one-shot kernel at about the unfused time (32 tokens) or above it (64, 128), where the model reads "
+    "the all-reduce alone (arn24)."
+)
+
+
+def fused_ar_norm_apart_rows() -> list[Row]:
+    """vllm#22086's benchmark_fused_collective.py rows (H100 TP2, hidden 8192, bf16, with residual): one all-reduce
+    and one residual add + RMSNorm, unfused, against FlashInfer's fused one-shot kernel; shown apart (APART)."""
+    llama = lambda: model("llama-3.1-70b")  # noqa: E731  hidden 8192
+    h100x2 = lambda: with_device(box("h200-x8", 2), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")  # noqa: E731
+
+    def part_us(tokens: int, fused: bool) -> Callable[[], float]:
+        def run() -> float:
+            m, hw = llama(), h100x2()
+            phase = PhasePlan(gpus=(0, 1), tp=2, fusion={"allreduce_rmsnorm": False})
+            c = opcore.context(m, phase, "vllm", hw, phase.gpus)
+            ffn = m.layers[0].ffn
+            ar_s = costing.collective_s(c, oplist.ffn_comm_ops(c, ffn, tokens)[0])[1]  # the layer's first of two
+            norms = cost_ops(c, oplist.ffn_norm_ops(c, ffn, tokens))  # the layer's two norms, one fused per all-reduce
+            return (ar_s + (0.0 if fused else (norms.compute_s + norms.memory_s) / 2)) * 1e6
+
+        return run
+
+    out = []
+    for tokens, unfused, fused in FUSED_AR_NORM_US:
+        out.append(Row(FUSED_AR_NORM, f"AR + add-RMSNorm 2x H100 h8192 {tokens} tok, unfused", "us", unfused,
+                       part_us(tokens, False)))  # fmt: skip
+        out.append(Row(FUSED_AR_NORM, f"AR + add-RMSNorm 2x H100 h8192 {tokens} tok, FlashInfer fused", "us", fused,
+                       part_us(tokens, True)))  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

@@ -235,12 +235,14 @@ def test_vllm_fusion_goes_into_compilation_config_pass_config(dense_model, nvlin
     assert "fuse_allreduce_rms" in load_table("vllm", "0.34.0").json_fields["--compilation-config"]["pass_config"]
 
 
-def test_sglang_fusion_only_off_needs_a_flag(dense_model, nvlink_box):
+def test_sglang_fusion_only_off_needs_a_flag(moe_model, nvlink_box):
+    """On is SGLang's default for the architectures it lists (Qwen3-MoE, not Llama: arg_groups/overrides.py:928-951)."""
+
     def argv(on):
         plan = Plan(
             engine="sglang", mode="aggregated", phases={"both": phase(range(2), tp=2, fusion={"allreduce_rmsnorm": on})}
         )
-        return build_launch(plan, dense_model, nvlink_box).processes[0].argv
+        return build_launch(plan, moe_model, nvlink_box).processes[0].argv
 
     assert "--enforce-disable-flashinfer-allreduce-fusion" in argv(False)
     assert "--enforce-disable-flashinfer-allreduce-fusion" not in argv(True)

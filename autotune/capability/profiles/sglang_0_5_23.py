@@ -94,6 +94,17 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
     return ()
 
 
+# Largest batch (tokens) the FlashInfer all-reduce + residual RMSNorm fusion runs on; larger steps run the unfused
+# all-reduce and norm (srt/layers/layer_boundary/residual/add_norm.py:139-158 FUSE_ALLREDUCE_MAX_BATCH_SIZE, read by
+# flashinfer_ar_fusion_applies with the step's token count, srt/layers/layer_boundary/fusions/allreduce.py:95,146,160)
+FUSION_MAX_TOKENS = 2048
+
+
+def allreduce_rmsnorm_max_tokens(arch: str, world: int, row_bytes: int) -> int:
+    """SGLang's fusion limit is a token count, whatever the arch, world or row size (FUSION_MAX_TOKENS)."""
+    return FUSION_MAX_TOKENS
+
+
 PROFILE = EngineProfile(
     engine="sglang",
     version=VERSION,
@@ -137,6 +148,11 @@ PROFILE = EngineProfile(
     fp8_kv_prefill_attention_archs=("sm_90",),
     allreduce_paths=allreduce_paths,
     graph_caps=graph_caps,
+    # _flashinfer_allreduce_fusion_auto_enable turns the fusion on (backend "auto") for the listed architectures on
+    # SM90/SM10x with TP > 1, no attention DP and no a2a backend (arg_groups/overrides.py:954-1003): the conditions
+    # of the fusion.allreduce_rmsnorm rules (autotune/capability/sglang_0_5_23.py)
+    allreduce_rmsnorm_default=True,
+    allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     auto_moe_kernel=auto_moe_kernel,
     # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset
     # (srt/layers/moe/moe_runner/triton_utils/fused_moe.py:485-499); the DeepSeek-shaped Hopper `_down` configs set

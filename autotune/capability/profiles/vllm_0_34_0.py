@@ -183,6 +183,24 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
     return tuple(paths)
 
 
+# The all-reduce + RMSNorm fusion pass's per-rank message limit (MiB by arch, then world size):
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:104-127 FI_ALLREDUCE_FUSION_MAX_SIZE_MB, read by
+# flashinfer_max_size (vllm/config/compilation.py:258-271: world sizes 2, 4, 8, 16 only, else no fusion)
+FUSION_MAX_MIB = {
+    "sm_90": {2: 64, 4: 2, 8: 0.5},
+    "sm_100": {2: 64, 4: 32, 8: 1},
+    "sm_103": {2: 64, 4: 64, 8: 4},
+}
+
+
+def allreduce_rmsnorm_max_tokens(arch: str, world: int, row_bytes: int) -> int:
+    """The largest step (tokens per rank) the fused all-reduce + RMSNorm runs on: the pass takes
+    max_token_num = max_size // (hidden size x dtype bytes) (vllm/compilation/passes/fusion/allreduce_rms_fusion.py:
+    1011-1027) and applies only to the compile range ending at or below it (:1128-1132); vllm/config/vllm.py:2739-2775
+    splits the compile ranges there, so larger steps run the unfused all-reduce and norm."""
+    return int(FUSION_MAX_MIB.get(arch, {}).get(world, 0) * MIB) // max(1, row_bytes)
+
+
 PROFILE = EngineProfile(
     engine="vllm",
     version=VERSION,
@@ -262,6 +280,12 @@ PROFILE = EngineProfile(
     # (vllm/model_executor/layers/attention/mla_attention.py:3174-3298; the algorithm at
     # vllm/model_executor/layers/attention/mla_attention.py:120-197)
     mla_prefill_prefix_up_projection=True,
+    # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
+    # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
+    # the 10.x family): the conditions of the fusion.allreduce_rmsnorm rule (autotune/capability/vllm_0_34_0.py),
+    # which adds the models that run without torch.compile (no compile pass)
+    allreduce_rmsnorm_default=True,
+    allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     auto_moe_kernel=auto_moe_kernel,
     # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
     # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
