@@ -128,6 +128,10 @@ class EngineProfile:
     # that replay a graph on one engine rank); a larger step runs without one (perf/efficiency.py graph_caps).
     # None: every step replays a graph
     graph_caps: GraphCaps | None = None
+    # (GPU memory GiB, phase) -> the decode CUDA graphs' largest batch per rank as the engine resolves it (the plan's
+    # batching.cuda_graph_max_bs, else its default), where the engine sizes its KV budget's graph reserve from it
+    # (perf/memory.py); None: the reserve does not follow it
+    decode_graph_max_bs: Callable[[float, PhasePlan], int] | None = None
     # (arch, query rows) where the `auto` MLA backend runs a prefill of at most that many query rows per sequence
     # on its absorbed (decode) path instead of the MHA prefill path (perf/mla_ops.py absorbed_prefill), and the
     # rows every other MLA backend does so for (0: none)

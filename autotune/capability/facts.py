@@ -28,6 +28,7 @@ PHASE_FIELDS = {
     "overlap.two_batch": lambda p: p.overlap.two_batch,
     "batching.max_running": lambda p: p.batching.max_running,
     "batching.chunked_prefill_tokens": lambda p: p.batching.chunked_prefill_tokens,
+    "batching.cuda_graph_max_bs": lambda p: p.batching.cuda_graph_max_bs,
     "speculative.method": lambda p: p.speculative.method,
     "speculative.draft_tokens": lambda p: p.speculative.draft_tokens,
 }
@@ -81,6 +82,9 @@ def derived_facts(engine: str, values: dict[str, Any], box: dict[str, Any]) -> d
         out["allreduce_world"] = values["tp"] * values["dp"] if profile(engine).tp_spans_dp else values["tp"]
     if "batching.max_running" in values and "batching.chunked_prefill_tokens" in values:
         out["chunk_covers_running"] = values["batching.chunked_prefill_tokens"] >= values["batching.max_running"]
+    if "batching.max_running" in values and "batching.cuda_graph_max_bs" in values:
+        graph_bs = values["batching.cuda_graph_max_bs"]  # None: the engine's default, which it sizes itself
+        out["graph_bs_within_running"] = graph_bs is None or graph_bs <= values["batching.max_running"]
     if "tp" in values and "dcp" in values:
         out["dcp_divides_tp"] = values["tp"] % values["dcp"] == 0
         if "kv_heads" in box:  # vllm/config/model.py:1598-1628: GQA DCP splits the KV heads' replicas over tp

@@ -277,6 +277,15 @@ RULES = RuleTable(
             source="vllm/config/scheduler.py:361-405",
             why="max_num_batched_tokens must be >= max_num_seqs",
         ),
+        Rule(
+            field="batching.cuda_graph_max_bs",
+            values=(),
+            needs={"graph_bs_within_running": True},
+            source="vllm/config/vllm.py:2655-2659 (the decode grid runs to min(max_decode_cudagraph_capture_requests, "
+            "max_num_seqs))",
+            why="decode CUDA graphs are captured up to max_num_seqs at most",
+            effect="ignored",
+        ),
         # ---- SGLang-only plan fields
         Rule(
             field="dense_dp",

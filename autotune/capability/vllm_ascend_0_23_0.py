@@ -133,6 +133,15 @@ RULES = RuleTable(
             source="vllm/config/scheduler.py:273 (0.23)",
             why="max_num_batched_tokens must be >= max_num_seqs",
         ),
+        Rule(
+            field="batching.cuda_graph_max_bs",
+            values=(),
+            needs={"batching.cuda_graph_max_bs": None},
+            source="autotune/engines/vllm_ascend.py (no capture-size option emitted: the NPU's graph mode is "
+            "platform.graph_mode, vllm_ascend/ascend_config.py)",
+            why="mi-tune sets vllm-ascend's ACL graph through its own graph mode, not a CUDA-graph batch size",
+            effect="ignored",
+        ),
         # ---- platform options (--additional-config, HCCL env)
         Rule(
             field="platform.flashcomm1",

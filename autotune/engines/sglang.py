@@ -122,6 +122,8 @@ def _batching(ctx: _Ctx) -> list[str]:
     args = ["--max-running-requests", str(b.max_running), "--chunked-prefill-size", str(b.chunked_prefill_tokens)]
     if ctx.model.is_hybrid:  # the linear-attention state pool sized for max_running requests, as perf/memory.py
         args += ["--max-mamba-cache-size", str(b.max_running * MAMBA_SLOTS_PER_RUNNING_REQUEST)]
+    if b.cuda_graph_max_bs is not None:  # the decode graphs' max_bs (srt/arg_groups/cuda_graph_hook.py:72-73)
+        args += ["--cuda-graph-max-bs-decode", str(b.cuda_graph_max_bs)]
     return args
 
 

@@ -106,9 +106,15 @@ def _kernels(ctx: _Ctx) -> list[str]:
 
 
 def _fusion(ctx: _Ctx) -> list[str]:
+    """One --compilation-config: the fusion passes and the decode CUDA graphs' largest request count
+    (batching.cuda_graph_max_bs as max_decode_cudagraph_capture_requests, the key that sets it in 0.34:
+    vllm/config/vllm.py:2655-2659; capability/profiles/vllm_0_34_0.py graph_caps)."""
     check_fusions(ctx.phase, FUSION_PASS, LABEL)
     passes = {FUSION_PASS[name]: on for name, on in ctx.phase.fusion.items()}
-    return ["--compilation-config", json.dumps({"pass_config": passes}, separators=(",", ":"))] if passes else []
+    config: dict = {"pass_config": passes} if passes else {}
+    if ctx.phase.batching.cuda_graph_max_bs is not None:
+        config["max_decode_cudagraph_capture_requests"] = ctx.phase.batching.cuda_graph_max_bs
+    return ["--compilation-config", json.dumps(config, separators=(",", ":"))] if config else []
 
 
 def _all2all_backend(ctx: _Ctx) -> str | None:

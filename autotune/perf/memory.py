@@ -27,7 +27,8 @@ RESERVE_GB = 1.5
 # tp x pp / 8 x 1024 + CUDA-graph reserve (decode max_bs x 2, x attn-dp 3 more with DP attention, x 1.5 more
 # above bs 300: :355-380), at least 10 GiB on GPUs above 60 GiB. Activations run in the reserved share.
 SGLANG_RESERVED_FLOOR_MB = 10 * 1024
-SGLANG_GRAPH_MAX_BS = 512  # decode CUDA-graph batch sizes are capped here (a prior for the default max_bs)
+# The decode max_bs is the engine profile's resolved one (decode_graph_max_bs: the plan's, else SGLang's default
+# tier), the same graph_caps prices steps with.
 ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/attention intermediates)
 
 
@@ -204,21 +205,45 @@ def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile
     activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
     gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`)."""
     if profile(engine).memory_budget == "mem_fraction_static":
-        activations, reserve = _sglang_reserved_bytes(phase, gpu_total_bytes(hw))
+        graph_bs = profile(engine).decode_graph_max_bs
+        max_bs = graph_bs(hw.gpu.memory_gib, phase) if graph_bs else phase.batching.max_running
+        activations, reserve = _sglang_reserved_bytes(phase, gpu_total_bytes(hw), max_bs)
         return gpu_total_bytes(hw) - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
-    activations = batched * model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
+    activations = batched * _activation_bytes_per_token(model, phase)
     # the profile run's sampler pass holds fp32 logits of every request over the whole vocabulary on each rank: its
     # compute_logits all-gathers the vocab-parallel logits (vllm/v1/worker/gpu/model_runner.py:1039-1062,
     # vllm/model_executor/layers/logits_processor.py:122-134), so not a 1/tp slice
     activations += phase.batching.max_running / phase.dp * model.vocab_size * 4  # fp32 logits
+    activations += _wide_decode_graph_tokens(model, phase, hw, engine) * _activation_bytes_per_token(model, phase)
     return utilization_share_bytes(hw), activations, RESERVE_GB * GB
 
 
-def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float) -> tuple[float, float]:
-    """(activation + CUDA-graph share, parallel slack) SGLang keeps outside mem_fraction_static (see above)."""
+def _activation_bytes_per_token(model: ModelSpec, phase: PhasePlan) -> float:
+    """The activation prior per batched token on one GPU (ACTIVATION_ROWS_PER_TOKEN hidden-sized rows over tp)."""
+    return model.hidden_size * precision.ACTIVATION_BYTES * ACTIVATION_ROWS_PER_TOKEN / phase.tp
+
+
+def _wide_decode_graph_tokens(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> int:
+    """Tokens by which the widest decode CUDA graph (a raised batching.cuda_graph_max_bs) exceeds the widest
+    prompt-carrying graph. vLLM 0.34: graphs no wider than the widest prefill graph mostly reuse its memory in the
+    shared graph pool, wider ones take memory from the KV cache (vllm/config/compilation.py:791-799, the budget
+    subtracts the profiled graph memory: vllm/v1/worker/gpu_worker.py:776-779). Their extra buffers are priced at
+    the activation prior per token (no public figure of graph memory against capture size); the per-graph driver
+    cost, 1 MiB a graph in vLLM's own estimate (vllm/v1/worker/gpu/cudagraph_utils.py:984-985, 1098-1106), is
+    left in RESERVE_GB (tens of graphs: tens of MiB). At the engine's default sizes the decode graphs fit in the
+    prefill ones (graph_caps), so this is 0."""
+    if phase.batching.cuda_graph_max_bs is None or profile(engine).graph_caps is None:
+        return 0
+    query_len = 1 + phase.speculative.draft_tokens
+    requests, tokens = profile(engine).graph_caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, query_len)
+    return max(0, requests * query_len - tokens)
+
+
+def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float, max_bs: int) -> tuple[float, float]:
+    """(activation + CUDA-graph share, parallel slack) SGLang keeps outside mem_fraction_static (see above), with
+    the decode graphs' resolved max_bs (srt/arg_groups/memory_hook.py:355-380 reserve_for_graph_mb)."""
     mb = 2**20
-    max_bs = min(phase.batching.max_running, SGLANG_GRAPH_MAX_BS)
     graph_mb = max_bs * 2 + (max_bs * phase.dp * (3 + (1.5 if max_bs > 300 else 0)) if phase.dp > 1 else 0)
     working_mb = 512 + 1.5 * max(phase.batching.chunked_prefill_tokens, 2048) + graph_mb
     slack_mb = phase.tp * phase.dp * phase.pp / 8 * 1024  # SGLang's tp_size is tp x dp (attention-DP ranks)

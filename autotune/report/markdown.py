@@ -30,6 +30,7 @@ def _phase_rows(phases: dict[str, PhasePlan]) -> pd.DataFrame:
                 "two-batch": p.overlap.two_batch,
                 "max running (requests)": p.batching.max_running,
                 "prefill chunk (tokens)": p.batching.chunked_prefill_tokens,
+                "decode graph max (requests)": p.batching.cuda_graph_max_bs or "default",
             }
         )
     return pd.DataFrame(rows)

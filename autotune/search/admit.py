@@ -62,6 +62,7 @@ DERIVED_INPUTS = (
     "dp",
     "batching.max_running",
     "batching.chunked_prefill_tokens",
+    "batching.cuda_graph_max_bs",
     "dcp",
 )
 

@@ -92,10 +92,16 @@ class Speculative:
 class Batching:
     max_running: int = 256
     chunked_prefill_tokens: int = 8192
+    # the largest decode batch, in requests per engine rank, that the engine captures a CUDA graph for (SGLang
+    # --cuda-graph-max-bs-decode, vLLM compilation_config max_decode_cudagraph_capture_requests); None = the
+    # engine's default (capability/profiles graph_caps)
+    cuda_graph_max_bs: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_running", "chunked_prefill_tokens"):
+        for name in ("max_running", "chunked_prefill_tokens", "cuda_graph_max_bs"):
             value = getattr(self, name)
+            if value is None and name == "cuda_graph_max_bs":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {value!r}")
 
@@ -212,6 +218,7 @@ def _settings(p: PhasePlan) -> list[str]:
     k, c = p.kernels, p.comm
     out = [f"{kind}:{v}" for kind, v in (("attn", k.attention), ("moe", k.moe), ("gemm", k.linear)) if v != "auto"]
     out += [f"dcp{p.dcp}"] if p.dcp > 1 else []
+    out += [f"graph-bs{p.batching.cuda_graph_max_bs}"] if p.batching.cuda_graph_max_bs is not None else []
     out += [f"ar:{c.allreduce}"] if c.allreduce != "custom" else []
     out += [f"a2a:{c.all2all}"] if c.all2all != "allgather_reducescatter" else []
     out += [f"{k.removeprefix('NCCL_').lower()}={v}" for k, v in sorted(c.nccl.items())]

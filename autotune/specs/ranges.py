@@ -130,6 +130,7 @@ FIELDS: dict[str, dict[str, Range]] = {
     "Batching": {
         "max_running": count(1_048_576, "requests", low=1),
         "chunked_prefill_tokens": count(MAX_TOKENS, "tokens", low=1),
+        "cuda_graph_max_bs": count(1_048_576, "requests", "null = the engine's default", low=1),
     },
     # draft tokens per step: MTP/EAGLE deployments use 1-8 (engine-knobs.md); 64 is far past any useful depth
     "Speculative": {"draft_tokens": count(64, "tokens", "0 with method none")},

@@ -233,6 +233,10 @@ CASES += [
     ("vllm-ascend", Q3, A2, {"dcp": 2}, True, "MLA models"),
     ("vllm-ascend", "deepseek-v3", A2, {"dcp": 2}, False, ""),
     ("vllm-ascend", Q3, A2, {"batching": Batching(max_running=1024, chunked_prefill_tokens=512)}, True, ">= max"),
+    # decode CUDA graphs above max_num_seqs are never captured (vLLM), and vllm-ascend takes no capture size
+    ("vllm", "llama-3.1-70b", box("h200-x8"), {"batching": Batching(64, 8192, 256)}, True, "max_num_seqs at"),
+    ("vllm", "llama-3.1-70b", box("h200-x8"), {"batching": Batching(256, 8192, 256)}, False, ""),
+    ("vllm-ascend", Q3, A2, {"batching": Batching(cuda_graph_max_bs=128)}, True, "own graph mode"),
     ("vllm-ascend", Q3, A2, {"tp": 1, "replicas": 8, "platform": {"flashcomm1": "on"}}, True, "TP group"),
     ("vllm-ascend", Q3, A2, {"platform": {"multistream_shared_expert": "on"}}, True, "shared experts"),
     *(

@@ -310,3 +310,27 @@ def test_gpus_outside_the_box_are_refused(dense_model, box):
     plan = Plan(engine="vllm", mode="aggregated", phases={"both": phase((8, 9), tp=2)})
     with pytest.raises(MiTuneError, match=r"gpus: \[8, 9\] not on this box"):
         build_launch(plan, dense_model, box)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cuda_graph_max_bs_is_emitted_only_when_the_plan_sets_it(engine, dense_model, nvlink_box):
+    """vLLM 0.34: compilation_config max_decode_cudagraph_capture_requests (the key that sets the decode graphs'
+    request count, vllm/config/vllm.py:2655-2659), merged with the fusion passes into one --compilation-config;
+    SGLang 0.5.23: --cuda-graph-max-bs-decode. build_launch checks the argv against the engine's flag table."""
+
+    def argv(graph_bs, fusion=None):
+        both = phase(range(2), tp=2, batching=Batching(cuda_graph_max_bs=graph_bs), fusion=fusion or {})
+        plan = Plan(engine=engine, mode="aggregated", phases={"both": both})
+        (proc,) = build_launch(plan, dense_model, nvlink_box).processes
+        return proc.argv
+
+    if engine == "vllm":
+        assert value(argv(None), "--compilation-config") is None
+        assert json.loads(value(argv(256), "--compilation-config")) == {"max_decode_cudagraph_capture_requests": 256}
+        merged = argv(128, {"allreduce_rmsnorm": True})
+        assert values(merged, "--compilation-config") == [
+            '{"pass_config":{"fuse_allreduce_rms":true},"max_decode_cudagraph_capture_requests":128}'
+        ]
+    else:
+        assert "--cuda-graph-max-bs-decode" not in argv(None)
+        assert value(argv(256), "--cuda-graph-max-bs-decode") == "256"

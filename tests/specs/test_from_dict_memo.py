@@ -9,7 +9,18 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.search.random_plans import random_plans
-from autotune.specs import PhasePlan, Plan, SpecError, Workload, from_dict, to_dict
+from autotune.specs import (
+    Batching,
+    Comm,
+    Kernels,
+    PhasePlan,
+    Plan,
+    SpecError,
+    Speculative,
+    Workload,
+    from_dict,
+    to_dict,
+)
 from autotune.specs.io import from_dict_memo
 
 
@@ -25,7 +36,10 @@ def test_memo_builds_what_from_dict_builds(model_name, preset):
         built = from_dict_memo(PhasePlan, raw, "plan", memo)
         plain = from_dict(PhasePlan, raw, "plan")
         assert built == plain and to_dict(built) == to_dict(plain) == raw
-    assert sum(isinstance(k[0], type) and k[0] is not PhasePlan for k in memo) < len(raws)  # sub-contracts shared
+    # sub-contracts shared: one memo entry per distinct value of each nested contract (not one per phase)
+    for name, kind in (("kernels", Kernels), ("comm", Comm), ("batching", Batching), ("speculative", Speculative)):
+        distinct = {repr(raw[name]) for raw in raws}
+        assert sum(k[0] is kind for k in memo) == len(distinct) < len(raws), name
     for plan in plans:
         assert from_dict_memo(Plan, to_dict(plan), "plan", memo) == plan
 

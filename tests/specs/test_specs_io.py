@@ -3,6 +3,7 @@ import yaml
 
 from autotune.specs import (
     Accelerator,
+    Batching,
     Features,
     HardwareProfile,
     HostInfo,
@@ -105,3 +106,36 @@ def test_non_positive_batching_is_refused_naming_the_field(tmp_path):
         SpecError, match=r"phases\.both\.batching\.max_running: expected 1\.\.1,048,576 requests, got -16"
     ):
         load_plan(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("0", r"phases\.both\.batching\.cuda_graph_max_bs: expected 1\.\.1,048,576 requests \(null = the engine's"),
+        ("many", r"phases\.both\.batching\.cuda_graph_max_bs: expected an integer, got .many."),
+        ("true", r"phases\.both\.batching\.cuda_graph_max_bs"),
+    ],
+)
+def test_a_bad_cuda_graph_max_bs_is_a_one_line_error(tmp_path, text, match):
+    path = tmp_path / "plan.yaml"
+    path.write_text(
+        "schema: mi-tune/plan/v1\nengine: sglang\nmode: aggregated\nphases:\n"
+        f"  both: {{gpus: [0], batching: {{max_running: 64, cuda_graph_max_bs: {text}}}}}\n"
+    )
+    with pytest.raises(SpecError, match=match) as err:
+        load_plan(path)
+    assert "\n" not in str(err.value)
+
+
+def test_cuda_graph_max_bs_round_trips_and_defaults_to_null():
+    plan = Plan(
+        engine="vllm",
+        mode="aggregated",
+        phases={"both": PhasePlan(gpus=(0,), batching=Batching(max_running=64, cuda_graph_max_bs=48))},
+    )
+    data = to_dict(plan)
+    assert data["phases"]["both"]["batching"]["cuda_graph_max_bs"] == 48
+    assert from_dict(Plan, yaml.safe_load(dump_yaml(plan)), "best.yaml") == plan
+    assert "graph-bs48" in plan.describe()
+    del data["phases"]["both"]["batching"]["cuda_graph_max_bs"]  # a plan file from before the field
+    assert from_dict(Plan, data, "plan.yaml").phases["both"].batching.cuda_graph_max_bs is None

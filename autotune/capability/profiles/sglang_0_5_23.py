@@ -25,24 +25,36 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 DECODE_GRAPH_MAX_BS = ((20, 8, 8), (35, 48, 160), (60, 32, 160), (90, 256, 512), (160, 256, 512))
 
 
-def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
-    """SGLang's CUDA graphs at its default sizes, per rank: (decode requests, prompt-carrying step tokens) that replay
-    one. Decode: the memory tier's max_bs by --tp-size (DECODE_GRAPH_MAX_BS; 160 when the memory is unknown,
-    srt/arg_groups/memory_hook.py:180) within max_running_requests (:186-188). Prefill: the breakable graph, on by
-    default on CUDA (srt/model_executor/cuda_graph_config.py:119-123), up to the chunk, min(8192, chunk) for an MLA
-    model (srt/arg_groups/memory_hook.py:233-238); off by default with pp > 1
-    (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240)."""
+def decode_graph_max_bs(memory_gib: float, phase: PhasePlan) -> int:
+    """SGLang's resolved decode CUDA-graph max_bs, per rank: the plan's batching.cuda_graph_max_bs as
+    --cuda-graph-max-bs-decode (srt/arg_groups/cuda_graph_hook.py:72-73), kept as given; else the memory tier's
+    default by --tp-size (DECODE_GRAPH_MAX_BS; 160 when the memory is unknown, srt/arg_groups/memory_hook.py:180),
+    clipped to max_running_requests only then (srt/arg_groups/memory_hook.py:182-188: decode_max_bs_is_default).
+    The graph reserve of the KV budget (autotune/perf/memory.py _sglang_reserved_bytes) and graph_caps both
+    read it."""
     b = phase.batching
+    if b.cuda_graph_max_bs is not None:
+        return b.cuda_graph_max_bs
     tp_size = phase.tp * phase.dp if PROFILE.tp_spans_dp else phase.tp
     decode = 160
     if memory_gib > 0:
         below = [(small, large) for limit, small, large in DECODE_GRAPH_MAX_BS if memory_gib < limit]
         decode = (below[0][0] if tp_size < 4 else below[0][1]) if below else 512
+    return min(decode, b.max_running)
+
+
+def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
+    """SGLang's CUDA graphs, per rank: (decode requests, prompt-carrying step tokens) that replay one. Decode:
+    decode_graph_max_bs within max_running_requests (a larger explicit max_bs captures graphs no batch reaches).
+    Prefill: the breakable graph, on by default on CUDA (srt/model_executor/cuda_graph_config.py:119-123), up to the
+    chunk, min(8192, chunk) for an MLA model (srt/arg_groups/memory_hook.py:233-238); off by default with pp > 1
+    (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240)."""
+    b = phase.batching
     mla = any(layer.attention.latent_shared for layer in model.layers)
     prefill = min(8192, b.chunked_prefill_tokens) if mla else b.chunked_prefill_tokens
     if phase.pp > 1 or phase.overlap.two_batch or model.family == "deepseek_v4":
         prefill = 0
-    return min(decode, b.max_running), prefill
+    return min(decode_graph_max_bs(memory_gib, phase), b.max_running), prefill
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
@@ -153,6 +165,7 @@ PROFILE = EngineProfile(
     # of the fusion.allreduce_rmsnorm rules (autotune/capability/sglang_0_5_23.py)
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
+    decode_graph_max_bs=decode_graph_max_bs,
     auto_moe_kernel=auto_moe_kernel,
     # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset
     # (srt/layers/moe/moe_runner/triton_utils/fused_moe.py:485-499); the DeepSeek-shaped Hopper `_down` configs set

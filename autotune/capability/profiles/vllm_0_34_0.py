@@ -22,19 +22,27 @@ def default_batching(memory_gib: float, gpu_name: str, arch: str) -> Batching:
 
 
 def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
-    """vLLM's CUDA graphs at its default capture sizes, per engine (DP rank): (decode requests, prompt-carrying step
-    tokens) that replay one. Elsewhere than the 10.x family: the shared capture ceiling min(max_num_seqs x q x 2, 512)
+    """vLLM's CUDA graphs, per engine (DP rank): (decode requests, prompt-carrying step tokens) that replay one. At
+    its default sizes elsewhere than the 10.x family: the shared capture ceiling min(max_num_seqs x q x 2, 512)
     (vllm/config/vllm.py:2401-2407), within max_num_batched_tokens (:2451); decode graphs hold whole requests of q
     tokens under it (vllm/config/compilation.py:65). On 10.x (sm_100) the wide defaults (vllm/config/vllm.py:2604):
     prefill graphs to min(8192, max_num_batched_tokens) (:2639), decode to max_num_seqs within that token budget
-    (:2681). A step above them runs without a graph: eager for the breakable-graph architectures, the
-    torch.compile'd code for the rest, alike in host time (autotune/perf/efficiency.py EAGER_HOST_US_PER_LAYER)."""
+    (:2681). The plan's batching.cuda_graph_max_bs is emitted as max_decode_cudagraph_capture_requests (not the
+    deprecated shared --max-cudagraph-capture-size): the decode grid then runs to min(it, max_num_seqs)
+    (vllm/config/vllm.py:2655-2659) within the decode token budget, max_num_batched_tokens off sm_100 and 8192 on it
+    (vllm/config/compilation.py:65; vllm/config/vllm.py:2604-2611, :2681-2684), while the prefill sizes keep their
+    own default (the shared sizes, :2645): the token ceiling of mixed steps does not move. A step above them runs
+    without a graph: eager for the breakable-graph architectures, the torch.compile'd code for the rest, alike in
+    host time (autotune/perf/efficiency.py EAGER_HOST_US_PER_LAYER)."""
     b = phase.batching
     if arch == "sm_100":
         tokens = min(8192, b.chunked_prefill_tokens)
-        return min(b.max_running, tokens // query_len), tokens
-    shared = min(b.max_running * query_len * 2, 512, b.chunked_prefill_tokens)
-    return min(b.max_running, shared // query_len), shared
+        decode_tokens = tokens
+    else:
+        tokens = min(b.max_running * query_len * 2, 512, b.chunked_prefill_tokens)
+        decode_tokens = b.chunked_prefill_tokens if b.cuda_graph_max_bs is not None else tokens
+    requests = b.max_running if b.cuda_graph_max_bs is None else min(b.cuda_graph_max_bs, b.max_running)
+    return min(requests, decode_tokens // query_len), tokens
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
