@@ -54,14 +54,14 @@ class Cost:
             by_rate = self._by_rate = {}
         parts = self.parts
         if parts:
-            notes = iter(parts)
+            notes, get = iter(parts), by_rate.get
             for what, times in zip(notes, notes, strict=True):  # (what, times) pairs
                 if type(what) is tuple:  # _add_terms' op terms: by_rate += seconds * times, op by op
                     for key, _, seconds, _ in what:
-                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+                        by_rate[key] = get(key, 0.0) + seconds * times
                 else:  # add: the other Cost's by_rate, times over
                     for key, seconds in what.by_rate.items():
-                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+                        by_rate[key] = get(key, 0.0) + seconds * times
             parts.clear()
         return by_rate
 
