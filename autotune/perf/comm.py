@@ -225,13 +225,19 @@ PROBED_NAMES = {
 }
 
 
-def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[list, list, bool]:
+def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[tuple, tuple, bool]:
     """(points sorted by size, their sizes, exact) of collective `name` ("all_gather") on `group`: the curve
     measured under `env` itself (exact), else the NCCL-defaults curve (exact only when `env` is the defaults),
-    else empty. Curves are measured on the first p GPUs."""
-    p = len(group)
+    else empty. Curves are measured on the first p GPUs. Remembered per box, name, group and environment (a
+    Context's collective cost functions each read one: comm.nccl_cost_fn; sorting it was ~10 us)."""
+    return _probed_curve(_Holder(hw), name, tuple(group), env)
+
+
+@lru_cache(maxsize=1024)
+def _probed_curve(holder: _Holder, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[tuple, tuple, bool]:
+    hw, p = holder.hw, len(group)
     if not hw.measured or not hw.measured.collectives or tuple(group) != tuple(range(p)):
-        return [], [], False
+        return (), (), False
     curves, prefix = hw.measured.collectives, f"{name}/{p}"
     curve, exact = curves.get(prefix, ()), env == MEASURED_CURVE_ENV
     if not exact:
@@ -239,8 +245,8 @@ def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: Nc
             if key.startswith(prefix + " ") and _key_env(key) == env:
                 curve, exact = points, True
                 break
-    points = sorted(curve, key=lambda pt: pt.message_bytes)
-    return points, [pt.message_bytes for pt in points], exact and bool(points)
+    points = tuple(sorted(curve, key=lambda pt: pt.message_bytes))
+    return points, tuple(pt.message_bytes for pt in points), exact and bool(points)
 
 
 def _key_env(key: str) -> NcclEnv:

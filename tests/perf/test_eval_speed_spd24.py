@@ -12,7 +12,8 @@ from autotune.catalog.models import load_model
 from autotune.perf import comm, costing, halves, opcore
 from autotune.perf.opcore import StepInput
 from autotune.perf.oplist import attention_ops
-from autotune.specs import PhasePlan
+from autotune.specs import Measured, PhasePlan
+from autotune.specs.hardware import CollectivePoint
 from autotune.specs.plan import Comm
 
 RTX = load_preset("rtx-pro-6000-x8")
@@ -102,3 +103,15 @@ def test_plain_is_the_recursive_form_before():
         assert halves.plain(phase, leave_out) == _plain_before(phase, leave_out)
     assert halves.step_input(StepInput(1.0, 2.0)) == (1.0, 2.0, 0.0, 0.0, 1.0)
     assert type(halves.step_input(StepInput(1.0, 2.0))) is tuple
+
+
+def test_probed_curves_are_remembered_sorted_and_still_each_box_s_own():
+    points = (CollectivePoint(16 << 20, 20.0, 1200.0), CollectivePoint(1 << 20, 5.0, 250.0))
+    hw = dataclasses.replace(load_preset("rtx-4090-x8"), measured=Measured(collectives={"all_gather/2": points}))
+    env = comm.nccl_env(None)
+    first = comm.probed_curve(hw, "all_gather", (0, 1), env)
+    assert comm.probed_curve(hw, "all_gather", (0, 1), env) is first  # remembered, not sorted again
+    assert first == (tuple(sorted(points, key=lambda pt: pt.message_bytes)), (1 << 20, 16 << 20), True)
+    other = dataclasses.replace(hw, measured=Measured(collectives={"all_gather/2": points[:1]}))
+    assert comm.probed_curve(other, "all_gather", (0, 1), env)[1] == (16 << 20,)
+    assert comm.probed_curve(hw, "all_gather", (1, 2), env) == ((), (), False)  # measured on the first GPUs only
