@@ -25,7 +25,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from autotune.perf import comm_rates as cr
@@ -160,14 +160,20 @@ class _NcclProfile:
     latency_s: tuple[float, ...]
     s_per_edge_byte: tuple[float, ...]
     tuner_picks: tuple[tuple[float, int], ...] = ()
+    # (latency_s, s_per_edge_byte) per protocol, zipped once (time_s runs for every collective of every step)
+    protocols: tuple[tuple[float, float], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "protocols", tuple(zip(self.latency_s, self.s_per_edge_byte, strict=True)))
 
     def time_s(self, bytes_per_edge: float) -> float:
         """The chosen protocol's time (a plain loop: this runs for every collective of every step)."""
-        for below, k in self.tuner_picks:
-            if bytes_per_edge < below:
-                return self.latency_s[k] + bytes_per_edge * self.s_per_edge_byte[k]
+        if self.tuner_picks:
+            for below, k in self.tuner_picks:
+                if bytes_per_edge < below:
+                    return self.latency_s[k] + bytes_per_edge * self.s_per_edge_byte[k]
         best = None
-        for lat, spb in zip(self.latency_s, self.s_per_edge_byte, strict=True):
+        for lat, spb in self.protocols:
             t = lat + bytes_per_edge * spb
             if best is None or t < best:
                 best = t
@@ -219,13 +225,19 @@ PROBED_NAMES = {
 }
 
 
-def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[list, list, bool]:
+def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[tuple, tuple, bool]:
     """(points sorted by size, their sizes, exact) of collective `name` ("all_gather") on `group`: the curve
     measured under `env` itself (exact), else the NCCL-defaults curve (exact only when `env` is the defaults),
-    else empty. Curves are measured on the first p GPUs."""
-    p = len(group)
+    else empty. Curves are measured on the first p GPUs. Remembered per box, name, group and environment (a
+    Context's collective cost functions each read one: comm.nccl_cost_fn; sorting it was ~10 us)."""
+    return _probed_curve(_Holder(hw), name, tuple(group), env)
+
+
+@lru_cache(maxsize=1024)
+def _probed_curve(holder: _Holder, name: str, group: tuple[int, ...], env: NcclEnv) -> tuple[tuple, tuple, bool]:
+    hw, p = holder.hw, len(group)
     if not hw.measured or not hw.measured.collectives or tuple(group) != tuple(range(p)):
-        return [], [], False
+        return (), (), False
     curves, prefix = hw.measured.collectives, f"{name}/{p}"
     curve, exact = curves.get(prefix, ()), env == MEASURED_CURVE_ENV
     if not exact:
@@ -233,8 +245,8 @@ def probed_curve(hw: HardwareProfile, name: str, group: tuple[int, ...], env: Nc
             if key.startswith(prefix + " ") and _key_env(key) == env:
                 curve, exact = points, True
                 break
-    points = sorted(curve, key=lambda pt: pt.message_bytes)
-    return points, [pt.message_bytes for pt in points], exact and bool(points)
+    points = tuple(sorted(curve, key=lambda pt: pt.message_bytes))
+    return points, tuple(pt.message_bytes for pt in points), exact and bool(points)
 
 
 def _key_env(key: str) -> NcclEnv:
@@ -336,6 +348,25 @@ def all_reduce(
     return _all_reduce(_Holder(hw), tuple(group), float(nbytes), algorithm, env, float(ipc_max_bytes), engine)
 
 
+@lru_cache(maxsize=1024)
+def _all_reduce_setup(holder: _Holder, group: tuple[int, ...], algorithm: str, env: NcclEnv, engine: str) -> tuple:
+    """What all_reduce_fn's cost function reads besides the bytes and the PCIe-IPC size limit, resolved once per box,
+    group, algorithm, NCCL environment and engine: the engine's P2P paths that apply (in dispatch order) and their
+    terms, whether the PCIe-IPC kernel applies and its unit wire time, the measured curves and the NCCL ring
+    profiles. Remembered across Contexts: plans that differ only in that limit (it follows their batching:
+    pcie_ipc_max_bytes) share it, about two in three of the functions a V4.1 search builds (~30 us each)."""
+    hw, p = holder.hw, len(group)
+    paths = allreduce_paths(engine, hw, group) if algorithm == "custom" else ()
+    ipc = algorithm == "pcie_ipc" and pcie_ipc_applies(topology(hw), group)
+    resolved = tuple(path_terms(holder, group, x) for x in paths)  # the engine's paths, in dispatch order
+    ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
+    points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
+    ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
+    ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
+    curve_ring = _nccl_profile(holder, group, MEASURED_CURVE_ENV, 2 * (p - 1), "ring")
+    return resolved, ipc, ipc_two, points, sizes, exact, ipc_points, ipc_sizes, ring, curve_ring
+
+
 def all_reduce_fn(
     hw: HardwareProfile, group: tuple[int, ...], comm, ipc_max_bytes: float, engine: str = "vllm"
 ) -> Callable[[float], tuple[str, float]]:
@@ -348,15 +379,8 @@ def all_reduce_fn(
         return lambda nbytes: ("none", 0.0)
     algorithm = comm if isinstance(comm, str) else getattr(comm, "allreduce", "custom")
     env = NCCL_DEFAULTS if isinstance(comm, str) else nccl_env(comm)
-    holder, topo = _Holder(hw), topology(hw)
-    paths = allreduce_paths(engine, hw, group) if algorithm == "custom" else ()
-    ipc = algorithm == "pcie_ipc" and pcie_ipc_applies(topo, group)
-    resolved = [path_terms(holder, group, x) for x in paths]  # the engine's paths, in dispatch order
-    ipc_two = _unit_wire_s(holder, group, "two", cr.PCIE_IPC_EFFICIENCY) if ipc else 0.0
-    points, sizes, exact = probed_curve(hw, "all_reduce", group, env)
-    ipc_points, ipc_sizes, _ = probed_curve(hw, "pcie_ipc_all_reduce", group, NCCL_DEFAULTS) if ipc else ([], [], 0)
-    ring = _nccl_profile(holder, group, env, 2 * (p - 1), "ring")
-    curve_ring = _nccl_profile(holder, group, MEASURED_CURVE_ENV, 2 * (p - 1), "ring")
+    setup = _all_reduce_setup(_Holder(hw), group, algorithm, env, engine)
+    resolved, ipc, ipc_two, points, sizes, exact, ipc_points, ipc_sizes, ring, curve_ring = setup
 
     def cost(nbytes: float) -> tuple[str, float]:
         if nbytes <= 0:

@@ -54,14 +54,14 @@ class Cost:
             by_rate = self._by_rate = {}
         parts = self.parts
         if parts:
-            notes = iter(parts)
+            notes, get = iter(parts), by_rate.get
             for what, times in zip(notes, notes, strict=True):  # (what, times) pairs
                 if type(what) is tuple:  # _add_terms' op terms: by_rate += seconds * times, op by op
                     for key, _, seconds, _ in what:
-                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+                        by_rate[key] = get(key, 0.0) + seconds * times
                 else:  # add: the other Cost's by_rate, times over
                     for key, seconds in what.by_rate.items():
-                        by_rate[key] = by_rate.get(key, 0.0) + seconds * times
+                        by_rate[key] = get(key, 0.0) + seconds * times
             parts.clear()
         return by_rate
 
@@ -140,7 +140,7 @@ def collective_term(c: Context, op: Op) -> tuple:
     """_op_terms(c, [op])[0] for one collective op, without the op loop: the LM head's logits all-gather, costed
     for each step's rows (perf/halves.py _head_terms)."""
     name, seconds = collective_s(c, op) if c.platform is None else _hccl_s(c, op, c.platform)
-    return (op[:3], name, seconds, 0.0)
+    return ((c.rate_terms.get(op[:3]) or _rate_terms(c, op[:3]))[3], name, seconds, 0.0)
 
 
 def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
@@ -161,16 +161,21 @@ def _hccl_s(c: Context, op: Op, platform: dict[str, str]) -> tuple[str, float]:
     return f"hccl:{op.bucket}", seconds
 
 
-def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float]:
-    """(FLOP/s, B/s, minimum seconds of one kernel) of a rates-table key, remembered per Context; a grouped MoE's
-    bandwidth at most the Context's cap on the experts' weight stream (Context.moe_stream_gbs: Marlin's SMs), a
-    W4A16 checkpoint's dense GEMM's (dtype opcore.DENSE_W4A16; the table gives it bf16's rates) at most
-    Context.dense_stream_gbs."""
+def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, float, tuple[str, str, str]]:
+    """(FLOP/s, B/s, minimum seconds of one kernel, the key) of a rates-table key, remembered per Context; a grouped
+    MoE's bandwidth at most the Context's cap on the experts' weight stream (Context.moe_stream_gbs: Marlin's SMs),
+    a W4A16 checkpoint's dense GEMM's (dtype opcore.DENSE_W4A16; the table gives it bf16's rates) at most
+    Context.dense_stream_gbs. A collective's key gets no rates (it is costed on the topology: collective_s). The
+    key comes back as the one object the op terms of the Context share (_op_terms), not a fresh slice of each op:
+    the memos hold fewer objects for the garbage collector to walk."""
+    if key[0] == "collective":
+        terms = c.rate_terms[key] = (0.0, 0.0, 0.0, key)
+        return terms
     r = c.table.get(*key)
     gbs = min(r.gbs, c.moe_stream_gbs) if key[0] == "grouped_moe" and c.moe_stream_gbs else r.gbs
     if key[1] == DENSE_W4A16 and c.dense_stream_gbs:
         gbs = min(gbs, c.dense_stream_gbs)
-    terms = c.rate_terms[key] = (r.tflops * TFLOP, gbs * GB, r.min_us * 1e-6)
+    terms = c.rate_terms[key] = (r.tflops * TFLOP, gbs * GB, r.min_us * 1e-6, key)
     return terms
 
 
@@ -187,15 +192,14 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
     compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
     terms, out = c.rate_terms, []
-    platform = c.platform
+    append, platform = out.append, c.platform
     for op in ops:
         kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
-        key = op[:3]
+        flops_per_s, bytes_per_s, min_s, key = terms.get(op[:3]) or _rate_terms(c, op[:3])
         if kind == "collective":
             name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
-            out.append((key, name, seconds, 0.0))
+            append((key, name, seconds, 0.0))
             continue
-        flops_per_s, bytes_per_s, min_s = terms.get(key) or _rate_terms(c, key)
         if platform is not None:
             speed *= ascend.op_speed(platform, kind, op.dtype, c.phase.tp)
             share = ascend.op_share(platform, kind, c.phase.tp)
@@ -204,7 +208,7 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
         # are left out, the same floats)
         t_compute = flops / flops_per_s / speed if flops else 0.0
         t_memory = nbytes / bytes_per_s / speed if kind == "attention" else nbytes / bytes_per_s
-        out.append((key, None, (t_memory if t_memory > t_compute else t_compute) + min_s * count, t_compute))
+        append((key, None, (t_memory if t_memory > t_compute else t_compute) + min_s * count, t_compute))
     return tuple(out)
 
 

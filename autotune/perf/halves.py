@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 
 from autotune.capability.profiles import profile
 from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, collective_term, cost_ops
@@ -24,6 +25,7 @@ PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefix
 
 
 _ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+_KIND = operator.itemgetter(0)  # an Op's kind (Op.kind), read in C: no generator frame per op
 
 
 def _attention_prefix(c: Context) -> int:
@@ -63,11 +65,10 @@ def number(prefix: tuple, alive: tuple = ()) -> int:
     return hit[0] if hit is not None else _PREFIXES.put(prefix, (next(_NEXT_PREFIX), alive))[0]
 
 
-def step_input(x: StepInput) -> tuple[float, ...]:
-    """StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key: a plain tuple
-    of floats, which the garbage collector stops tracking, where the StepInput (a tuple subclass) would stay
-    tracked."""
-    return tuple(x)
+# step_input(x): StepInput's fields as a plain tuple (equal exactly when the StepInputs are), for a memo key: a plain
+# tuple of floats, which the garbage collector stops tracking, where the StepInput (a tuple subclass) would stay
+# tracked. The tuple type itself, called without a Python frame (every step and layer kind builds such a key)
+step_input = tuple
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # dataclass type -> its field names (() for other types)
@@ -84,8 +85,13 @@ def plain(value, leave_out: tuple[str, ...] = ()):
     if names is None:
         is_data = dataclasses.is_dataclass(value) and not isinstance(value, type)
         names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value)) if is_data else ()
-    if names:
-        return (kind.__name__, *[plain(getattr(value, name)) for name in names if name not in leave_out])
+    if names:  # a plain field as is, without a call (a phase's ~30 fields are mostly numbers and strings)
+        out = [kind.__name__]
+        for name in names:
+            if name not in leave_out:
+                field_value = getattr(value, name)
+                out.append(field_value if type(field_value) in _AS_IS else plain(field_value))
+        return tuple(out)
     if isinstance(value, dict):
         return tuple(sorted((k, plain(v)) for k, v in value.items()))
     return value
@@ -95,12 +101,16 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
     may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
     the layer kind and the input. attention_ops issues no collective (dcp_ops does)."""
-    key = (_attention_prefix(c), id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
+    prefix = c.memo_keys.get("attention")  # _attention_prefix's number, once the Context has it
+    if prefix is None:
+        prefix = _attention_prefix(c)
+    key = (prefix, id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
     if hit is not None:
         return hit
-    op_terms = _op_terms(c, attention_ops(c, att, x))
-    if all(name is None for _, name, _, _ in op_terms):  # a collective's cost depends on more than the key
+    ops = attention_ops(c, att, x)
+    op_terms = _op_terms(c, ops)
+    if "collective" not in map(_KIND, ops):  # a collective's cost depends on more than the key
         _ATTENTION_TERMS.put(key, op_terms)
     return op_terms
 
@@ -115,7 +125,10 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
     the attention prefix, pp and x, which is all the additions read; it is restored as the same floats and the
     same by_rate notes (Cost.parts: op terms and times) in the same order."""
     phase = c.phase
-    key = (_attention_prefix(c), phase.pp, step_input(x))
+    prefix = c.memo_keys.get("attention")  # _attention_prefix's number, once the Context has it
+    if prefix is None:
+        prefix = _attention_prefix(c)
+    key = (prefix, phase.pp, step_input(x))
     hit = _ATTENTION_SUMS.get(key) if phase.dcp == 1 else None
     if hit is not None:
         total.compute_s, total.memory_s = hit[0], hit[1]

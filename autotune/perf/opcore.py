@@ -53,8 +53,8 @@ class Op(NamedTuple):
 
 
 # Op's fields as one tuple, made without Op(...)'s generated __new__ (a Python frame before tuple.__new__): the
-# builders below, which name every field in their signature, make ~25 Ops a V4.1 prediction this way, ~0.23 us
-# each against Op(...)'s ~0.43 us (timeit)
+# builders below (_gemm, _collective, _quant, _gemm_waves, activation_op, rope_op) make most of a V4.1 prediction's
+# Ops this way, ~0.23 us each against Op(...)'s ~0.43 us (timeit)
 _op_new = tuple.__new__
 
 
@@ -73,7 +73,7 @@ def _quant(rows: float, k: float, count: float, source: str, out_bytes: float = 
     scaled_fp8_quant / per_token_group_quant_fp8 / scaled_fp4_quant, SGLang sgl_per_token_quant_fp8: one kernel
     per GEMM input)."""
     nbytes = count * rows * (k * (precision.ACTIVATION_BYTES + out_bytes) + 4.0)
-    return Op("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source)
+    return _op_new(Op, ("quant", "bf16", "any", rows, 0.0, k, 0.0, nbytes, count, source, 1.0, ()))
 
 
 _TILE_SPEEDS: dict = {}  # (id(rates table), dtype or 'kloop', m, n[, k]) -> (the table, speed), across plans
@@ -156,7 +156,7 @@ def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: fl
         return
     waves = count * tiles.gemm_extra_waves(m, n, c.sms)
     if waves > 0:
-        ops.append(Op("gemm", dtype, "wave", m, n, 0.0, 0.0, 0.0, waves, f"{source} (tile waves)"))
+        ops.append(_op_new(Op, ("gemm", dtype, "wave", m, n, 0.0, 0.0, 0.0, waves, f"{source} (tile waves)", 1.0, ())))
 
 
 def _act_bytes(rows: float, n: float, k: float, count: float, in_bytes: float) -> float:
@@ -171,7 +171,7 @@ def activation_op(rows: float, intermediate: float) -> Op:
     or weight-only GEMMs; SGLang srt/layers/activation.py SiluAndMul -> sgl_kernel silu_and_mul). At one row it
     costs the elementwise floor (rates.MIN_US)."""
     nbytes = rows * intermediate * 3 * precision.ACTIVATION_BYTES
-    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "ffn activation")
+    return _op_new(Op, ("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "ffn activation", 1.0, ()))
 
 
 def rope_op(rows: float, shape: AttentionShape, head_dim: float) -> Op:
@@ -182,7 +182,7 @@ def rope_op(rows: float, shape: AttentionShape, head_dim: float) -> Op:
     config/vllm.py:287-357); SGLang 0.5.23: self.rotary_emb after the QK norm (srt/models/qwen3.py:256-268; the
     fused QK-norm + RoPE + cache write is the AITER path, :290-311)."""
     nbytes = rows * (shape.heads_per_rank + shape.kv_heads_per_rank) * head_dim * 2 * precision.ACTIVATION_BYTES
-    return Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "rope")
+    return _op_new(Op, ("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, nbytes, 1.0, "rope", 1.0, ()))
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ class Context:
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
-    rate_terms: dict = field(default_factory=dict, compare=False)  # rates-table key -> (FLOP/s, B/s, s): ops.py
+    rate_terms: dict = field(default_factory=dict, compare=False)  # rates key -> (FLOP/s, B/s, s, key): costing.py
     memo_keys: dict = field(default_factory=dict, compare=False)  # the Context's part of halves.py's memo keys
     sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)

@@ -62,7 +62,11 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     """The costed FFN half of a layer (oplist.ffn_ops), remembered per Context: layer kinds that differ only in
     attention (V4's compressed / sparse / windowed layers) share it within a step. Callers must not mutate it."""
     # by value: equal FfnSpecs of different layer kinds are different objects, keyed as the model's first equal one
-    key = (_ffn_facts(c.model)[1][id(ffn)], tokens)
+    # (_ffn_facts' id map, noted in the Context's memo_keys: one dict lookup a call)
+    ids = c.memo_keys.get("ffn_ids")
+    if ids is None:
+        ids = c.memo_keys["ffn_ids"] = _ffn_facts(c.model)[1]
+    key = (ids[id(ffn)], tokens)
     hit = c.ffn_memo.get(key)
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:

@@ -35,7 +35,7 @@ def distinct_experts(num_experts: int, top_k: int, tokens: float, skew: float | 
     if tokens <= 0:
         return 0.0
     per_group, misses = _miss_rates(num_experts, top_k, eff.ROUTING_SKEW if skew is None else skew)
-    return sum(per_group * (1.0 - miss**tokens) for miss in misses)
+    return sum([per_group * (1.0 - miss**tokens) for miss in misses])  # a list: no generator resumed per group
 
 
 @lru_cache(maxsize=256)

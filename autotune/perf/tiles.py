@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 # Streaming multiprocessors per GPU (public datasheets / whitepapers; CUDA cores / 128 per SM on Ada and
 # Blackwell consumer/workstation parts, whose datasheets list cores, not SMs):
@@ -260,8 +261,10 @@ def tile_bound_speed(m: float, n: float, tile: tuple[int, int], sms: int, tflops
     return min(1.0, (m * n / tflops) / (waves * tile[0] * tile[1] * sms / peak_tflops))
 
 
+@lru_cache(maxsize=256)
 def sm_count(name: str, arch: str) -> int:
-    """SMs of the GPU named `name` (NVML name), or its architecture's default; 0 for a non-NVIDIA architecture."""
+    """SMs of the GPU named `name` (NVML name), or its architecture's default; 0 for a non-NVIDIA architecture.
+    Remembered per (name, arch): every Context asks (opcore.context), and the name patterns are regexes."""
     if arch not in SMS_BY_ARCH:
         return SMS_DEFAULT
     for pattern, sms in SMS_BY_NAME:
