@@ -21,7 +21,10 @@ from autotune.sim.workloads import load_workload_file
 from autotune.specs import Batching, PhasePlan, Plan, Speculative, Workload
 
 ROOT = Path(__file__).resolve().parents[1]
-TRIALS = 6
+# seeded trials per search: at 6, GLM-5.3-Flash on SGLang / H200 drew six plans that do not fit (161 GB of weights a
+# GPU at low TP) once the space gained the CUDA-graph dimension and SGLang's fusion rules (stop 31); 10 leaves room
+# for the sampling order to move without making the test about it
+TRIALS = 10
 
 
 @pytest.mark.parametrize("preset", ["rtx-pro-6000-x8", "h200-x8"])
