@@ -10,6 +10,7 @@ from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
+from autotune.perf.oplist import speculation
 from autotune.perf.sharding import dense_shards, head_over_dp
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
@@ -235,7 +236,7 @@ def _wide_decode_graph_tokens(model: ModelSpec, phase: PhasePlan, hw: HardwarePr
     prefill ones (graph_caps), so this is 0."""
     if phase.batching.cuda_graph_max_bs is None or profile(engine).graph_caps is None:
         return 0
-    query_len = 1 + phase.speculative.draft_tokens
+    query_len = speculation(phase)[0]  # tokens a decoding request runs per step (1 + drafts)
     requests, tokens = profile(engine).graph_caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, query_len)
     return max(0, requests * query_len - tokens)
 
