@@ -24,10 +24,19 @@ GPU_MEMORY_UTILIZATION = 0.90  # vLLM --gpu-memory-utilization default: the shar
 # CUDA graphs per GPU: 1.5 GB, a prior (no public breakdown; the v1 figure 3 GB also held the context and slack).
 RESERVE_GB = 1.5
 # SGLang 0.5.23 sizes its KV pool as total x mem_fraction_static - weights, with mem_fraction_static = (total -
-# reserved) / total (srt/arg_groups/memory_hook.py:298-326): reserved MB = 512 + 1.5 x max(chunk, 2048) tokens +
-# tp x pp / 8 x 1024 + CUDA-graph reserve (decode max_bs x 2, x attn-dp 3 more with DP attention, x 1.5 more
-# above bs 300: :355-380), at least 10 GiB on GPUs above 60 GiB. Activations run in the reserved share.
+# reserved) / total (srt/arg_groups/memory_hook.py:278-326; SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, which would skip
+# the graph reserve, is off by default: srt/environ.py:640): reserved MB = 512 + 1.5 x activation tokens (max(chunk,
+# 2048); on a decode server max(max_running x verified tokens, 2048): :296-305) + tp x pp / 8 x 1024 + the CUDA-graph
+# reserve (:358-398), at least 10 GiB on GPUs above 60 GiB, then + 2 GiB of DeepEP buffers where decode graphs
+# capture them (:401-413). The graph reserve: decode max_bs x 2, x attn-dp 3 more with DP attention, x 1.5 more above
+# bs 300, none of it on a prefill server (its decode graphs are off: srt/arg_groups/cuda_graph_hook.py:557-566); the
+# breakable prefill graphs, off on a decode server: 8 MB a captured size (1.5 GiB with an MLA backend), + 1 GiB with
+# DeepEP. Activations run in the reserved share.
 SGLANG_RESERVED_FLOOR_MB = 10 * 1024
+SGLANG_DEEPEP_DECODE_GRAPH_MB = 2 * 1024  # reserve_for_deepep_a2a_mb, memory_hook.py:401-413
+SGLANG_DEEPEP_PREFILL_GRAPH_MB = 1024  # breakable prefill graphs with DeepEP, memory_hook.py:391-397
+SGLANG_PREFILL_GRAPH_MB_PER_SIZE = 8  # non-MLA backends, memory_hook.py:384-386
+SGLANG_MLA_PREFILL_GRAPH_MB = 1.5 * 1024  # MLA backends, memory_hook.py:387-389
 # The decode max_bs is the engine profile's resolved one (decode_graph_max_bs: the plan's, else SGLang's default
 # tier), the same graph_caps prices steps with.
 ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/attention intermediates)
@@ -163,11 +172,12 @@ def state_pool_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfi
 
 
 def memory_fit(
-    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm"
+    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, seq_tokens: int, engine: str = "vllm", role: str = "both"
 ) -> MemoryFit:
-    """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks)."""
+    """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks); `role` is the
+    plan's phase name (a disaggregated "prefill" / "decode" server, or "both")."""
     weights = weights_per_gpu_bytes(model, phase, engine)
-    capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine)
+    capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine, role)
     inside = profile(engine).memory_budget == "gpu_memory_utilization"  # activations + reserve in the budget
     free = capacity - weights - (activations + reserve if inside else 0.0)
     # hybrid models: SGLang's separate linear-attention state pool comes off the top; vLLM's per-request states
@@ -201,14 +211,13 @@ def utilization_share_bytes(hw: HardwareProfile) -> float:
     return gpu_total_bytes(hw) * GPU_MEMORY_UTILIZATION
 
 
-def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str):
+def _engine_budget_bytes(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str, role: str = "both"):
     """(capacity, activations, reserve) per GPU by the engine's own arithmetic. SGLang: its static fraction, with
     activations and slack outside the pool (capacity is what is left for weights + KV); vLLM:
-    gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`)."""
+    gpu_memory_utilization of the card, activations and a reserve inside it (the profile's `memory_budget`).
+    `role`: the plan's phase name ("both", or a disaggregated "prefill" / "decode" server)."""
     if profile(engine).memory_budget == "mem_fraction_static":
-        graph_bs = profile(engine).decode_graph_max_bs
-        max_bs = graph_bs(hw.gpu.memory_gib, phase) if graph_bs else phase.batching.max_running
-        activations, reserve = _sglang_reserved_bytes(phase, gpu_total_bytes(hw), max_bs)
+        activations, reserve = _sglang_reserved_bytes(model, phase, hw, engine, role)
         return gpu_total_bytes(hw) - activations - reserve, activations, reserve
     batched = phase.batching.chunked_prefill_tokens + phase.batching.max_running
     activations = batched * _activation_bytes_per_token(model, phase)
@@ -241,13 +250,40 @@ def _wide_decode_graph_tokens(model: ModelSpec, phase: PhasePlan, hw: HardwarePr
     return max(0, requests * query_len - tokens)
 
 
-def _sglang_reserved_bytes(phase: PhasePlan, total_bytes: float, max_bs: int) -> tuple[float, float]:
+def _sglang_reserved_bytes(
+    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str, role: str
+) -> tuple[float, float]:
     """(activation + CUDA-graph share, parallel slack) SGLang keeps outside mem_fraction_static (see above), with
-    the decode graphs' resolved max_bs (srt/arg_groups/memory_hook.py:355-380 reserve_for_graph_mb)."""
+    the decode graphs' resolved max_bs (the profile's decode_graph_max_bs) and its breakable prefill graphs
+    (graph_caps' prompt-carrying cap, 0 when off)."""
     mb = 2**20
-    graph_mb = max_bs * 2 + (max_bs * phase.dp * (3 + (1.5 if max_bs > 300 else 0)) if phase.dp > 1 else 0)
-    working_mb = 512 + 1.5 * max(phase.batching.chunked_prefill_tokens, 2048) + graph_mb
+    graph_bs = profile(engine).decode_graph_max_bs
+    max_bs = graph_bs(hw.gpu.memory_gib, phase) if graph_bs else phase.batching.max_running
+    deepep = phase.comm.all2all == "deepep"
+    if role == "decode":
+        activation_tokens = max(phase.batching.max_running * speculation(phase)[0], 2048)
+    else:
+        activation_tokens = max(phase.batching.chunked_prefill_tokens, 2048)
+    graph_mb = 0.0
+    if role != "prefill":
+        graph_mb += max_bs * 2 + (max_bs * phase.dp * (3 + (1.5 if max_bs > 300 else 0)) if phase.dp > 1 else 0)
+    caps = profile(engine).graph_caps
+    prefill_graph_tokens = caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, 1)[1] if caps else 0
+    if role != "decode" and prefill_graph_tokens > 0:
+        mla = any(layer.attention.latent_shared for layer in model.layers)
+        sizes = len(prefill_graph_sizes(prefill_graph_tokens))
+        graph_mb += SGLANG_MLA_PREFILL_GRAPH_MB if mla else sizes * SGLANG_PREFILL_GRAPH_MB_PER_SIZE
+        graph_mb += SGLANG_DEEPEP_PREFILL_GRAPH_MB if deepep else 0
+    working_mb = 512 + 1.5 * activation_tokens + graph_mb
     slack_mb = phase.tp * phase.dp * phase.pp / 8 * 1024  # SGLang's tp_size is tp x dp (attention-DP ranks)
-    if total_bytes > 60 * 1024 * mb:
+    if gpu_total_bytes(hw) > 60 * 1024 * mb:
         working_mb = max(working_mb, SGLANG_RESERVED_FLOOR_MB - slack_mb)
+    if deepep and role != "prefill":
+        working_mb += SGLANG_DEEPEP_DECODE_GRAPH_MB
     return working_mb * mb, slack_mb * mb
+
+
+def prefill_graph_sizes(max_tokens: int) -> tuple[int, ...]:
+    """SGLang's breakable prefill graph capture sizes up to max_tokens (srt/arg_groups/cuda_graph_hook.py:480-497)."""
+    steps = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256), (4608, max_tokens + 1, 512))
+    return tuple(s for lo, hi, step in steps for s in range(lo, hi, step) if s <= max_tokens)

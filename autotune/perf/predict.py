@@ -107,7 +107,7 @@ def predict(plan: Plan, model: ModelSpec, hw: HardwareProfile, workload: Workloa
     if reason:
         return Prediction(feasible=False, reason=reason)
     seq_tokens = workload.isl + workload.osl
-    fits = {name: memory_fit(model, phase, hw, seq_tokens, plan.engine) for name, phase in plan.phases.items()}
+    fits = {name: memory_fit(model, phase, hw, seq_tokens, plan.engine, name) for name, phase in plan.phases.items()}
     for name, fit in fits.items():
         if fit.kv_tokens < seq_tokens:
             return Prediction(
