@@ -813,6 +813,14 @@ def rows() -> list[Row]:
         Row(
             "eplb-vllm-kimi-k3-ep16", "EP16 max/mean rank load, EPLB", "", 1.008, imbalance(16, 384, 8, math.inf, True)
         ),
+        # one rank's 16 experts, accumulated counts: their spread is the popularity CV itself (sample std, n - 1)
+        Row(
+            "eplb-sglang-deepseek-expert-counts",
+            "expert popularity CV, 16 experts of one layer",
+            "",
+            0.72,
+            lambda: read_constant("EXPERT_LOAD_CV"),
+        ),
     ]
     out += kernel_source_rows()  # src22b
     out += four_bit_rows()  # q4c23
