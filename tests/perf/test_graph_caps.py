@@ -47,6 +47,8 @@ def test_sglang_decode_tiers_by_memory_and_prefill_graph_rules():
     assert caps("sglang", "sm_90", 96, "deepseek-v3", tp=8, batching=mla) == (512, 8192)  # MLA: min(8192, chunk)
     assert caps("sglang", "sm_90", 96, "llama-3.1-70b", tp=8, batching=mla) == (512, 16384)
     assert caps("sglang", "sm_90", 96, "deepseek-v4-flash", tp=8)[1] == 0
+    # V4.1 loads as DeepseekV4ForCausalLM (srt/configs/deepseek_v41.py:38-39): the same rule turns its prefill graph off
+    assert caps("sglang", "sm_90", 96, "deepseek-v4.1-flash", tp=8)[1] == 0
     assert caps("sglang", "sm_90", 96, "llama-3.1-70b", tp=4, pp=2)[1] == 0
     assert caps("sglang", "sm_90", 96, "llama-3.1-70b", tp=8, overlap=Overlap(two_batch=True))[1] == 0
 

@@ -48,11 +48,13 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     decode_graph_max_bs within max_running_requests (a larger explicit max_bs captures graphs no batch reaches).
     Prefill: the breakable graph, on by default on CUDA (srt/model_executor/cuda_graph_config.py:119-123), up to the
     chunk, min(8192, chunk) for an MLA model (srt/arg_groups/memory_hook.py:233-238); off by default with pp > 1
-    (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240)."""
+    (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240), V4.1 included:
+    its config loader renames DeepseekV41ForCausalLM to DeepseekV4ForCausalLM (srt/configs/deepseek_v41.py:38-39),
+    which is_deepseek_v4 matches (srt/configs/model_config.py:395-400)."""
     b = phase.batching
     mla = any(layer.attention.latent_shared for layer in model.layers)
     prefill = min(8192, b.chunked_prefill_tokens) if mla else b.chunked_prefill_tokens
-    if phase.pp > 1 or phase.overlap.two_batch or model.family == "deepseek_v4":
+    if phase.pp > 1 or phase.overlap.two_batch or model.family in ("deepseek_v4", "deepseek_v41"):
         prefill = 0
     return min(decode_graph_max_bs(memory_gib, phase), b.max_running), prefill
 
