@@ -1319,7 +1319,11 @@ NOT_EXPRESSIBLE = [
     ),
     ("pcie-trtllm-llama33-70b-fp4-rtx6000pro", "contrast 2x H100 SXM TP2: no H100 SXM preset"),
     ("nvl-lmsys-96xh100-prefill-ep32 / -decode-ep72", "multi-node (4 / 9 nodes, InfiniBand), H100: no preset"),
-    ("coll-a100-pcie-8gpu-allreduce", "A100 PCIe: no preset; a range with no size sweep"),
+    (
+        "coll-a100-pcie-8gpu-allreduce",
+        "a range with no size sweep: checked as a band on the a100-pcie-x8 preset "
+        "(tests/search/test_a100_pcie_preset.py)",
+    ),
     ("kernel-flashmla-h800-decode", "sparse FP8-KV 410 TFLOPS: no sparse-FP8 attention rate in the model"),
     (
         "rtx6kpro-asus-nccl-p2p-level",

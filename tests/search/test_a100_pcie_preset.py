@@ -6,9 +6,10 @@ from autotune import capability
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.engines import build_launch
+from autotune.perf import comm
 from autotune.search import SearchRequest, load_space
 from autotune.search.study import run_study
-from autotune.specs import Workload
+from autotune.specs import Comm, Workload
 
 TRIALS = 6  # seeded; CI has 2 cores
 
@@ -28,3 +29,11 @@ def test_search_finds_an_admitted_plan(engine):
     assert best.prediction.feasible and best.plan.engine == engine
     assert not capability.plan_violations(best.plan, model, hw)
     build_launch(best.plan, model, hw)  # every argv against the engine's parser table
+
+
+def test_eight_gpu_nccl_ring_lands_in_the_measured_band():
+    # NVIDIA/nccl#841 (8x A100 80GB PCIe, 2x EPYC 7543, P2P on): all_reduce_perf busbw "8 to 21" GB/s, a range with no
+    # size sweep (shared calibration coll-a100-pcie-8gpu-allreduce): a plausibility band for the box's ring at 128 MB
+    hw, nbytes = load_preset("a100-pcie-x8"), 128 * 2**20
+    busbw_gbs = nbytes * 2 * 7 / 8 / comm.all_reduce_s(hw, tuple(range(8)), nbytes, Comm("nccl"), 1e12) / 1e9
+    assert 8.0 <= busbw_gbs <= 21.0
