@@ -46,7 +46,8 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
 
 
 # FP8 experts below cc 8.9 (sm_80 A100 / A800, sm_86): the FP8 MoE oracle walks its backends in order
-# (vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110, :498-503); FlashInfer, DeepGEMM and CUTLASS need cc 9+,
+# (vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110, :498-503); FlashInfer, DeepGEMM and CUTLASS need cc 9+
+# (CUTLASS grouped GEMM: vllm/_custom_ops.py:828-829),
 # Triton takes FP8 only where the platform supports FP8 (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:197,
 # vllm/platforms/cuda.py:628-629 `has_device_capability(89)`), so the first to accept is Marlin (cc >= 7.5,
 # vllm/model_executor/layers/fused_moe/experts/marlin_moe.py:539-541, FP8 weights :548-565): weight-only, BF16 mma.sync
