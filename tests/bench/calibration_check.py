@@ -1491,9 +1491,9 @@ SM80_DEVICE_FIELDS = ("name", "memory_gib", "mem_bw_gbs", "peak_tflops", "arch",
 
 @cache
 def sm80_box(device: str = "a100-sxm-80gb", gpus: int = 0):
-    """An HGX A100 / A800 (NVSwitch, like the H200 box): the h200-x8 preset's box with catalog.devices `device`'s
-    datasheet on its GPUs (sm_80, no FP8, NVLink3 300 / 200 GB/s a direction, PCIe Gen4), `gpus` of them (0: all)."""
-    return with_device(box("h200-x8", gpus), device, *SM80_DEVICE_FIELDS)
+    """An HGX A100 / A800: the a100-sxm-x8 preset's box with catalog.devices `device`'s datasheet on its GPUs (the
+    A800's NVLink3 at 200 GB/s a direction), `gpus` of them (0: all)."""
+    return with_device(box("a100-sxm-x8", gpus), device, *SM80_DEVICE_FIELDS)
 
 
 def sm80_rows() -> list[Row]:

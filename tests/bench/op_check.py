@@ -34,7 +34,7 @@ SYSTEMS = {
     "h200_sxm": ("h200-x8", "h200-sxm"),
     "h100_sxm": ("h200-x8", "h100-sxm"),
     "b200_sxm": ("h200-x8", "b200"),
-    "a100_sxm": ("h200-x8", "a100-sxm-80gb"),  # HGX A100: NVSwitch like the H200 box (the only sm_80 tables)
+    "a100_sxm": ("a100-sxm-x8", "a100-sxm-80gb"),  # the only sm_80 tables (no a100_pcie data is installed)
     "l40s": ("l40s-x8", "l40s"),
     "rtx_pro_6000_server": ("rtx-pro-6000-x8", "rtx-pro-6000-server"),
 }

@@ -31,6 +31,12 @@ def test_search_finds_an_admitted_plan(engine):
     build_launch(best.plan, model, hw)  # every argv against the engine's parser table
 
 
+def test_hgx_a100_preset_is_nvswitch_nvlink3():
+    hw = load_preset("a100-sxm-x8")
+    assert hw.interconnect == "nvlink" and hw.gpu.nvlink_gbs == 300.0 and hw.gpu.arch == "sm_80"
+    assert hw.gpu.name == "NVIDIA A100-SXM4-80GB" and hw.gpu.mem_bw_gbs == 2039.0
+
+
 def test_eight_gpu_nccl_ring_lands_in_the_measured_band():
     # NVIDIA/nccl#841 (8x A100 80GB PCIe, 2x EPYC 7543, P2P on): all_reduce_perf busbw "8 to 21" GB/s, a range with no
     # size sweep (shared calibration coll-a100-pcie-8gpu-allreduce): a plausibility band for the box's ring at 128 MB
