@@ -73,6 +73,16 @@ RULES = RuleTable(
         ),
         Rule(
             field="kernels.moe",
+            values=("triton",),
+            when={"expert_weights": FP8_FORMATS},
+            needs={"cc": {"min": 8.9}},
+            source="vllm/model_executor/layers/fused_moe/experts/triton_moe.py:197; vllm/platforms/cuda.py:628-629; "
+            "vllm/model_executor/layers/fused_moe/oracle/fp8.py:458",
+            why="the Triton fused MoE takes FP8 experts only where the platform supports FP8 (cc >= 8.9): an explicit "
+            "Triton backend raises on an A100 / A800 (the auto pick there is Marlin, W8A16)",
+        ),
+        Rule(
+            field="kernels.moe",
             values=("deep_gemm",),
             needs={"expert_weights": ["fp8_block", "mxfp4"], "cc": [9.0, 10.0, 10.3, 12.0, 12.1]},
             source="vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:176-185,474-481; "

@@ -142,6 +142,22 @@ DEVICES: tuple[DeviceSpec, ...] = (
         source="hardware.md §4 A800 PCIe row",
     ),
     DeviceSpec(
+        "a100-sxm-80gb", "nvidia", "NVIDIA A100-SXM4-80GB", r"A100[- ]SXM4?[- ]80GB", pci_ids=(0x20B2,),
+        memory_gib=80, mem_bw_gbs=2039,  # A100 datasheet: 80 GB HBM2e, 2,039 GB/s (SXM4 80GB column)
+        peak_tflops={"bf16": 312, "int8": 624},  # datasheet: 312 BF16 / 624 INT8 dense (x2 with sparsity); no FP8
+        arch="sm_80", pcie_gen=4, confidence="H",
+        nvlink_gbs=300,  # datasheet: NVLink3 600 GB/s bidirectional (12 links through NVSwitch on HGX A100)
+        source=f"{_NV_DC}/a100/ (A100 datasheet, SXM4 80GB column; 108 SMs: A100 whitepaper)",
+    ),
+    DeviceSpec(
+        "a800-sxm-80gb", "nvidia", "NVIDIA A800-SXM4-80GB", r"A800[- ]SXM4?[- ]80GB", pci_ids=(0x20F3,),
+        memory_gib=80, mem_bw_gbs=2039,  # the A100 SXM4 80GB die and memory (A800 = A100 with NVLink cut to 400)
+        peak_tflops={"bf16": 312, "int8": 624},
+        arch="sm_80", pcie_gen=4, confidence="M",
+        nvlink_gbs=200,  # 400 GB/s NVLink bidirectional (hardware.md §4 A800 row: the A800's 400 GB/s NVLink)
+        source="A800 SXM4: A100 SXM4 80GB datasheet figures with NVLink 400 GB/s (hardware.md §4 A800 row)",
+    ),
+    DeviceSpec(
         "h100-pcie", "nvidia", "NVIDIA H100 PCIe", r"H100.*PCIe", pci_ids=(0x2331,),
         memory_gib=80, mem_bw_gbs=2000,  # §4: 80 GB HBM2e, 2.0 TB/s
         peak_tflops={"bf16": 756, "fp8": 1513, "int8": 1513},  # §4

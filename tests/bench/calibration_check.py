@@ -826,6 +826,7 @@ def rows() -> list[Row]:
     out += four_bit_rows()  # q4c23
     out += h20p23_rows()
     out += pf24_rows()
+    out += sm80_rows()  # sm80-25
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1266,6 +1267,7 @@ def apart_rows() -> list[Row]:
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
     out += fused_ar_norm_apart_rows()  # arn24
+    out += sm80_apart_rows()  # sm80-25
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -1325,7 +1327,11 @@ NOT_EXPRESSIBLE = [
     ),
     ("pcie-trtllm-llama33-70b-fp4-rtx6000pro", "contrast 2x H100 SXM TP2: no H100 SXM preset"),
     ("nvl-lmsys-96xh100-prefill-ep32 / -decode-ep72", "multi-node (4 / 9 nodes, InfiniBand), H100: no preset"),
-    ("coll-a100-pcie-8gpu-allreduce", "A100 PCIe: no preset; a range with no size sweep"),
+    (
+        "coll-a100-pcie-8gpu-allreduce",
+        "a range with no size sweep: checked as a band on the a100-pcie-x8 preset "
+        "(tests/search/test_a100_pcie_preset.py)",
+    ),
     ("kernel-flashmla-h800-decode", "sparse FP8-KV 410 TFLOPS: no sparse-FP8 attention rate in the model"),
     (
         "rtx6kpro-asus-nccl-p2p-level",
@@ -1361,8 +1367,9 @@ NOT_EXPRESSIBLE = [
     ("eplb-sglang-large-scale-ep-prefill", "multi-node (4 x 8 H100)"),
     (
         "kernel-torch-mm-bf16-crowd",
-        "A100 / RTX 3090 / 4070 / 5090 / 4090D / 48 GB 4090 / laptop / non-NVIDIA rows: no preset of the part; fp16 "
-        "and fp32 columns: the rates table prices bf16 (the fp16 figures are within 3% of the bf16 ones)",
+        "A100 40GB / RTX 3090 / 4070 / 5090 / 4090D / 48 GB 4090 / laptop / non-NVIDIA rows: no preset of the part "
+        "(the A100 / A800 SXM4 80GB rows: kernel-torch-mm-bf16-sm80-crowd); fp16 and fp32 columns: the rates table "
+        "prices bf16 (the fp16 figures are within 3% of the bf16 ones)",
     ),
     (
         "kernel-flashmla-h100-decode-achatbot",
@@ -1478,16 +1485,83 @@ NOT_EXPRESSIBLE += [
     ),
     (
         "vllm-moe-wna16-marlin-deepseek-awq-a800",
-        "DeepSeek-V3 / R1 AWQ on 8x A800, vLLM of 2025-03 (vllm#14138): no A800 SXM preset; 46-50 tok/s at batch 1 "
-        "is ~20 ms a step, ~16x the 4-bit weight stream (about 4x optimistic is issue 16's pattern): host time of "
-        "that engine version, which the model (vLLM 0.34, CUDA graphs) does not price",
-    ),
-    (
-        "vllm-awq-qwen3-14b-a100-eager",
-        "Qwen3-14B-AWQ on one A100 80GB, vLLM 0.9.1 --enforce-eager (vllm#20469): 20.6 ms TPOT at c=1 and 16k "
-        "prompts; eager decode (no CUDA graph) is not priced by the model and there is no A100 preset",
+        "DeepSeek-R1-AWQ column and the without-this-PR columns: the V3 rows with the PR are shown apart (APART; "
+        "sm80-25)",
     ),
 ]
+
+
+# --- sm80-25: Ampere (sm_80) rows on A100 / A800 boxes built here ---------------------------------------------------
+# kernel-torch-mm-bf16-sm80-crowd: the crowd table's A100 / A800 SXM4 80GB bf16 rows (TFLOPS, best square size)
+TORCH_MM_BF16_SM80_TFLOPS = {"a100-sxm-80gb": 264.53, "a800-sxm-80gb": 266.48}
+SM80_DEVICE_FIELDS = ("name", "memory_gib", "mem_bw_gbs", "peak_tflops", "arch", "features", "nvlink_gbs", "pcie_gen")
+
+
+@cache
+def sm80_box(device: str = "a100-sxm-80gb", gpus: int = 0):
+    """An HGX A100 / A800: the a100-sxm-x8 preset's box with catalog.devices `device`'s datasheet on its GPUs (the
+    A800's NVLink3 at 200 GB/s a direction), `gpus` of them (0: all)."""
+    return with_device(box("a100-sxm-x8", gpus), device, *SM80_DEVICE_FIELDS)
+
+
+def sm80_rows() -> list[Row]:
+    """sm80-25's counted rows: vllm#20469's eager decode on one A100 (efficiency.EAGER_HOST_US_PER_LAYER)."""
+    eager = "vllm-awq-qwen3-14b-a100-eager"
+    return [Row(eager, "Qwen3-14B-AWQ TP1 c=1 16k decode, --enforce-eager (1x A100)", "TPOT ms", 20.63,
+                a100_eager_decode_ms)]  # fmt: skip
+
+
+def torch_mm_sm80_rows() -> list[Row]:
+    """The large-GEMM rate of sm_80 (rates.LARGE_GEMM_FRACTION[sm_80]) on the A100 / A800, shown apart (APART)."""
+    mm = "kernel-torch-mm-bf16-sm80-crowd"
+    out = []
+    for device, tflops in TORCH_MM_BF16_SM80_TFLOPS.items():
+        rate = lambda d=device: table_tflops(sm80_box(d, 1), "gemm", "m>1024")  # noqa: E731
+        out.append(Row(mm, f"{device.removesuffix('-80gb')} torch.mm bf16 square, best of 1k-10k", "TFLOPS", tflops,
+                       rate))  # fmt: skip
+    return out
+
+
+def a100_eager_decode_ms() -> float:
+    """vllm-awq-qwen3-14b-a100-eager: vLLM's decode step of Qwen3-14B-AWQ alone on one A100 (the form factor is not
+    stated: the SXM4 80GB datasheet; the step is host-bound, the GPU's speed does not enter it) at the 16,000-token
+    prompt plus half the 200 outputs, priced with no CUDA graph (--enforce-eager: step_fn's caps (0, 0)), ms."""
+    phase = PhasePlan(gpus=(0,), tp=1)
+    step = step_fn(qwen3_dense("qwen3-14b", True), phase, "vllm", sm80_box("a100-sxm-80gb", 1), phase.gpus, "decode",
+                   caps=(0.0, 0.0))  # fmt: skip
+    return step(opcore.StepInput(decode_seqs=1.0, decode_ctx=16100.0)).step_ms
+
+
+# vllm-moe-wna16-marlin-deepseek-awq-a800: DeepSeek-V3-AWQ output tok/s on 8x A800 by batch (the PR's second column)
+A800_AWQ_TOK_S = {1: 50.2, 8: 190.2, 64: 503.5}
+
+
+def sm80_apart_rows() -> list[Row]:
+    """sm80-25's rows shown apart (APART says why): the torch.mm A100 / A800 rows; vllm#14138's DeepSeek-V3-AWQ rows
+    on an HGX A800 box (form factor not stated: the 8-GPU SXM part), TP8, a closed loop of `batch` requests (prompt
+    lengths not stated: 128 in / 512 out)."""
+    dsv3_awq = lambda: quantized("deepseek-v3", AWQ_INT4, "deepseek-v3-awq")  # noqa: E731  all linears INT4
+    hw = lambda: sm80_box("a800-sxm-80gb")  # noqa: E731
+    return torch_mm_sm80_rows() + [
+        Row("vllm-moe-wna16-marlin-deepseek-awq-a800", f"DeepSeek-V3-AWQ TP8 8xA800 vLLM 2025-03 bs={c}",
+            "decode tok/s", tok_s, at_concurrency(dsv3_awq, hw, 8, "vllm", 128, 512, c, "decode", tp=8))
+        for c, tok_s in A800_AWQ_TOK_S.items()
+    ]  # fmt: skip
+
+
+APART += (
+    " kernel-torch-mm-bf16-sm80-crowd: the source of rates.LARGE_GEMM_FRACTION[sm_80] itself (0.85 of 312 against "
+    "264.5 / 266.5 TFLOPS), a constant the fit does not refit, so the rows match by construction in LOSO too; shown, "
+    "not counted (the independent check is op_check's a100_sxm gemm group)."
+    " vllm-moe-wna16-marlin-deepseek-awq-a800: the engine's MoE kernel is not the one vLLM 0.34 runs. The rows ran "
+    "quantization=moe_wna16 on vLLM of 2025-03-03 (vllm#14138 on #13321): the experts on the moe_wna16 CUDA / Triton "
+    "kernels, before the Marlin MoE kernel (vllm#14447, 2025-03-07) that awq_marlin runs since. The gap grows "
+    "with the batch (the step from 19.9 ms at bs 1 to 127 ms at bs 64, 1.4 ms per added sequence from bs 16 to 64, "
+    "where the 4-bit weights of all experts stream in ~22 ms), so it is kernel time, not the host time of that "
+    "engine (a graph replay's host cost does not grow so with the batch); vllm#13321's own table on 8x A100 moves "
+    "the same model's generation speed 1.4-2.3x by that MoE kernel alone (Triton 34.1 -> CUDA 48.1 tok/s at bs 1). "
+    "Shown to measure issue 16's AWQ pattern (sm80-25)."
+)
 
 
 # --- errors and leave-one-out ----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ SYSTEMS = {
     "h200_sxm": ("h200-x8", "h200-sxm"),
     "h100_sxm": ("h200-x8", "h100-sxm"),
     "b200_sxm": ("h200-x8", "b200"),
+    "a100_sxm": ("a100-sxm-x8", "a100-sxm-80gb"),  # the only sm_80 tables (no a100_pcie data is installed)
     "l40s": ("l40s-x8", "l40s"),
     "rtx_pro_6000_server": ("rtx-pro-6000-x8", "rtx-pro-6000-server"),
 }
@@ -157,7 +158,8 @@ def attention_points(root, system, hw, model):
         if not path:
             continue
         frame = pd.read_parquet(path)
-        frame = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.window_size == 0)]
+        window = frame.window_size == 0 if "window_size" in frame else True  # older tables (a100_sxm's) lack it
+        frame = frame[(frame.kv_cache_dtype == "bfloat16") & window]
         c = _context(model, hw)
         for r in _thin(frame).itertuples():
             heads, kv_heads, head_dim = int(r.num_heads), int(r.num_key_value_heads), int(r.head_dim)

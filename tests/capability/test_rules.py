@@ -51,6 +51,10 @@ CASES = [
     ("vllm", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="deep_gemm")}, False, ""),
     ("vllm", "deepseek-v3", box("l40s-x8"), {"kernels": Kernels(moe="deep_gemm")}, True, "DeepGEMM"),
     ("vllm", "deepseek-v3", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="marlin")}, False, ""),
+    # FP8 experts on an A100 (sm80-25): Triton refuses FP8 below cc 8.9; Marlin (W8A16) takes them
+    ("vllm", "deepseek-v3", box("a100-pcie-x8"), {"kernels": Kernels(moe="triton")}, True, "cc >= 8.9"),
+    ("vllm", "deepseek-v3", box("a100-pcie-x8"), {"kernels": Kernels(moe="marlin")}, False, ""),
+    ("vllm", "deepseek-v3", box("l40s-x8"), {"kernels": Kernels(moe="triton")}, False, ""),
     ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(moe="b12x")}, False, ""),
     ("vllm", "deepseek-v4.1-flash", box("h200-x8"), {"kernels": Kernels(moe="b12x")}, True, "SM120"),
     ("vllm", "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), {"kernels": Kernels(attention="triton")}, True, "sparse"),

@@ -14,6 +14,8 @@ NVML_NAMES = {
     "NVIDIA L4": "l4",
     "NVIDIA A100 80GB PCIe": "a100-pcie-80gb",
     "NVIDIA A100-PCIE-80GB": "a100-pcie-80gb",
+    "NVIDIA A100-SXM4-80GB": "a100-sxm-80gb",
+    "NVIDIA A800-SXM4-80GB": "a800-sxm-80gb",
     "NVIDIA H100 PCIe": "h100-pcie",
     "NVIDIA H100 80GB HBM3": "h100-sxm",
     "NVIDIA H20": "h20",
@@ -25,7 +27,7 @@ NVML_NAMES = {
 NOT_IN_TABLE = [
     "NVIDIA GeForce RTX 4090 D",
     "NVIDIA L40",
-    "NVIDIA A100-SXM4-80GB",
+    "NVIDIA A100-SXM4-40GB",  # 1,555 GB/s HBM2: not the 80GB part's 2,039
     "NVIDIA H100 NVL",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
 ]
@@ -85,6 +87,7 @@ def test_vendor_table_and_collective_libraries():
 def test_pci_lookup():
     assert find_device_by_pci(0x10DE, 0x2BB5).key == "rtx-pro-6000-server"
     assert find_device_by_pci(0x1ED5, 0x0327).key == "mtt-s4000"
+    assert find_device_by_pci(0x10DE, 0x20B2).key == "a100-sxm-80gb"  # pci.ids: GA100 [A100 SXM4 80GB]
     assert find_device_by_pci(0x10DE, 0x1B06) is None and find_device_by_pci(0x1234, 0x2BB5) is None
 
 

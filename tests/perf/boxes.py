@@ -15,3 +15,16 @@ def b200_box():
         for a in h200.accelerators
     )  # fmt: skip
     return dataclasses.replace(h200, name="b200 (test)", accelerators=gpus, measured=None, corrections={})
+
+
+def sm80_box(device: str = "a100-sxm-80gb"):
+    """The a100-sxm-x8 preset with A100 / A800 SXM4 datasheet GPUs (as tests/bench/op_check.py builds its a100_sxm
+    box)."""
+    hw, spec = load_preset("a100-sxm-x8"), DEVICES_BY_KEY[device]
+    gpus = tuple(
+        dataclasses.replace(a, name=spec.name, memory_gib=spec.memory_gib, mem_bw_gbs=spec.mem_bw_gbs,
+                            peak_tflops=dict(spec.peak_tflops), arch=spec.arch, features=spec.features,
+                            nvlink_gbs=spec.nvlink_gbs, pcie_gen=spec.pcie_gen)
+        for a in hw.accelerators
+    )  # fmt: skip
+    return dataclasses.replace(hw, name=f"{device} (test)", accelerators=gpus, measured=None, corrections={})

@@ -45,6 +45,15 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     return min(requests, decode_tokens // query_len), tokens
 
 
+# FP8 experts below cc 8.9 (sm_80 A100 / A800, sm_86): the FP8 MoE oracle walks its backends in order
+# (vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110, :498-503); FlashInfer, DeepGEMM and CUTLASS need cc 9+
+# (CUTLASS grouped GEMM: vllm/_custom_ops.py:828-829),
+# Triton takes FP8 only where the platform supports FP8 (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:197,
+# vllm/platforms/cuda.py:628-629 `has_device_capability(89)`), so the first to accept is Marlin (cc >= 7.5,
+# vllm/model_executor/layers/fused_moe/experts/marlin_moe.py:539-541, FP8 weights :548-565): weight-only, BF16 mma.sync
+FP8_MARLIN_MOE_ARCHS = ("sm_80", "sm_86")
+
+
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto (the oracles in vllm/model_executor/layers/fused_moe/oracle/): block FP8 on SM90 Triton
     first for ep == 1 and FlashInfer CUTLASS for ep > 1 (vllm/model_executor/layers/fused_moe/oracle/fp8.py:127-139),
@@ -64,7 +73,11 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
     vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py:227-234; CUTLASS on SM90/100/120,
     vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-146), valued as flashinfer_cutlass
     (the TRT-LLM kernel has no value of its own here), Marlin below SM100; bf16: FlashInfer CUTLASS on SM100/SM120
-    (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:68-80), Triton on SM90 (FlashInfer moved back), SM89."""
+    (vllm/model_executor/layers/fused_moe/oracle/unquantized.py:68-80), Triton on SM90 (FlashInfer moved back), SM89.
+    An FP8 checkpoint on an arch without FP8 tensor cores (FP8_MARLIN_MOE_ARCHS; its experts compute in BF16
+    there, precision.compute_dtype, so the format says it): Marlin, W8A16."""
+    if arch in FP8_MARLIN_MOE_ARCHS and (expert_dtype == "fp8" or expert_format in rules.FP8_CHECKPOINT):
+        return "marlin"
     if expert_dtype == "fp8":
         if expert_format == "fp8_tensor":
             return "flashinfer_cutlass" if arch in ("sm_90", "sm_100", "sm_120") else "triton"
