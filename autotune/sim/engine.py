@@ -257,7 +257,9 @@ class Instance:
         elif s.pickup:  # busy: read at the boundary after its arrival, it runs after the batches already scheduled
             seen -= s.pickup * self.step_ms
         while self.future and self.future[0][0] <= seen:
-            self.waiting.append(heapq.heappop(self.future)[1])
+            t, rid = heapq.heappop(self.future)
+            out.in_system_area_ms += self.clock - t  # held since it arrived, before the loop read it
+            self.waiting.append(rid)
         n = len(self.decoders)
         budget = s.chunk - n * s.width if s.mixed else s.chunk
         # prompts already admitted take their chunks first, in order

@@ -51,6 +51,19 @@ def test_a_request_that_finds_the_instance_idle_starts_at_once():
     assert out.admit_ms == pytest.approx([3.0, 1000.0])
 
 
+@pytest.mark.parametrize("pickup", [0.0, 1.0])
+def test_littles_law_counts_the_wait_before_the_loop_reads_a_request(pickup):
+    # the time-averaged requests an instance holds, integrated step by step, include those that arrived and wait
+    # for the loop to read them (mid-step, or a step more with the pickup): L = lambda * W, exactly
+    w = Workload(isl=400, osl=80, rate_rps=30.0)
+    trace = make_trace(w, 3000)
+    out = simulate(dataclasses.replace(agg(pickup), replicas=2), trace, 0)
+    n = len(trace)
+    makespan = max(out.done_ms) - min(out.arrival_ms)
+    mean_e2e = statistics.fmean(out.done_ms[i] - out.arrival_ms[i] for i in range(n))
+    assert out.in_system_area_ms / makespan == pytest.approx(n / makespan * mean_e2e, rel=1e-9)
+
+
 @pytest.mark.parametrize("mixed", [True, False], ids=["vllm-mixed", "sglang-prefill-only"])
 @pytest.mark.parametrize("concurrency", [4, 16])
 def test_the_screen_and_the_simulator_agree_on_the_pickup_wait(mixed, concurrency):
