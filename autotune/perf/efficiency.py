@@ -134,7 +134,7 @@ def pickup_lag_steps(engine: str, pp: int) -> float:
     starts at once (both loops read it and launch its batch in the same pass)."""
     if not scheduler_overlapped(engine, pp):
         return 0.0
-    return profile(engine).overlap_scheduled_ahead / pp
+    return profile(engine).overlap_scheduled_ahead(pp) / pp
 
 
 def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:

@@ -11,11 +11,13 @@ from autotune.specs import PhasePlan, Plan, Workload
 
 
 def test_the_lag_is_one_batch_ahead_where_the_loop_overlaps_the_gpu():
-    assert profile("sglang").overlap_scheduled_ahead == profile("vllm").overlap_scheduled_ahead == 1
+    assert profile("sglang").overlap_scheduled_ahead(1) == profile("vllm").overlap_scheduled_ahead(1) == 1
     assert efficiency.pickup_lag_steps("sglang", 1) == 1.0
     assert efficiency.pickup_lag_steps("sglang", 2) == 0.0  # event_loop_pp: no overlap
     assert efficiency.pickup_lag_steps("vllm", 1) == 1.0
     assert efficiency.pickup_lag_steps("vllm", 2) == 0.5  # one micro-batch of the two a step keeps in flight
+    assert efficiency.pickup_lag_steps("vllm-ascend", 1) == 1.0
+    assert efficiency.pickup_lag_steps("vllm-ascend", 2) == 0.0  # vLLM 0.23's V1 runner: pp batches, none ahead
 
 
 H200 = load_preset("h200-x8")

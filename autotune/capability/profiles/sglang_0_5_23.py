@@ -137,7 +137,7 @@ PROFILE = EngineProfile(
     # pass that reads a request arriving during step k starts when step k ends and schedules step k+2: one batch is
     # already scheduled ahead. event_loop_normal (:2026-2058, --disable-overlap-schedule; pp > 1 runs event_loop_pp,
     # :6225-6233) schedules the next step after the last one's result: none ahead
-    overlap_scheduled_ahead=1,
+    overlap_scheduled_ahead=lambda pp: 1,  # event_loop_overlap runs at pp 1 only (overlap_under_pp)
     scheduler_cpu_ms=0.4,  # prior (the v1 figure)
     # total x mem_fraction_static - weights, mem_fraction_static = (total - reserved) / total
     # (srt/arg_groups/memory_hook.py:298-326; autotune/perf/memory.py)

@@ -228,8 +228,8 @@ PROFILE = EngineProfile(
     # it): run_busy_loop reads the input queue before every engine step (vllm/v1/engine/core.py:1794-1802, :1820-1853)
     # and step_with_batch_queue schedules and launches a batch without waiting while the queue has room, then waits for
     # the oldest (:777-833). A request read while step k runs is scheduled when step k ends, behind step k+1, which was
-    # scheduled at step k's start: one batch ahead
-    overlap_scheduled_ahead=1,
+    # scheduled at step k's start: one batch ahead, at every pp (pp + 1 in flight, one waiting for the first stage)
+    overlap_scheduled_ahead=lambda pp: 1,
     scheduler_cpu_ms=0.5,  # prior (the v1 figure)
     # vllm/v1/worker/utils.py:742-743 requested = total x utilization (autotune/perf/memory.py)
     memory_budget="gpu_memory_utilization",
