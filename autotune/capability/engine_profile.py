@@ -86,6 +86,11 @@ class EngineProfile:
     # ---- scheduler
     mixed_prefill_chunks: bool  # prefill chunks ride in decode steps (else prefill-only steps)
     overlap_under_pp: bool  # CPU scheduling overlaps the GPU step with pipeline parallel too (else only at pp 1)
+    # pp -> batches the event loop has already scheduled, beyond the pp micro-batches the GPUs run, when it reads a
+    # new request while its scheduling overlaps the GPU (efficiency.scheduler_overlapped): that request's first step
+    # comes after them (efficiency.pickup_lag_steps; the simulator's admission and the screen's TTFT). 0: it joins
+    # the next step
+    overlap_scheduled_ahead: Callable[[int], int]
     scheduler_cpu_ms: float  # per-step CPU scheduling time, ms (a prior: perf/efficiency.py)
     # ---- memory and sharding
     memory_budget: MemoryBudget

@@ -126,6 +126,17 @@ def scheduler_overlapped(engine: str, pp: int) -> bool:
     return profile(engine).overlap_under_pp or pp == 1
 
 
+def pickup_lag_steps(engine: str, pp: int) -> float:
+    """Steps a request that arrives while the instance runs waits after the step boundary that follows its arrival,
+    before its first step starts: the batches the engine's loop has already scheduled ahead when it reads the request
+    (profile `overlap_scheduled_ahead`, cited there) where the scheduling overlaps the GPU, else none. With pp stages a
+    step is pp micro-batches in flight, so a batch ahead is 1/pp of a step. A request that finds the instance idle
+    starts at once (both loops read it and launch its batch in the same pass)."""
+    if not scheduler_overlapped(engine, pp):
+        return 0.0
+    return profile(engine).overlap_scheduled_ahead(pp) / pp
+
+
 def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     """CPU scheduling time the step pays on top of its GPU time: all of it without overlap; with overlap only what
     exceeds the GPU step (the CPU prepares step n+1 while the GPU runs step n), at least OVERLAP_EXPOSED_MS."""

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from functools import partial
 
 from autotune.capability.profiles import profile
-from autotune.perf import comm, precision, rates
+from autotune.perf import comm, efficiency, precision, rates
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import complete, speculation, step_fn
 from autotune.perf.serving import (
@@ -158,6 +158,7 @@ def _points(
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
             mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
+            pickup=efficiency.pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch ahead
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)
         point = partial(aggregated_point, step, **args)

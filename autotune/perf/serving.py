@@ -7,7 +7,9 @@ so requests finish at min(B * E / osl, P / isl) per step and TPOT is step / E. A
 prefill-only steps (SGLang's default; the profile's `mixed_prefill_chunks`) stalls its B decoding sequences for
 them instead: each decode step carries the B * E / osl arriving prompts' prefill time (separate_point).
 Disaggregated deployments run prefill-only instances and decode-only instances; the slower pool sets the rate and
-KV moves between them.
+KV moves between them. A prompt that arrives while an aggregated instance runs starts after the steps the engine's
+loop has already scheduled (`pickup`, efficiency.pickup_lag_steps), as in the simulator; the disaggregated pools'
+TTFT does not carry that wait (their prefill instances are modelled idle or saturated).
 Values are steady-state means: the search's screen. Percentiles, bursts and length mixes come from the
 discrete-event simulator over these step costs (autotune/sim/serve.py), which re-ranks the screen's best plans.
 
@@ -61,15 +63,20 @@ def aggregated_point(
     pp: int,
     spec: tuple[int, float] = (1, 1.0),
     mixed: bool = True,
+    pickup: float = 0.0,
 ) -> Point:
     """`seqs` requests resident in each of `replicas` identical instances; `spec` = (tokens verified, tokens
     accepted) per decoding sequence and step (ops.speculation); `mixed`: prompt chunks ride in the decode steps
-    (the engine profile's `mixed_prefill_chunks`), else prompts run in prefill-only steps (separate_point)."""
+    (the engine profile's `mixed_prefill_chunks`), else prompts run in prefill-only steps (separate_point);
+    `pickup`: steps the engine's loop has already scheduled when it reads a request that arrives while others run
+    (efficiency.pickup_lag_steps): a closed loop's request, sent when its predecessor finishes at a step boundary,
+    starts that many (mean) steps later; with one request per instance it finds the instance idle and starts at
+    once. sim/engine.py admits by the same rule."""
     width, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
     if seqs > 1 and not mixed:
-        return separate_point(step, seqs, replicas, w, chunk, pp, spec)
+        return separate_point(step, seqs, replicas, w, chunk, pp, spec, pickup)
     if seqs <= 1:
         first = step(_prefill_input(min(chunk, prompt), prompt_ctx))
         decode = step(StepInput(decode_seqs=1, decode_ctx=decode_ctx))
@@ -95,14 +102,15 @@ def aggregated_point(
             share = held * advance / held_piece
             t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
             rate = held * accepted / w.osl / t_ms * 1e3  # requests/s per instance
-            ttft = mixed.step_ms * prompt / held_piece
+            ttft = mixed.step_ms * prompt / held_piece + pickup * t_ms
             return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
     prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
     mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, prompt_ctx))
     t_ms = mixed.step_ms
     rate = min(decoding * accepted / w.osl, prompt_tokens / prompt) / t_ms * 1e3  # requests/s per instance
     waiting = max(0.0, seqs - decoding - 1)
-    ttft = t_ms * max(1.0, prompt / prompt_tokens) + waiting / rate * 1e3
+    # a request queued for the prompt budget is read while it waits: the loop's lag hides in that queue
+    ttft = t_ms * max(1.0, prompt / prompt_tokens) + max(waiting / rate * 1e3, pickup * t_ms)
     return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
 
 
@@ -113,14 +121,22 @@ def _prefill_batch(prompt: float, arrivals: float, chunk: int) -> float:
 
 
 def separate_point(
-    step: StepFn, seqs: int, replicas: int, w: Workload, chunk: int, pp: int, spec: tuple[int, float] = (1, 1.0)
+    step: StepFn,
+    seqs: int,
+    replicas: int,
+    w: Workload,
+    chunk: int,
+    pp: int,
+    spec: tuple[int, float] = (1, 1.0),
+    pickup: float = 0.0,
 ) -> Point:
     """Steady state of an engine that runs prompts in prefill-only steps (SGLang without --enable-mixed-chunk,
     its default; sim/engine.py runs the same rule): while prompts wait, a prefill step takes the whole chunk
     budget and the `seqs` decoding sequences wait for it. Per decode step seqs * accepted / osl requests finish
     and as many prompts arrive (closed loop), so each decode step carries that share of prefill time: the step
     a decoding request sees (TPOT) is decode + its share of prefill, and a prompt's first token comes when its
-    prefill steps end (it is sent at the step boundary that finished its predecessor)."""
+    prefill steps end (it is sent at the step boundary that finished its predecessor, and `pickup` decode steps
+    the engine's loop had already scheduled run first: aggregated_point)."""
     _, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
@@ -130,7 +146,7 @@ def separate_point(
     fill = step(_prefill_input(batch / pp, prompt_ctx))
     cycle_ms = decode.step_ms + arrivals * prompt * fill.step_ms / batch
     rate = arrivals / cycle_ms * 1e3  # requests/s per instance
-    ttft = math.ceil(prompt / batch) * fill.step_ms
+    ttft = math.ceil(prompt / batch) * fill.step_ms + pickup * decode.step_ms
     return Point(rate * replicas, ttft, cycle_ms / accepted, seqs * replicas, (fill, decode))
 
 
@@ -212,13 +228,16 @@ def aggregated_at_rate(
     rate_rps: float,
     spec: tuple[int, float] = (1, 1.0),
     mixed: bool = True,
+    pickup: float = 0.0,
 ) -> Point:
     """Aggregated instances (up to `limit` requests each) under an offered load below their capacity: each gets
     rate_rps / replicas and settles at the mean decoding batch `d` where the mixed step serves exactly that
     (d * accepted / osl per step, carrying d * isl * accepted / osl prompt tokens). TPOT is the step a decoding
     request sees (at least itself in the batch); TTFT = its prompt run in steps carrying up to the budget left
     by the decode tokens (chunk - d * width), plus half a step (arrivals wait for the running step to end),
-    plus M/D/1 queueing for that prompt budget (rho = the share of it the arrivals use)."""
+    plus M/D/1 queueing for that prompt budget (rho = the share of it the arrivals use), plus `pickup` steps the
+    engine's loop had already scheduled (aggregated_point) for the arrivals that find requests running (at most
+    the mean decoding batch's share: Little)."""
     width, accepted = spec
     r = rate_rps / replicas / 1e3  # requests per ms per instance
     decode_ctx = w.isl + w.osl / 2
@@ -229,7 +248,7 @@ def aggregated_at_rate(
         ttft = lone.ttft_ms + md1_wait_ms(r * service, service)
         return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
     if not mixed:
-        return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec)
+        return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec, pickup)
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
 
     def mean_step(d: float) -> tuple[float, StepBreakdown]:
@@ -259,16 +278,25 @@ def aggregated_at_rate(
     first = step(StepInput(d / pp, decode_ctx, piece / pp, prompt_ctx))
     rho = min(1.0, d * advance / budget)
     ttft = first.step_ms * prompt / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * prompt / budget)
+    ttft += pickup * mean_ms * min(1.0, d)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (mean,))
 
 
 def separate_at_rate(
-    step: StepFn, limit: int, w: Workload, chunk: int, pp: int, r: float, rate_rps: float, spec: tuple[int, float]
+    step: StepFn,
+    limit: int,
+    w: Workload,
+    chunk: int,
+    pp: int,
+    r: float,
+    rate_rps: float,
+    spec: tuple[int, float],
+    pickup: float = 0.0,
 ) -> Point:
     """aggregated_at_rate for prefill-only steps (separate_point): the mean decoding batch `d` whose cycle (a
     decode step and its share of prefill) serves `r` requests per ms; TTFT = the prompt's prefill steps, plus
     half a cycle (arrivals wait for the running step), plus M/D/1 queueing for the prefill work (rho = the share
-    of time spent in prefill)."""
+    of time spent in prefill), plus the `pickup` decode steps already scheduled (aggregated_at_rate)."""
     _, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
@@ -293,7 +321,7 @@ def separate_at_rate(
     batch = _prefill_batch(prompt, hi * accepted / w.osl, chunk)
     lone = math.ceil(prompt / batch) * step(_prefill_input(batch / pp, prompt_ctx)).step_ms
     rho = min(1.0, fill_ms / cycle_ms)
-    ttft = lone + cycle_ms / 2 + md1_wait_ms(rho, lone)
+    ttft = lone + cycle_ms / 2 + md1_wait_ms(rho, lone) + pickup * decode.step_ms * min(1.0, hi)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (decode,))
 
 

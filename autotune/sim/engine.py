@@ -14,7 +14,9 @@ much work is done). A prefix-cache hit rate h skips the first h * input tokens o
 KV is still held). With pp > 1 a step runs the batch as pp
 micro-batches in flight, as the steady-state model does (perf/serving.py). A request's first token comes at the
 end of the step that finishes its prompt; with speculative decoding each step advances a request by the expected
-accepted length on average.
+accepted length on average. A request that arrives while the instance runs joins at the step boundary after its
+arrival, or `pickup` steps later where the engine's loop schedules the next step while the current one runs (SGLang's
+overlap loop, vLLM's async scheduling: perf/efficiency.pickup_lag_steps); one that finds it idle starts at once.
 
 Decode-only stretches with an unchanged batch are advanced in one segment up to the next event (a request
 finishing, an arrival that can be admitted, or the context growing by a bucket), so the cost grows with the
@@ -123,6 +125,9 @@ class InstanceSpec:
     # that does not fit the rank's remaining max_num_tokens waits for a later step (PyMicroBatchScheduler.schedule,
     # "No Chunking: Greedy allocation", tensorrt_llm/_torch/pyexecutor/scheduler.py, commit 034fffb)
     whole_prompt_ranks: int = 0
+    # steps a request arriving while the instance runs waits after the next step boundary before it can join: the
+    # engine loop's batches already scheduled (perf/efficiency.pickup_lag_steps); 0: it joins at that boundary
+    pickup: float = 0.0
 
 
 class Outcome:
@@ -154,6 +159,7 @@ class Instance:
         self.kv_used = 0
         self.emitted: list[tuple[int, float]] = []  # prefill role: (request, time its prompt finished)
         self.terms: dict[int, float] = {}  # decoder -> its term of ctx_sum
+        self.step_ms = 0.0  # the last step's time (a segment's per step)
 
     def arrive(self, t_ms: float, rid: int) -> None:
         heapq.heappush(self.future, (t_ms, rid))
@@ -245,10 +251,15 @@ class Instance:
         """Run one step, or one decode-only segment ending no later than `horizon_ms` (when another instance
         may hand this one a request)."""
         s, out = self.s, self.out
-        if not (self.waiting or self.prefilling or self.decoders):
-            self.clock = max(self.clock, self.future[0][0])
-        while self.future and self.future[0][0] <= self.clock:
-            self.waiting.append(heapq.heappop(self.future)[1])
+        seen = self.clock  # requests that arrived by then can join now (InstanceSpec.pickup)
+        if not (self.waiting or self.prefilling or self.decoders):  # idle: the loop reads and runs it at once
+            seen = self.clock = max(self.clock, self.future[0][0])
+        elif s.pickup:  # busy: read at the boundary after its arrival, it runs after the batches already scheduled
+            seen -= s.pickup * self.step_ms
+        while self.future and self.future[0][0] <= seen:
+            t, rid = heapq.heappop(self.future)
+            out.in_system_area_ms += self.clock - t  # held since it arrived, before the loop read it
+            self.waiting.append(rid)
         n = len(self.decoders)
         budget = s.chunk - n * s.width if s.mixed else s.chunk
         # prompts already admitted take their chunks first, in order
@@ -285,8 +296,8 @@ class Instance:
             k = self.decoders[0][0] - self.dsteps
             k = min(k, max(1, int(CTX_DRIFT * dctx / accepted)))
             room = len(self.decoders) + len(self.prefilling) < s.max_running
-            if self.future and room:  # stop at the step boundary after the next arrival
-                k = min(k, max(1, math.ceil((self.future[0][0] - self.clock) / ms)))
+            if self.future and room:  # stop at the step boundary where the next arrival can join
+                k = min(k, max(1, math.ceil((self.future[0][0] - self.clock) / ms + s.pickup)))
             if horizon_ms < INF:
                 k = min(k, max(1, int((horizon_ms - self.clock) / ms)))
             if k > 1:  # cost the segment at its middle context
@@ -294,6 +305,7 @@ class Instance:
         else:  # waiting requests that cannot be admitted with nothing running cannot happen (_admit runs one alone)
             return
         dt = k * ms
+        self.step_ms = ms
         out.in_system_area_ms += (n + len(self.prefilling) + len(self.waiting)) * dt
         self.clock += dt
         self.steps += k

@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from autotune.capability.profiles import profile
+from autotune.perf.efficiency import pickup_lag_steps
 from autotune.perf.ops import speculation, step_fn
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
 from autotune.sim.trace import make_trace
@@ -42,6 +43,7 @@ def _instance(
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
         mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang's --enable-mixed-chunk is off by default
+        pickup=pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch already scheduled
     )
 
 

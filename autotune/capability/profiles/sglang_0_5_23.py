@@ -133,6 +133,14 @@ PROFILE = EngineProfile(
     # the overlap scheduler is on unless pipeline parallel turns it off
     # (srt/arg_groups/overrides.py:1623-1628 `_pipeline_parallel_overlap_disable`)
     overlap_under_pp=False,
+    # event_loop_overlap (srt/managers/scheduler.py:2061-2131): each pass reads new requests (:2078), schedules and
+    # launches the next batch (:2084-2112), then processes the previous batch's result (:2118-2120), which waits for
+    # that batch's GPU work. The pass that reads a request arriving during step k starts when step k ends and
+    # schedules step k+2: one batch is already scheduled ahead. event_loop_normal (:2026-2058, with
+    # --disable-overlap-schedule; pp > 1 runs event_loop_pp, :6225-6233) schedules the next step after the last one's
+    # result: none ahead. The wait is copy_done.synchronize()
+    # (srt/managers/scheduler_components/batch_result_processor.py:268, :958)
+    overlap_scheduled_ahead=lambda pp: 1,  # event_loop_overlap runs at pp 1 only (overlap_under_pp)
     scheduler_cpu_ms=0.4,  # prior (the v1 figure)
     # total x mem_fraction_static - weights, mem_fraction_static = (total - reserved) / total
     # (srt/arg_groups/memory_hook.py:298-326; autotune/perf/memory.py)

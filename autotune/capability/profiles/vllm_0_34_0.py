@@ -237,6 +237,12 @@ PROFILE = EngineProfile(
     # async scheduling is on by default with the uniproc and multiproc executors, PP included
     # (vllm/config/vllm.py:1610-1637; vllm/v1/executor/multiproc_executor.py:700)
     overlap_under_pp=True,
+    # async scheduling keeps max_concurrent_batches = pp + 1 batches in flight (vllm/config/vllm.py:560-566, pp without
+    # it): run_busy_loop reads the input queue before every engine step (vllm/v1/engine/core.py:1794-1802, :1820-1853)
+    # and step_with_batch_queue schedules and launches a batch without waiting while the queue has room, then waits for
+    # the oldest (:777-833). A request read while step k runs is scheduled when step k ends, behind step k+1, which was
+    # scheduled at step k's start: one batch ahead, at every pp (pp + 1 in flight, one waiting for the first stage)
+    overlap_scheduled_ahead=lambda pp: 1,
     scheduler_cpu_ms=0.5,  # prior (the v1 figure)
     # vllm/v1/worker/utils.py:742-743 requested = total x utilization (autotune/perf/memory.py)
     memory_budget="gpu_memory_utilization",

@@ -34,6 +34,9 @@ PROFILE = EngineProfile(
     mixed_prefill_chunks=True,  # vLLM's chunked prefill (as vLLM 0.34)
     # vLLM 0.23 also turns async scheduling on by default (vllm/config/vllm.py:957-996 of 0.23.0)
     overlap_under_pp=True,
+    # vLLM 0.23's async scheduling runs 2 batches in flight at pp 1, one ahead as 0.34; at pp > 1 its V1 model runner
+    # keeps pp, none ahead (vllm/config/vllm.py:497-507 of 0.23.0; the V2 runner, pp + 1, is not its default there)
+    overlap_scheduled_ahead=lambda pp: int(pp == 1),
     scheduler_cpu_ms=0.5,  # prior: vLLM's figure
     memory_budget="gpu_memory_utilization",  # vLLM's worker arithmetic
     tp_spans_dp=False,  # vLLM's DP ranks are separate engines
