@@ -168,3 +168,14 @@ DEVICE_COPY_MIN_US = 1.5
 def engine_ar_latency_us(p: int) -> float:
     """Fixed time of one custom / PCIe-IPC all-reduce over p ranks, microseconds (see above)."""
     return ENGINE_AR_BASE_US + ENGINE_AR_PEER_US * (p - 1)
+
+
+# --- The fused all-reduce + residual add + RMSNorm (perf/comm_fused.py) ---------------------------------------------
+# The norm's work inside the fused kernel: after the sum, FusedOp reads the residual and writes the new residual and the
+# normed output, each a message's size (flashinfer include/flashinfer/comm/trtllm_allreduce_fusion.cuh
+# allreduce_fusion_kernel_oneshot_lamport / _twoshot_sync -> fused_op; trtllm_mnnvl_allreduce.cuh
+# oneshotAllreduceFusionKernel; vLLM passes residual_in, residual_out and norm_out,
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:264-281): 3 message sizes of memory traffic at the GPU's
+# memory bandwidth and no launch of its own, where the unfused norm kernel moves 4 (it reads the reduced input too).
+# The Lamport buffers' clearing and polling (p message copies in local memory) are left out: they overlap the wire.
+FUSED_NORM_EPILOGUE_BYTES_PER_BYTE = 3.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autotune.capability import vllm_0_34_0 as rules
 from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
+from autotune.capability.flashinfer_comm import mnnvl_fused_path
 from autotune.specs import Batching, ModelSpec, PhasePlan
 
 VERSION = "0.34.0"
@@ -209,6 +210,32 @@ def allreduce_rmsnorm_max_tokens(arch: str, world: int, row_bytes: int) -> int:
     return int(FUSION_MAX_MIB.get(arch, {}).get(world, 0) * MIB) // max(1, row_bytes)
 
 
+# The fusion pass's kernel for the plain pattern (allreduce + residual add + RMSNorm) on sm_90 and the 10.x family at
+# TP > 1 (allreduce_rmsnorm_default), one-shot up to this per-rank message when vLLM chooses (the trtllm backend:
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:132-153, :158-176; MiB by arch, then world size)
+FUSED_TRTLLM_ONE_SHOT_MAX_MIB = {
+    "sm_90": {2: 32, 4: 2, 8: 0.5},
+    "sm_100": {2: 32, 4: 4, 8: 1},
+    "sm_103": {2: 32, 4: 4, 8: 2},
+}
+
+
+def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | None:
+    """The kernel vLLM's fused all-reduce + RMSNorm calls (flashinfer allreduce_fusion,
+    vllm/compilation/passes/fusion/allreduce_rms_fusion.py:264-293) on its workspace's backend: on one node FlashInfer's
+    mnnvl (vllm/distributed/device_communicators/flashinfer_all_reduce.py:174-180), whose one-shot / two-shot split
+    vLLM leaves to FlashInfer (vllm/compilation/passes/fusion/allreduce_rms_fusion.py:164-167:
+    capability.flashinfer_comm.mnnvl_fused_path); the trtllm fallback where no multicast workspace can be made (a
+    P2P pair without NVLink: taken as the pairs the custom kernel runs on), one-shot up to vLLM's own table
+    (FUSED_TRTLLM_ONE_SHOT_MAX_MIB)."""
+    if link == "nvlink":
+        return mnnvl_fused_path(world)
+    one_shot_mib = FUSED_TRTLLM_ONE_SHOT_MAX_MIB.get(arch, {}).get(world)
+    if link != "p2p" or world != 2 or one_shot_mib is None:
+        return None
+    return AllReducePath("fused_trtllm", float("inf"), one_shot_mib * MIB, two_shot_syncs=2)
+
+
 PROFILE = EngineProfile(
     engine="vllm",
     version=VERSION,
@@ -294,6 +321,7 @@ PROFILE = EngineProfile(
     # which adds the models that run without torch.compile (no compile pass)
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
+    fused_allreduce_path=fused_allreduce_path,
     auto_moe_kernel=auto_moe_kernel,
     # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
     # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
