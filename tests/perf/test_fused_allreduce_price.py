@@ -85,3 +85,15 @@ def test_the_fused_op_is_reported_under_its_kernel():
     p = PhasePlan(gpus=EIGHT, tp=8)
     cost = step_cost(DSV3, p, "sglang", H200, EIGHT, StepInput(decode_seqs=8, decode_ctx=1500), "t")
     assert "allreduce:fused_trtllm" in cost.comm_ms and "allreduce:custom" not in cost.comm_ms
+
+
+def test_the_fusion_dimension_is_open_on_sm103():
+    """Both engines fuse on cc 10.3 (vLLM's rule cc [9.0, 10.0, 10.3]; SGLang's is_sm100 covers the 10.x family):
+    the search space's fusion dimension admits an sm_103 box."""
+    from autotune.search.space import load_space, static_ok
+
+    dim = next(d for d in load_space().dimensions if d.field == "fusion.allreduce_rmsnorm")
+    sm103 = dataclasses.replace(
+        H200, accelerators=tuple(dataclasses.replace(a, arch="sm_103") for a in H200.accelerators)
+    )
+    assert static_ok(dim.requires, DSV3, sm103)
