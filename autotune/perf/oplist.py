@@ -441,10 +441,10 @@ def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     ops: list[Op] = []
     dense = dense_layout(ffn, c.phase, c.engine)
     _comm_ops(ops, c, ffn, tokens, dense)
-    fused = _fused_norms(c, ffn, dense, tokens / c.phase.dp) if c.fused_norm_max_tokens else 0
-    for i, op in enumerate(ops[:fused]):
-        if op.bucket == "allreduce":
-            ops[i] = op._replace(bucket=FUSED_ALLREDUCE)
+    if c.fused_norm_max_tokens:
+        for i, op in enumerate(ops[: _fused_norms(c, ffn, dense, tokens / c.phase.dp)]):
+            if op.bucket == "allreduce":
+                ops[i] = op._replace(bucket=FUSED_ALLREDUCE)
     return ops
 
 
