@@ -97,3 +97,16 @@ def test_the_fusion_dimension_is_open_on_sm103():
         H200, accelerators=tuple(dataclasses.replace(a, arch="sm_103") for a in H200.accelerators)
     )
     assert static_ok(dim.requires, DSV3, sm103)
+
+
+def test_vllm_standalone_flashinfer_all_reduce_takes_the_mnnvl_split():
+    """vLLM's standalone FlashInfer all-reduce is allreduce_fusion's plain pattern on the same mnnvl workspace
+    (vllm/distributed/device_communicators/flashinfer_all_reduce.py:551-566, no use_oneshot): one exchange up to
+    1 MiB over all ranks (128 KiB at 8), two above -- a step of one more fixed time there, where the model's
+    earlier split (the custom kernel's 256 KiB) ran one-shot to 256 KiB."""
+    from autotune.perf.comm_rates import engine_ar_latency_us
+
+    limit = MNNVL_ONE_SHOT_MAX_COMM_BYTES / 8
+    at, above = (comm.all_reduce(H200, EIGHT, n, Comm(), engine="vllm") for n in (limit, limit + 16))
+    assert at[0] == above[0] == "flashinfer"
+    assert above[1] - at[1] > 0.5 * engine_ar_latency_us(8) * 1e-6

@@ -170,8 +170,11 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
       end_sync on one block only). The two-stage kernel's grid is fixed (CUSTOM_GRID_BYTES): its passes over a rank's
       1/p part are counted (two_stage_grid_bytes, the model's p2p_allreduce._two_stage_wire_s).
-    - FlashInfer (Lamport one-/two-shot kernels): one fixed time, with the custom kernel's one-/two-shot split. A
-      prior: no public standalone FlashInfer figure is used.
+    - FlashInfer: flashinfer allreduce_fusion with the plain all-reduce pattern on the fused op's workspace
+      (vllm/distributed/device_communicators/flashinfer_all_reduce.py:551-566; mnnvl on one node, :174-180), no
+      use_oneshot: FlashInfer's mnnvl kernels and split (capability.flashinfer_comm.mnnvl_fused_path: one-shot while
+      world copies fit 1 MiB, one exchange; else two). Their fixed time per exchange: the custom kernel's (a prior,
+      no public standalone FlashInfer figure is used).
     - Symmetric memory: two-shot wire plus the copies of the message into and out of the symmetric buffer
       (vllm/distributed/device_communicators/symm_mem.py:134, :155) and the fixed times of symm_mem_syncs."""
     nvlink = link == "nvlink"
@@ -181,7 +184,8 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
     paths = []
     flashinfer_mib = FLASHINFER_MAX_MIB.get(arch, {}).get(world, 0) if nvlink else 0
     if flashinfer_mib:
-        paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, one_stage))
+        mnnvl = mnnvl_fused_path(world)
+        paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, mnnvl.one_shot_max_bytes, two_shot_syncs=2))
     symm_max = SYMM_MEM_MAX_BYTES.get(arch, {}).get(world, 0) if nvlink else 0
     custom_max = min(CUSTOM_MAX_BYTES, CUSTOM_SYMM_MAX_BYTES[arch][world] - 16) if symm_max else CUSTOM_MAX_BYTES
     paths.append(
