@@ -38,6 +38,7 @@ def fused_allreduce_norm_fn(hw: HardwareProfile, group: tuple[int, ...], comm_se
         return unfused
     terms = path_terms(_Holder(hw), group, path)
     epilogue_s_per_byte = cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB)
+    epilogue_s = cr.FUSED_NORM_EPILOGUE_US * 1e-6
     one_shot_max, norm_kernel = terms.one_shot_max_bytes, path.two_shot_norm_kernel
 
     def fused(nbytes: float) -> tuple[str, float, bool]:
@@ -46,7 +47,7 @@ def fused_allreduce_norm_fn(hw: HardwareProfile, group: tuple[int, ...], comm_se
         seconds = terms_s(terms, nbytes)
         if nbytes > one_shot_max and norm_kernel:
             return terms.name, seconds, True
-        return terms.name, seconds + nbytes * epilogue_s_per_byte, False
+        return terms.name, seconds + epilogue_s + nbytes * epilogue_s_per_byte, False
 
     return fused
 
@@ -56,4 +57,5 @@ def fused_path_s(hw: HardwareProfile, group: tuple[int, ...], path, nbytes: floa
     message of `nbytes`, whatever the engine's dispatch would pick, its norm inside (a kernel benchmarked on its own:
     tests/bench/calibration_check.py)."""
     terms = path_terms(_Holder(hw), tuple(group), path)
-    return terms_s(terms, nbytes) + nbytes * cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB)
+    epilogue_bytes_s = nbytes * cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB)
+    return terms_s(terms, nbytes) + cr.FUSED_NORM_EPILOGUE_US * 1e-6 + epilogue_bytes_s

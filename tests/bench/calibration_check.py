@@ -51,7 +51,7 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
-from autotune.perf import comm, comm_fused, costing, ep_balance, opcore, oplist, predict, rates  # noqa: E402
+from autotune.perf import comm, comm_fused, ep_balance, opcore, oplist, predict, rates  # noqa: E402
 from autotune.perf.ops import cost_ops, step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.sim.engine import simulate  # noqa: E402
@@ -120,6 +120,9 @@ FITTED = [
         (8.0, 10.0, 11.3, 12.8, 14.4, 16.0, 18.0),
         "MARLIN_PER_SM_STREAM_GBS",
     ),
+    # the fused all-reduce + RMSNorm kernel's epilogue fixed time (fused-allreduce-rmsnorm-h100-tp2-flaggems773, arn25);
+    # prior 0: the epilogue's memory time alone
+    ("fused_epilogue_us", "FUSED_NORM_EPILOGUE_US", (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0), 0.0),
 ]
 
 
@@ -818,6 +821,7 @@ def rows() -> list[Row]:
     out += four_bit_rows()  # q4c23
     out += h20p23_rows()
     out += pf24_rows()
+    out += arn25_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1722,7 +1726,10 @@ def fused_ar_norm_apart_rows() -> list[Row]:
                 one_shot = AllReducePath("fused_trtllm", float("inf"), float("inf"))
                 return comm_fused.fused_path_s(hw, phase.gpus, one_shot, ar.nbytes) * 1e6
             norms = cost_ops(c, oplist.ffn_norm_ops(c, ffn, tokens))  # the layer's two norms, one per all-reduce
-            return (costing.collective_s(c, ar)[1] + (norms.compute_s + norms.memory_s) / 2) * 1e6
+            # vLLM's custom kernel: its standalone FlashInfer all-reduce was opt-in then (tests/bench/op_check.py
+            # table_dispatch_s)
+            custom = next(p for p in profile("vllm").allreduce_paths("sm_90", 2, "nvlink") if p.name == "custom")
+            return (comm.path_s(hw, phase.gpus, custom, ar.nbytes) + (norms.compute_s + norms.memory_s) / 2) * 1e6
 
         return run
 
@@ -1753,6 +1760,31 @@ NOT_EXPRESSIBLE += [
         "are in the vLLM profile)",
     ),
 ]
+
+
+FUSED_FLAGGEMS = "fused-allreduce-rmsnorm-h100-tp2-flaggems773"
+
+
+def arn25_rows() -> list[Row]:
+    """FlagGems-vllm#773's vLLM baselines (2 of 8 H100 SXM, FlashInfer 0.6.16.post3 through vLLM 0.28.0, CUDA graph,
+    [M, 6144] bf16, one-shot): the fused all-reduce + RMSNorm kernel as the row names it, trtllm or mnnvl."""
+    from autotune.capability.flashinfer_comm import mnnvl_fused_path
+
+    h100x2 = lambda: with_device(box("h200-x8", 2), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")  # noqa: E731
+    trtllm_one_shot = AllReducePath("fused_trtllm", float("inf"), float("inf"))
+
+    def fused_us(path_fn: Callable[[], AllReducePath], tokens: int) -> Callable[[], float]:
+        return lambda: comm_fused.fused_path_s(h100x2(), (0, 1), path_fn(), tokens * 6144 * 2) * 1e6
+
+    out = []
+    for backend, path_fn, tokens, t_us in (
+        ("trtllm", lambda: trtllm_one_shot, 6, 6.9826),
+        ("trtllm", lambda: trtllm_one_shot, 138, 12.9792),
+        ("mnnvl", lambda: mnnvl_fused_path(2), 6, 6.0703),
+    ):
+        label = f"fused AR + add-RMSNorm 2x H100 h6144 {tokens} tok, {backend} one-shot"
+        out.append(Row(FUSED_FLAGGEMS, label, "us", t_us, fused_us(path_fn, tokens)))
+    return out
 
 
 def arn25_apart_rows() -> list[Row]:
