@@ -1704,7 +1704,7 @@ APART += (
     "stored text); shown to measure how the model prices the fused kernel. The unfused rows read the model's "
     "all-reduce + fused-add norm; the fused rows the model's price of the kernel the row ran, FlashInfer's trtllm "
     "one-shot with the norm in its epilogue (perf/comm_fused.py, arn25; arn24 priced the all-reduce alone): "
-    "0.58-0.39 of the measured one-shot kernel, which takes about the unfused time at 32 tokens and above it at 64 "
+    "0.87-0.48 of the measured one-shot kernel, which takes about the unfused time at 32 tokens and above it at 64 "
     "and 128 (about 10 us more per 0.5 MiB at 2 ranks, ~52 GB/s, on that FlashInfer)."
 )
 
@@ -1748,7 +1748,7 @@ APART += (
     f" {FUSED_TRTLLM_B200}: an nsys profile of one serving step (B200 TP8, DeepSeek-R1 NVFP4, bs 1, a 2048-token "
     "prompt), FlashInfer's trtllm_allreduce_fusion of November 2025, which SGLang 0.5.23 no longer calls on the 10.x "
     "family (its auto backend is mnnvl there, srt/layers/flashinfer_comm_fusion.py:61-71); shown to measure the "
-    "model's trtllm two-shot (28 MiB at 8 ranks, above FlashInfer's 2.625 MiB one-shot size): 0.57 of the measured "
+    "model's trtllm two-shot (28 MiB at 8 ranks, above FlashInfer's 2.625 MiB one-shot size): 0.58 of the measured "
     "186 us. FlashInfer's own B200 heuristic keeps one-shot up to 2.625 MiB at 8 ranks, where the link model "
     "puts the one- / two-shot crossing near 1 MiB: its two-shot pays more per exchange than the P2P fixed time "
     "(comm_rates.ENGINE_AR_BASE_US) the model charges it, a constant no public figure sets (arn25)."
