@@ -50,7 +50,9 @@ class AllReducePath:
     `two_stage_grid_bytes`: the two-shot is a reduce-scatter round, a grid-wide barrier, then an all-gather round
     reading the peers' reduced parts (vLLM's cross_device_reduce_2stage), whose fixed grid covers this many bytes of a
     rank's 1/p part per pass (blocks x threads x bytes per thread); each pass takes at least
-    comm_rates.CUSTOM_TWO_STAGE_WAVE_US (perf/p2p_allreduce.py _two_stage_wire_s). 0: a one-round two-shot."""
+    comm_rates.CUSTOM_TWO_STAGE_WAVE_US (perf/p2p_allreduce.py _two_stage_wire_s). 0: a one-round two-shot.
+    `two_shot_norm_kernel`, for a fused all-reduce + RMSNorm kernel (EngineProfile.fused_allreduce_path): its two-shot
+    leaves the norm to a kernel of its own (FlashInfer's mnnvl backend, capability/flashinfer_comm.py)."""
 
     name: str  # reported as allreduce:<name>: custom, flashinfer, symm_mem
     max_bytes: float  # largest message, inclusive
@@ -60,6 +62,7 @@ class AllReducePath:
     copies: int = 0
     two_stage_grid_bytes: int = 0
     in_kernel_copies: int = 0
+    two_shot_norm_kernel: bool = False
 
 
 # (arch, world size, transport of the group: nvlink / p2p / shm, comm.transport) -> the engine's P2P all-reduce
@@ -67,6 +70,8 @@ class AllReducePath:
 AllReduceDispatch = Callable[[str, int, str], tuple[AllReducePath, ...]]
 GraphCaps = Callable[[str, float, ModelSpec, PhasePlan, int], tuple[int, int]]
 FusionMaxTokens = Callable[[str, int, int], int]
+# (arch, world size, transport of the group) -> the fused all-reduce + RMSNorm kernel the engine calls (None: none)
+FusedAllReduceDispatch = Callable[[str, int, str], "AllReducePath | None"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,9 @@ class EngineProfile:
     # (0: none; a larger step runs the unfused all-reduce and norm)
     allreduce_rmsnorm_default: bool = False
     allreduce_rmsnorm_max_tokens: FusionMaxTokens | None = None
+    # the kernel a fused all-reduce + RMSNorm runs (FusedAllReduceDispatch, perf/comm_fused.py prices it); None: the
+    # engine's all-reduce with the norm's work folded in
+    fused_allreduce_path: FusedAllReduceDispatch | None = None
 
     @property
     def label(self) -> str:

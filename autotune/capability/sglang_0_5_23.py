@@ -214,10 +214,17 @@ RULES = RuleTable(
         Rule(
             field="fusion.allreduce_rmsnorm",
             values=(True,),
-            when={"family": ["deepseek_v41"], "hidden_size": [5120], "tp": [4], "dp": 1},
+            when={
+                "family": ["deepseek_v41"],
+                "hidden_size": [5120],
+                "tp": [4],
+                "dp": 1,
+                "comm.allreduce": {"not": ["nccl"]},  # --disable-custom-all-reduce (engines/sglang.py) lifts it
+            },
             needs={"cc": {"max": 9.9}},
             source="arg_groups/overrides.py:978-986,989",
-            why="DeepSeek-V4.1 (hidden 5120) at TP4 on Blackwell runs SGLang's custom all-reduce push plane instead",
+            why="DeepSeek-V4.1 (hidden 5120) at TP4 on Blackwell runs SGLang's custom all-reduce push plane instead "
+            "(unless the custom all-reduce is disabled)",
             effect="ignored",
         ),
         # ---- speculative decoding (--speculative-algorithm)

@@ -168,3 +168,23 @@ DEVICE_COPY_MIN_US = 1.5
 def engine_ar_latency_us(p: int) -> float:
     """Fixed time of one custom / PCIe-IPC all-reduce over p ranks, microseconds (see above)."""
     return ENGINE_AR_BASE_US + ENGINE_AR_PEER_US * (p - 1)
+
+
+# --- The fused all-reduce + residual add + RMSNorm (perf/comm_fused.py) ---------------------------------------------
+# The norm's work inside the fused kernel: after the sum, FusedOp reads the residual and writes the new residual and the
+# normed output, each a message's size (flashinfer include/flashinfer/comm/trtllm_allreduce_fusion.cuh
+# allreduce_fusion_kernel_oneshot_lamport / _twoshot_sync -> fused_op; trtllm_mnnvl_allreduce.cuh
+# oneshotAllreduceFusionKernel; vLLM passes residual_in, residual_out and norm_out,
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:264-281): 3 message sizes of memory traffic at the GPU's
+# memory bandwidth and no launch of its own, where the unfused norm kernel moves 4 (it reads the reduced input too).
+# The Lamport buffers' clearing and polling (p message copies in local memory) are left out: they overlap the wire.
+FUSED_NORM_EPILOGUE_BYTES_PER_BYTE = 3.0
+# And a fixed time of the epilogue: each token's RMS needs a reduction across its block (trtllm FusedOp) or cluster
+# (mnnvl: cluster.sync) after the sum, where the P2P fixed time (engine_ar_latency_us) was fitted on plain all-reduce
+# kernels. FlagGems-vllm#773 (8x H100 SXM, vLLM 0.28.0 + FlashInfer 0.6.16.post3, CUDA graph, [M, 6144] bf16, TP2
+# one-shot; calibration id fused-allreduce-rmsnorm-h100-tp2-flaggems773): trtllm 6.98 us at M = 6, 12.98 us at M = 138,
+# mnnvl 6.07 us at M = 6, each 2.0-2.9 us above the P2P fixed time + wire + epilogue traffic (4.1 / 10.1 / 4.1 us).
+# Fitted on that source's three rows (their mean |log error| is least at 2.86; tests/bench/calibration_check.py
+# FITTED fused_epilogue_us, prior 0: the epilogue's memory time alone); vllm#22086's older one-shot
+# (fused-allreduce-rmsnorm-h100-tp2-vllm22086, shown apart) reads 2-16 us more still. One source: a prior elsewhere.
+FUSED_NORM_EPILOGUE_US = 2.9

@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from autotune.perf import ascend, comm
-from autotune.perf.opcore import DENSE_W4A16, Context, Op
+from autotune.perf.comm_fused import fused_allreduce_norm_fn
+from autotune.perf.opcore import DENSE_W4A16, FUSED_ALLREDUCE, Context, Op
 from autotune.specs.hardware import on_fabric
 
 GB = 1e9
 TFLOP = 1e12
+NORM_KEY = ("norm", "bf16", "fused_add")  # the rates key of the residual add + RMSNorm kernel (oplist.ffn_norm_ops)
 MEMO_MAX = 4096  # entries of each per-Context memo (all-reduces, FFN halves) before it is cleared
 
 
@@ -81,15 +83,23 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
     remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
     collectives are linear in bytes on their group (comm.nccl_cost_fn). Cost functions: _comm_fn."""
     name = op.bucket
-    if name == "allreduce":
-        key = (op.group, op.nbytes)
+    if name == "allreduce" or name == FUSED_ALLREDUCE:
+        key = (op.group, op.nbytes, name)
         hit = c.allreduce_memo.get(key)
         if hit is None:
             fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
-            algo, seconds = fn(op.nbytes)
+            if name == "allreduce":
+                algo, seconds = fn(op.nbytes)
+                seconds *= c.table.collective_scale
+            else:
+                algo, seconds, norm_kernel = fn(op.nbytes)
+                seconds *= c.table.collective_scale
+                if norm_kernel:  # the norm's own kernel, priced as ffn_norm_ops prices one (oplist)
+                    _, bytes_per_s, min_s, _ = c.rate_terms.get(NORM_KEY) or _rate_terms(c, NORM_KEY)
+                    seconds += 4.0 * op.nbytes / bytes_per_s + min_s
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
-            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds * c.table.collective_scale)
+            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
         return hit
     fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
     return name, fn(op.nbytes) * c.table.collective_scale
@@ -121,7 +131,7 @@ def _comm_fn(c: Context, name: str, group: tuple[int, ...]):
     build), remembered across Contexts by what it reads: the box (by identity, kept alive by the entry), the
     group and the NCCL environment; for the all-reduce also the algorithm, the PCIe-IPC size limit and the engine.
     Contexts of different plans on the same GPUs and settings share one (the functions are pure)."""
-    if name == "allreduce":
+    if name == "allreduce" or name == FUSED_ALLREDUCE:
         key = (id(c.hw), name, group, c.nccl, c.phase.comm.allreduce, c.ipc_max, c.engine)
     else:
         key = (id(c.hw), name, group, c.nccl)
@@ -129,6 +139,8 @@ def _comm_fn(c: Context, name: str, group: tuple[int, ...]):
     if hit is None or hit[0] is not c.hw:
         if name == "allreduce":
             fn = comm.all_reduce_fn(c.hw, group, c.phase.comm, c.ipc_max, c.engine)
+        elif name == FUSED_ALLREDUCE:
+            fn = fused_allreduce_norm_fn(c.hw, group, c.phase.comm, c.ipc_max, c.engine)
         else:
             fn = comm.nccl_cost_fn(c.hw, name, group, c.nccl)
         hit = _COMM_FNS.put(key, (c.hw, fn))

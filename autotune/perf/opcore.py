@@ -63,6 +63,11 @@ def _gemm(source: str, dtype: str, m: float, weights: float, k: int, flops: floa
     return _op_new(Op, ("gemm", dtype, rates.m_bucket(m), m, n, k, flops, nbytes, count, source, speed, ()))
 
 
+# the collective name of an all-reduce whose following residual add + RMSNorm is fused into it (oplist.ffn_comm_ops;
+# perf/comm_fused.py prices it)
+FUSED_ALLREDUCE = "allreduce_norm"
+
+
 def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -> Op:
     return _op_new(Op, ("collective", "", name, 0.0, 0.0, 0.0, 0.0, nbytes, 1.0, source, 1.0, group))
 

@@ -18,6 +18,7 @@ from autotune.perf import ep_balance, linear_attention, mla, mla_ops, precision,
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
 from autotune.perf.opcore import (
+    FUSED_ALLREDUCE,
     AttentionShape,
     Context,
     Op,
@@ -435,9 +436,15 @@ def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
 
 
 def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
-    """ffn_ops' collectives (tokens > 0)."""
+    """ffn_ops' collectives (tokens > 0); the all-reduces whose norm is fused (_fused_norms: the first ones, in
+    _comm_ops' order) are the fused kernel's (opcore.FUSED_ALLREDUCE)."""
     ops: list[Op] = []
-    _comm_ops(ops, c, ffn, tokens, dense_layout(ffn, c.phase, c.engine))
+    dense = dense_layout(ffn, c.phase, c.engine)
+    _comm_ops(ops, c, ffn, tokens, dense)
+    if c.fused_norm_max_tokens:
+        for i, op in enumerate(ops[: _fused_norms(c, ffn, dense, tokens / c.phase.dp)]):
+            if op.bucket == "allreduce":
+                ops[i] = op._replace(bucket=FUSED_ALLREDUCE)
     return ops
 
 

@@ -51,7 +51,7 @@ from autotune.catalog import load_preset  # noqa: E402
 from autotune.catalog.devices import DEVICES_BY_KEY  # noqa: E402
 from autotune.catalog.models import model_from_config  # noqa: E402
 from autotune.inputs import restrict_gpus  # noqa: E402
-from autotune.perf import comm, costing, ep_balance, opcore, oplist, predict, rates  # noqa: E402
+from autotune.perf import comm, comm_fused, ep_balance, opcore, oplist, predict, rates  # noqa: E402
 from autotune.perf.ops import cost_ops, step_fn  # noqa: E402
 from autotune.perf.serving import prefill_pool  # noqa: E402
 from autotune.sim.engine import simulate  # noqa: E402
@@ -120,6 +120,9 @@ FITTED = [
         (8.0, 10.0, 11.3, 12.8, 14.4, 16.0, 18.0),
         "MARLIN_PER_SM_STREAM_GBS",
     ),
+    # the fused all-reduce + RMSNorm kernel's epilogue fixed time (fused-allreduce-rmsnorm-h100-tp2-flaggems773, arn25);
+    # prior 0: the epilogue's memory time alone
+    ("fused_epilogue_us", "FUSED_NORM_EPILOGUE_US", (0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0), 0.0),
 ]
 
 
@@ -827,6 +830,7 @@ def rows() -> list[Row]:
     out += h20p23_rows()
     out += pf24_rows()
     out += sm80_rows()  # sm80-25
+    out += arn25_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1266,8 +1270,8 @@ def apart_rows() -> list[Row]:
         for (size, label), t in zip(VLLM_AR_SIZES, times, strict=False):
             row = vllm_path_us(hw, group, size, "symm_mem", syncs=SYMM_MEM_TWO_SHOT_SYNCS)
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
-    out += fused_ar_norm_apart_rows()  # arn24
     out += sm80_apart_rows()  # sm80-25
+    out += fused_ar_norm_apart_rows() + arn25_apart_rows()  # arn24, arn25
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -1779,10 +1783,11 @@ FUSED_AR_NORM_US = ((32, 10.0, 10.0), (64, 12.0, 16.0), (128, 17.0, 30.0))  # to
 APART += (
     f" {FUSED_AR_NORM}: a closed PR's benchmark of August 2025 FlashInfer (vLLM 0.34 takes the fusion at every size "
     "of these rows on sm_90 at 2 ranks, FI_ALLREDUCE_FUSION_MAX_SIZE_MB 64 MiB, tuned later on figures not in the "
-    "stored text); shown to measure how the model prices the fused kernel: as the all-reduce alone, the norm gone "
-    "(oplist._fused_norms). The unfused rows read the model's all-reduce + fused-add norm; the fused rows show the "
-    "measured one-shot kernel at about the unfused time (32 tokens) or above it (64, 128), where the model reads "
-    "the all-reduce alone (arn24)."
+    "stored text); shown to measure how the model prices the fused kernel. The unfused rows read the model's "
+    "all-reduce + fused-add norm; the fused rows the model's price of the kernel the row ran, FlashInfer's trtllm "
+    "one-shot with the norm in its epilogue (perf/comm_fused.py, arn25; arn24 priced the all-reduce alone): "
+    "0.87-0.48 of the measured one-shot kernel, which takes about the unfused time at 32 tokens and above it at 64 "
+    "and 128 (about 10 us more per 0.5 MiB at 2 ranks, ~52 GB/s, on that FlashInfer)."
 )
 
 
@@ -1798,9 +1803,15 @@ def fused_ar_norm_apart_rows() -> list[Row]:
             phase = PhasePlan(gpus=(0, 1), tp=2, fusion={"allreduce_rmsnorm": False})
             c = opcore.context(m, phase, "vllm", hw, phase.gpus)
             ffn = m.layers[0].ffn
-            ar_s = costing.collective_s(c, oplist.ffn_comm_ops(c, ffn, tokens)[0])[1]  # the layer's first of two
-            norms = cost_ops(c, oplist.ffn_norm_ops(c, ffn, tokens))  # the layer's two norms, one fused per all-reduce
-            return (ar_s + (0.0 if fused else (norms.compute_s + norms.memory_s) / 2)) * 1e6
+            ar = oplist.ffn_comm_ops(c, ffn, tokens)[0]  # the layer's first of two
+            if fused:  # the kernel the row ran: FlashInfer's trtllm one-shot, the norm in its epilogue (arn25)
+                one_shot = AllReducePath("fused_trtllm", float("inf"), float("inf"))
+                return comm_fused.fused_path_s(hw, phase.gpus, one_shot, ar.nbytes) * 1e6
+            norms = cost_ops(c, oplist.ffn_norm_ops(c, ffn, tokens))  # the layer's two norms, one per all-reduce
+            # vLLM's custom kernel: its standalone FlashInfer all-reduce was opt-in then (tests/bench/op_check.py
+            # table_dispatch_s)
+            custom = next(p for p in profile("vllm").allreduce_paths("sm_90", 2, "nvlink") if p.name == "custom")
+            return (comm.path_s(hw, phase.gpus, custom, ar.nbytes) + (norms.compute_s + norms.memory_s) / 2) * 1e6
 
         return run
 
@@ -1811,6 +1822,61 @@ def fused_ar_norm_apart_rows() -> list[Row]:
         out.append(Row(FUSED_AR_NORM, f"AR + add-RMSNorm 2x H100 h8192 {tokens} tok, FlashInfer fused", "us", fused,
                        part_us(tokens, True)))  # fmt: skip
     return out
+
+
+# arn25: the fused all-reduce + RMSNorm priced as FlashInfer's kernel (perf/comm_fused.py)
+FUSED_TRTLLM_B200 = "fused-allreduce-rmsnorm-b200-tp8-sglang12654"
+APART += (
+    f" {FUSED_TRTLLM_B200}: an nsys profile of one serving step (B200 TP8, DeepSeek-R1 NVFP4, bs 1, a 2048-token "
+    "prompt), FlashInfer's trtllm_allreduce_fusion of November 2025, which SGLang 0.5.23 no longer calls on the 10.x "
+    "family (its auto backend is mnnvl there, srt/layers/flashinfer_comm_fusion.py:61-71); shown to measure the "
+    "model's trtllm two-shot (28 MiB at 8 ranks, above FlashInfer's 2.625 MiB one-shot size): 0.58 of the measured "
+    "186 us. FlashInfer's own B200 heuristic keeps one-shot up to 2.625 MiB at 8 ranks, where the link model "
+    "puts the one- / two-shot crossing near 1 MiB: its two-shot pays more per exchange than the P2P fixed time "
+    "(comm_rates.ENGINE_AR_BASE_US) the model charges it, a constant no public figure sets (arn25)."
+)
+NOT_EXPRESSIBLE += [
+    (
+        "fused-allreduce-rmsnorm-b300-vllm37756",
+        "B300 (sm_103): no device row in the catalog (its FI_ALLREDUCE_FUSION_MAX_SIZE_MB / FLASHINFER_MAX_MIB entries "
+        "are in the vLLM profile)",
+    ),
+]
+
+
+FUSED_FLAGGEMS = "fused-allreduce-rmsnorm-h100-tp2-flaggems773"
+
+
+def arn25_rows() -> list[Row]:
+    """FlagGems-vllm#773's vLLM baselines (2 of 8 H100 SXM, FlashInfer 0.6.16.post3 through vLLM 0.28.0, CUDA graph,
+    [M, 6144] bf16, one-shot): the fused all-reduce + RMSNorm kernel as the row names it, trtllm or mnnvl."""
+    from autotune.capability.flashinfer_comm import mnnvl_fused_path
+
+    h100x2 = lambda: with_device(box("h200-x8", 2), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")  # noqa: E731
+    trtllm_one_shot = AllReducePath("fused_trtllm", float("inf"), float("inf"))
+
+    def fused_us(path_fn: Callable[[], AllReducePath], tokens: int) -> Callable[[], float]:
+        return lambda: comm_fused.fused_path_s(h100x2(), (0, 1), path_fn(), tokens * 6144 * 2) * 1e6
+
+    out = []
+    for backend, path_fn, tokens, t_us in (
+        ("trtllm", lambda: trtllm_one_shot, 6, 6.9826),
+        ("trtllm", lambda: trtllm_one_shot, 138, 12.9792),
+        ("mnnvl", lambda: mnnvl_fused_path(2), 6, 6.0703),
+    ):
+        label = f"fused AR + add-RMSNorm 2x H100 h6144 {tokens} tok, {backend} one-shot"
+        out.append(Row(FUSED_FLAGGEMS, label, "us", t_us, fused_us(path_fn, tokens)))
+    return out
+
+
+def arn25_apart_rows() -> list[Row]:
+    """sglang#12654's profile: the trtllm fused kernel on 8 B200s at 2048 tokens x 7168 x bf16 (28 MiB a rank),
+    priced as the kernel it was (FlashInfer's trtllm path, its one-shot size rule); shown apart (APART)."""
+    from autotune.capability.flashinfer_comm import trtllm_fused_path
+
+    nbytes = 2048 * 7168 * 2
+    row = lambda: comm_fused.fused_path_s(b200_box(), EIGHT, trtllm_fused_path(8), nbytes) * 1e6  # noqa: E731
+    return [Row(FUSED_TRTLLM_B200, "fused AR + add-RMSNorm 8x B200 28 MiB (trtllm two-shot)", "us", 186.0, row)]
 
 
 if __name__ == "__main__":

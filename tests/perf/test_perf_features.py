@@ -154,14 +154,16 @@ def test_lm_head_without_dp_lm_head_spans_all_ranks_and_gathers_across_dp():
 def test_allreduce_rmsnorm_fusion_lowers_step_time_with_tp_only():
     """Off (False) against on; an unset plan takes the engine's default (tests/perf/test_allreduce_rmsnorm_default.py).
     Qwen3-MoE: SGLang runs the fusion only for the architectures it lists (no Llama: arg_groups/overrides.py:928-951).
+    At 16 decode rows (128 KiB a reduction, one-shot in both SGLang's all-reduce and the fused kernel) the fused kernel
+    saves the norm kernels. Above SGLang's 128 KiB one-shot size on 8 sm_90 ranks its own all-reduce runs two-shot
+    while the fused kernel stays one-shot to 2.625 MiB, and the fused plan can be slower (FlashInfer's size rule:
+    tests/perf/test_fused_allreduce_price.py), so no serving-level claim is made here.
     """
     fused, plain_fusion = {"allreduce_rmsnorm": True}, {"allreduce_rmsnorm": False}
-    x = StepInput(decode_seqs=32, decode_ctx=1500)
+    x = StepInput(decode_seqs=16, decode_ctx=1500)
     s_plain = step(QWEN235, H200, phase(tp=8, fusion=plain_fusion), x)
     s_fused = step(QWEN235, H200, phase(tp=8, fusion=fused), x)
     assert s_fused.step_ms < s_plain.step_ms
-    plain, fusion = both(agg(tp=8, fusion=plain_fusion), agg(tp=8, fusion=fused), QWEN235, H200)
-    assert fusion.total_tok_s > plain.total_tok_s
     one = load_preset("h200-x8")
     t_plain = step(LLAMA70, one, phase(n=1, tp=1, fusion=plain_fusion), x)
     t_fused = step(LLAMA70, one, phase(n=1, tp=1, fusion=fused), x)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autotune.capability import sglang_0_5_23 as rules
 from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
+from autotune.capability.flashinfer_comm import mnnvl_fused_path, trtllm_fused_path
 from autotune.specs import Batching, ModelSpec, PhasePlan
 
 VERSION = "0.5.23"
@@ -119,6 +120,17 @@ def allreduce_rmsnorm_max_tokens(arch: str, world: int, row_bytes: int) -> int:
     return FUSION_MAX_TOKENS
 
 
+def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | None:
+    """The kernel SGLang's fused all-reduce + RMSNorm calls (flashinfer_allreduce_residual_rmsnorm, no use_oneshot:
+    srt/layers/layernorm.py:248-255; flashinfer allreduce_fusion, srt/layers/flashinfer_comm_fusion.py:833-921) on the
+    backend `auto` resolves to on one node: mnnvl on the 10.x family, trtllm on sm_90
+    (srt/layers/flashinfer_comm_fusion.py:61-71), each with FlashInfer's own one-shot rule
+    (capability.flashinfer_comm). On P2P / SHM groups: none priced (the FlashInfer fusion over PCIe is left out)."""
+    if link != "nvlink":
+        return None
+    return mnnvl_fused_path(world) if arch in ("sm_100", "sm_103") else trtllm_fused_path(world)
+
+
 PROFILE = EngineProfile(
     engine="sglang",
     version=VERSION,
@@ -175,6 +187,7 @@ PROFILE = EngineProfile(
     # of the fusion.allreduce_rmsnorm rules (autotune/capability/sglang_0_5_23.py)
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
+    fused_allreduce_path=fused_allreduce_path,
     decode_graph_max_bs=decode_graph_max_bs,
     auto_moe_kernel=auto_moe_kernel,
     # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from autotune.capability import vllm_0_34_0 as rules
 from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
+from autotune.capability.flashinfer_comm import mnnvl_fused_path
 from autotune.specs import Batching, ModelSpec, PhasePlan
 
 VERSION = "0.34.0"
@@ -182,8 +183,11 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
       all-gather reading the peers' reduced parts): two fixed times; one-stage one (start_sync, the reads, a final
       end_sync on one block only). The two-stage kernel's grid is fixed (CUSTOM_GRID_BYTES): its passes over a rank's
       1/p part are counted (two_stage_grid_bytes, the model's p2p_allreduce._two_stage_wire_s).
-    - FlashInfer (Lamport one-/two-shot kernels): one fixed time, with the custom kernel's one-/two-shot split. A
-      prior: no public standalone FlashInfer figure is used.
+    - FlashInfer: flashinfer allreduce_fusion with the plain all-reduce pattern on the fused op's workspace
+      (vllm/distributed/device_communicators/flashinfer_all_reduce.py:551-566; mnnvl on one node, :174-180), no
+      use_oneshot: FlashInfer's mnnvl kernels and split (capability.flashinfer_comm.mnnvl_fused_path: one-shot while
+      world copies fit 1 MiB, one exchange; else two). Their fixed time per exchange: the custom kernel's (a prior,
+      no public standalone FlashInfer figure is used).
     - Symmetric memory: two-shot wire plus the copies of the message into and out of the symmetric buffer
       (vllm/distributed/device_communicators/symm_mem.py:134, :155) and the fixed times of symm_mem_syncs."""
     nvlink = link == "nvlink"
@@ -193,7 +197,8 @@ def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ..
     paths = []
     flashinfer_mib = FLASHINFER_MAX_MIB.get(arch, {}).get(world, 0) if nvlink else 0
     if flashinfer_mib:
-        paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, one_stage))
+        mnnvl = mnnvl_fused_path(world)
+        paths.append(AllReducePath("flashinfer", flashinfer_mib * MIB, mnnvl.one_shot_max_bytes, two_shot_syncs=2))
     symm_max = SYMM_MEM_MAX_BYTES.get(arch, {}).get(world, 0) if nvlink else 0
     custom_max = min(CUSTOM_MAX_BYTES, CUSTOM_SYMM_MAX_BYTES[arch][world] - 16) if symm_max else CUSTOM_MAX_BYTES
     paths.append(
@@ -220,6 +225,32 @@ def allreduce_rmsnorm_max_tokens(arch: str, world: int, row_bytes: int) -> int:
     1011-1027) and applies only to the compile range ending at or below it (:1128-1132); vllm/config/vllm.py:2739-2775
     splits the compile ranges there, so larger steps run the unfused all-reduce and norm."""
     return int(FUSION_MAX_MIB.get(arch, {}).get(world, 0) * MIB) // max(1, row_bytes)
+
+
+# The fusion pass's kernel for the plain pattern (allreduce + residual add + RMSNorm) on sm_90 and the 10.x family at
+# TP > 1 (allreduce_rmsnorm_default), one-shot up to this per-rank message when vLLM chooses (the trtllm backend:
+# vllm/compilation/passes/fusion/allreduce_rms_fusion.py:132-153, :158-176; MiB by arch, then world size)
+FUSED_TRTLLM_ONE_SHOT_MAX_MIB = {
+    "sm_90": {2: 32, 4: 2, 8: 0.5},
+    "sm_100": {2: 32, 4: 4, 8: 1},
+    "sm_103": {2: 32, 4: 4, 8: 2},
+}
+
+
+def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | None:
+    """The kernel vLLM's fused all-reduce + RMSNorm calls (flashinfer allreduce_fusion,
+    vllm/compilation/passes/fusion/allreduce_rms_fusion.py:264-293) on its workspace's backend: on one node FlashInfer's
+    mnnvl (vllm/distributed/device_communicators/flashinfer_all_reduce.py:174-180), whose one-shot / two-shot split
+    vLLM leaves to FlashInfer (vllm/compilation/passes/fusion/allreduce_rms_fusion.py:164-167:
+    capability.flashinfer_comm.mnnvl_fused_path); the trtllm fallback where no multicast workspace can be made (a
+    P2P pair without NVLink: taken as the pairs the custom kernel runs on), one-shot up to vLLM's own table
+    (FUSED_TRTLLM_ONE_SHOT_MAX_MIB)."""
+    if link == "nvlink":
+        return mnnvl_fused_path(world)
+    one_shot_mib = FUSED_TRTLLM_ONE_SHOT_MAX_MIB.get(arch, {}).get(world)
+    if link != "p2p" or world != 2 or one_shot_mib is None:
+        return None
+    return AllReducePath("fused_trtllm", float("inf"), one_shot_mib * MIB, two_shot_syncs=2)
 
 
 PROFILE = EngineProfile(
@@ -313,6 +344,7 @@ PROFILE = EngineProfile(
     # which adds the models that run without torch.compile (no compile pass)
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
+    fused_allreduce_path=fused_allreduce_path,
     auto_moe_kernel=auto_moe_kernel,
     # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
     # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
