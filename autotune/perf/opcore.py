@@ -211,6 +211,7 @@ class Context:
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
+    ffn_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, ffn_shape.ffn_shape)
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates key -> (FLOP/s, B/s, s, key): costing.py
     memo_keys: dict = field(default_factory=dict, compare=False)  # the Context's part of halves.py's memo keys
     sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
