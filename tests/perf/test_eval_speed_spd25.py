@@ -12,10 +12,12 @@ import pytest
 from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
-from autotune.perf import ep_balance, ffn_shape, oplist, precision, rates, sharding
+from autotune.perf import ascend, costing, ep_balance, ffn_shape, lm_head, oplist, precision, rates, sharding
 from autotune.perf.opcore import (
     Op,
+    StepInput,
     _act_bytes,
+    _collective,
     _gemm,
     _gemm_waves,
     _quant,
@@ -26,7 +28,7 @@ from autotune.perf.opcore import (
 )
 from autotune.perf.routing import LOGIT_BYTES, distinct_experts
 from autotune.search.random_plans import random_plans
-from autotune.specs import Workload
+from autotune.specs import DTYPE_BYTES, PhasePlan, Workload
 
 CASES = (
     ("deepseek-v4.1-flash", "rtx-pro-6000-x8"),
@@ -158,3 +160,117 @@ def test_ffn_shape_is_built_once_per_context_and_ffn(monkeypatch):
         oplist.ffn_kernel_ops(c, ffn, tokens)
     assert calls["layout"] == 1 and calls["spread"] == 1 and calls["quants"] <= 2
     assert len(c.ffn_shapes) == 1
+
+
+def _head_kernel_ops_before(c, rows: float) -> list:
+    """lm_head.head_kernel_ops as written before spd25 (everything per call)."""
+    model, phase = c.model, c.phase
+    head_params = model.vocab_size * model.hidden_size
+    ranks = phase.tp * phase.dp
+    over_dp = sharding.head_over_dp(c.engine, phase)
+    shards = ranks if over_dp else phase.tp
+    m = rows / (1 if over_dp else phase.dp)
+    act = precision.ACTIVATION_BYTES
+    nbytes = head_params * DTYPE_BYTES["bf16"] / shards + _act_bytes(m, model.vocab_size / shards, model.hidden_size,
+                                                                       1.0, act)  # fmt: skip
+    speed = _tile_speed(c, "bf16", m, model.vocab_size / shards)
+    ops = [_gemm("dp_lm_head" if phase.dp > 1 else "tp", "bf16", m, head_params / shards, model.hidden_size,
+                 2 * head_params * rows / ranks, nbytes, 1.0, speed)]  # fmt: skip
+    if not rows:
+        return ops
+    if over_dp:
+        ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
+        ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
+        own = rows / phase.dp * model.vocab_size
+        ops.append(Op("elementwise", "bf16", "any", rows / phase.dp, 0.0, 0.0, 0.0, 2 * own * act, 1.0,
+                      "dp_lm_head (logits scatter)"))  # fmt: skip
+        sampled = own * lm_head.SAMPLING_LOGIT_BYTES
+    else:
+        if phase.tp > 1 and m > 1:
+            ops.append(Op("elementwise", "bf16", "any", m, 0.0, 0.0, 0.0, 2 * m * model.vocab_size * act, 1.0,
+                          "tp (logits gather reorder)"))  # fmt: skip
+        sampled = m * model.vocab_size * lm_head.SAMPLING_LOGIT_BYTES
+    ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, sampled, 1.0, "engine"))
+    return ops
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_head_kernel_ops_are_the_form_before_bit_for_bit(case):
+    over_dp = checked = 0
+    for _, c in _contexts(*case, 25):
+        over_dp += sharding.head_over_dp(c.engine, c.phase)
+        for rows in (0.0, 1.0, 2.5, 7.0, 96.0, 513.0):
+            assert _same(lm_head.head_kernel_ops(c, rows), _head_kernel_ops_before(c, rows)), (c.phase, rows)
+            checked += 1
+        assert c.memo_keys["head_shape"] is lm_head.head_shape(c)  # built once per Context
+    assert checked > 100 and over_dp  # both heads: over the TP group and vocab-parallel over the DP ranks
+
+
+def test_wave_dtypes_are_the_rates_tables_wave_entries():
+    """Context.wave_dtypes: the check _gemm_waves made per GEMM before (fp8 / int8 with a `gemm/<dtype>/wave`
+    rate), resolved once per Context."""
+    for case in CASES:
+        for _, c in _contexts(*case, 10):
+            for dtype in ("bf16", "fp8", "int8", "fp4"):
+                before = dtype in ("fp8", "int8") and ("gemm", dtype, "wave") in c.table.entries
+                assert (dtype in c.wave_dtypes) == before
+
+
+def _op_terms_before(c, ops) -> tuple:
+    """costing._op_terms as written before spd25 (vllm-ascend's speed and share applied inside the loop)."""
+    out = []
+    for op in ops:
+        kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op
+        flops_per_s, bytes_per_s, min_s, key = c.rate_terms.get(op[:3]) or costing._rate_terms(c, op[:3])
+        if kind == "collective":
+            name, seconds = (
+                costing._hccl_s(c, op, c.platform) if c.platform is not None else costing.collective_s(c, op)
+            )
+            out.append((key, name, seconds, 0.0))
+            continue
+        if c.platform is not None:
+            speed *= ascend.op_speed(c.platform, kind, op.dtype, c.phase.tp)
+            share = ascend.op_share(c.platform, kind, c.phase.tp)
+            flops, nbytes = flops * share, nbytes * share
+        t_compute = flops / flops_per_s / speed if flops else 0.0
+        t_memory = nbytes / bytes_per_s / speed if kind == "attention" else nbytes / bytes_per_s
+        out.append((key, None, max(t_memory, t_compute) + min_s * count, t_compute))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("platform", [{}, {"flashcomm1": "on"}, {"hccl_op_expansion": "AIV", "weight_nz": "off"}])
+def test_op_terms_on_vllm_ascend_are_the_form_before(platform):
+    model, hw = load_model("qwen3-235b-a22b-w8a8"), load_preset("atlas-800i-a2")
+    phase = PhasePlan(gpus=tuple(range(8)), tp=4, dp=2, dp_attention=True, platform=platform)
+    c = context(model, phase, "vllm-ascend", hw, phase.gpus)
+    assert c.platform is not None
+    x = StepInput(24.0, 2048.0, 512.0, 1024.0)
+    layer = model.layers[0]
+    ops = oplist.layer_ops(c, layer, x) + lm_head.head_ops(c, 25.0)
+    assert {op.kind for op in ops} >= {"gemm", "grouped_moe", "attention", "collective"}
+    assert repr(costing._op_terms(c, ops)) == repr(_op_terms_before(c, ops))
+
+
+def test_add_terms_at_times_one_adds_what_the_scaled_sum_adds():
+    """_add_terms without the x 1.0 scaling (x * 1.0 is x) adds the floats the scaled loop adds."""
+    c = next(_contexts("deepseek-v4.1-flash", "rtx-pro-6000-x8", 5))[1]
+    model = c.model
+    x = StepInput(7.0, 3000.0, 900.0, 1500.0)
+    ops = oplist.layer_ops(c, model.layers[0], x) + oplist.layer_ops(c, model.layers[-1], x)
+    terms = costing._op_terms(c, ops)
+    fast = costing._add_terms(costing.Cost(), terms, 1.0)
+    scaled = costing._add_terms(costing.Cost(), terms, 2.0)
+    for cost, times in ((fast, 1.0), (scaled, 2.0)):
+        compute_s = memory_s = 0.0
+        comm: dict = {}
+        for _, name, seconds, t_compute in terms:  # the loop before, scaling every term
+            seconds *= times
+            if name is not None:
+                if seconds > 0:
+                    comm[name] = comm.get(name, 0.0) + seconds
+            else:
+                t_compute *= times
+                compute_s += t_compute
+                memory_s += seconds - t_compute
+        assert (cost.compute_s, cost.memory_s, cost.comm_s) == (compute_s, memory_s, comm)
+    assert fast.comm_s  # the layers' collectives took the named branch
