@@ -239,14 +239,14 @@ def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
                 memory_s += seconds - t_compute
     else:
         for _, name, seconds, t_compute in op_terms:
-            seconds *= times
             if name is not None:
+                seconds *= times
                 if seconds > 0:
                     comm_s[name] = comm_s.get(name, 0.0) + seconds
-            else:
+            else:  # (seconds x times) - (t_compute x times): the products scaling each term first made
                 t_compute *= times
                 compute_s += t_compute
-                memory_s += seconds - t_compute
+                memory_s += seconds * times - t_compute
     cost.compute_s += compute_s
     cost.memory_s += memory_s
     cost.parts += op_terms, times

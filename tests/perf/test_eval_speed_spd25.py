@@ -12,7 +12,7 @@ import pytest
 from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
-from autotune.perf import ascend, costing, ep_balance, ffn_shape, lm_head, oplist, precision, rates, sharding
+from autotune.perf import ascend, costing, ep_balance, ffn_shape, lm_head, oplist, precision, rates, sharding, tiles
 from autotune.perf.opcore import (
     Op,
     StepInput,
@@ -274,3 +274,28 @@ def test_add_terms_at_times_one_adds_what_the_scaled_sum_adds():
                 memory_s += seconds - t_compute
         assert (cost.compute_s, cost.memory_s, cost.comm_s) == (compute_s, memory_s, comm)
     assert fast.comm_s  # the layers' collectives took the named branch
+
+
+def _m_bucket_before(m: float) -> str:
+    for bound, name in rates.M_BUCKETS:
+        if m <= bound:
+            return name
+    return rates.M_BUCKETS[-1][1]
+
+
+def test_m_bucket_and_extra_waves_are_the_forms_before():
+    """rates.m_bucket's bisection is the scan over M_BUCKETS it replaced (NaN in the last bucket, as the scan left
+    it), and tiles.gemm_extra_waves without its max() call the same floats."""
+    edges = [b for b, _ in rates.M_BUCKETS] + [0, 0.0, -1.0, 1e-9, float("-inf"), float("nan")]
+    values = edges + [b * f for b in (16, 128, 1024) for f in (0.999999, 1.000001)] + [i * 0.37 for i in range(9000)]
+    for m in values:
+        assert rates.m_bucket(m) == _m_bucket_before(m), m
+    for m in values[:-1] + [3.0, 700.0, 33000.0]:
+        for n in (1.0, 128.0, 129.0, 7168.0):
+            for sms in (0, 132, 188):
+                got = tiles.gemm_extra_waves(m, n, sms)
+                tile_m, tile_n = tiles.GEMM_TILE
+                before = 0.0
+                if m > 0 and n > 0 and sms > 0:
+                    before = max(0.0, m / tile_m * math.ceil(n / tile_n) / sms - 1.0)
+                assert repr(got) == repr(before), (m, n, sms)
