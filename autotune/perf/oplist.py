@@ -248,12 +248,11 @@ def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -
         ops.append(Op("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
 
 
-def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
+def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) -> None:
     """Dense FFN or shared experts (a GEMM pair), then routed experts: one grouped GEMM op whose rows per expert
     come from the routing (tokens x top_k / experts), the weights of the distinct experts the batch hits, and the
     permute / unpermute of the routed rows (tokens x top_k x hidden x 2 B, each way). The step-independent parts
-    come from ffn_shape (layout, weights, quantisation kernels, EP spread: perf/ffn_shape.py)."""
-    s = ffn_shape(c, ffn)
+    come from `s`, ffn_shape(c, ffn) (layout, weights, quantisation kernels, EP spread: perf/ffn_shape.py)."""
     hidden = c.model.hidden_size
     if s.dense_weights:  # dense FFN, or the shared experts of a MoE layer
         rows = tokens if s.dense_all_rows else tokens / c.phase.dp  # 'all' gathers every token to every rank
@@ -391,9 +390,10 @@ def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
 def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     """ffn_ops' GEMMs (dense or shared, routed experts) and router, in ffn_ops' order (tokens > 0)."""
     ops: list[Op] = []
-    _ffn_ops(ops, c, ffn, tokens)
-    if ffn.kind == "moe":  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
-        router_ops(ops, c, ffn_shape(c, ffn), tokens)
+    s = ffn_shape(c, ffn)
+    _ffn_ops(ops, c, ffn, s, tokens)
+    if s.moe:  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
+        router_ops(ops, c, s, tokens)
     return ops
 
 
