@@ -211,7 +211,8 @@ class Context:
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
-    ffn_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, ffn_shape.ffn_shape)
+    # id(spec) -> (spec, ffn_shape.ffn_shape); like attention_shapes, reset by a dataclasses.replace of a field it reads
+    ffn_shapes: dict = field(default_factory=dict, compare=False)
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates key -> (FLOP/s, B/s, s, key): costing.py
     # the Context's part of halves.py's memo keys; the LM head's step-independent parts (lm_head.head_shape)
     memo_keys: dict = field(default_factory=dict, compare=False)
