@@ -203,25 +203,37 @@ def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float =
 def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     """cost_ops's per-op arithmetic before the `times` scaling, one (key, collective name or None, seconds,
     compute seconds) per op: _add_terms adds them as cost_ops adds the ops (same float operations, same order)."""
+    platform = c.platform
+    if platform is not None:  # vllm-ascend: its kernel speed and share applied to each op first (_ascend_ops)
+        ops = _ascend_ops(c, ops, platform)
     terms, out = c.rate_terms, []
-    append, platform = out.append, c.platform
+    append = out.append
     for op in ops:
-        kind, _, _, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, not an attribute read each
-        flops_per_s, bytes_per_s, min_s, key = terms.get(op[:3]) or _rate_terms(c, op[:3])
+        kind, dtype, bucket, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, no attribute reads
+        flops_per_s, bytes_per_s, min_s, key = terms.get((kind, dtype, bucket)) or _rate_terms(c, op[:3])
         if kind == "collective":
             name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
             append((key, name, seconds, 0.0))
             continue
-        if platform is not None:
-            speed *= ascend.op_speed(platform, kind, op.dtype, c.phase.tp)
-            share = ascend.op_share(platform, kind, c.phase.tp)
-            flops, nbytes = flops * share, nbytes * share
-        # (x * 1.0 and x / 1.0 are x exactly: off vllm-ascend the share and a non-attention op's memory speed
-        # are left out, the same floats)
+        # (x / 1.0 is x exactly: a non-attention op's memory speed is left out, the same floats)
         t_compute = flops / flops_per_s / speed if flops else 0.0
         t_memory = nbytes / bytes_per_s / speed if kind == "attention" else nbytes / bytes_per_s
         append((key, None, (t_memory if t_memory > t_compute else t_compute) + min_s * count, t_compute))
     return tuple(out)
+
+
+def _ascend_ops(c: Context, ops: list[Op], platform: dict[str, str]) -> list[Op]:
+    """`ops` on vllm-ascend: each kernel op's speed times its kernel speed there (ascend.op_speed), its FLOPs and
+    bytes times the share of them it runs (ascend.op_share); collectives as they are (costed by _hccl_s)."""
+    tp = c.phase.tp
+    out = []
+    for op in ops:
+        if op.kind != "collective":
+            share = ascend.op_share(platform, op.kind, tp)
+            speed = op.speed * ascend.op_speed(platform, op.kind, op.dtype, tp)
+            op = op._replace(flops=op.flops * share, nbytes=op.nbytes * share, speed=speed)
+        out.append(op)
+    return out
 
 
 def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
@@ -229,15 +241,24 @@ def _add_terms(cost: Cost, op_terms: tuple[tuple, ...], times: float) -> Cost:
     seconds noted in cost.parts, summed when read)."""
     comm_s = cost.comm_s
     compute_s = memory_s = 0.0
-    for _, name, seconds, t_compute in op_terms:
-        seconds *= times
-        if name is not None:
-            if seconds > 0:
-                comm_s[name] = comm_s.get(name, 0.0) + seconds
-        else:
-            t_compute *= times
-            compute_s += t_compute
-            memory_s += seconds - t_compute
+    if times == 1.0:  # x * 1.0 is x exactly: the same sums without the scaling (the FFN halves, the LM head)
+        for _, name, seconds, t_compute in op_terms:
+            if name is not None:
+                if seconds > 0:
+                    comm_s[name] = comm_s.get(name, 0.0) + seconds
+            else:
+                compute_s += t_compute
+                memory_s += seconds - t_compute
+    else:
+        for _, name, seconds, t_compute in op_terms:
+            if name is not None:
+                seconds *= times
+                if seconds > 0:
+                    comm_s[name] = comm_s.get(name, 0.0) + seconds
+            else:  # (seconds x times) - (t_compute x times): the products scaling each term first made
+                t_compute *= times
+                compute_s += t_compute
+                memory_s += seconds * times - t_compute
     cost.compute_s += compute_s
     cost.memory_s += memory_s
     cost.parts += op_terms, times

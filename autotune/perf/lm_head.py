@@ -19,8 +19,10 @@ view, one more copy of the gathered logits when there is more than one row.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from autotune.perf import precision
-from autotune.perf.opcore import Context, Op, _act_bytes, _collective, _gemm, _tile_speed
+from autotune.perf.opcore import Context, Op, _act_bytes, _collective, _gemm, _op_new, _tile_speed
 from autotune.perf.sharding import head_over_dp
 from autotune.specs import DTYPE_BYTES
 
@@ -36,51 +38,77 @@ def head_ops(c: Context, rows: float) -> list[Op]:
     return head_kernel_ops(c, rows) + logits_gather_ops(c, rows)
 
 
-def head_kernel_ops(c: Context, rows: float) -> list[Op]:
-    """head_ops less the TP logits all-gather: the head GEMM, the vocab-parallel-over-DP head's collectives
-    (head_over_dp), the gathered logits' reorder copy, sampling. Off head_over_dp, a function of the model, the
-    rates table, tp / dp and the rows only (perf/halves.py remembers its terms across plans)."""
+class HeadShape(NamedTuple):
+    """The step-independent parts of head_kernel_ops under one Context (head_shape)."""
+
+    over_dp: bool  # sharding.head_over_dp: vocab-parallel over all tp x dp ranks
+    source: str  # "dp_lm_head" under attention DP, else "tp"
+    m_div: int  # the head GEMM's rows are the step's rows / this (1 over DP, dp otherwise)
+    weights: float  # head parameters per rank
+    flops: float  # 2 x head parameters: x rows / ranks
+    ranks: int  # tp x dp
+    weight_bytes: float  # bf16 head weight bytes per rank
+    row_bytes: float  # activation bytes per GEMM row (opcore._act_bytes)
+    vocab_per_rank: float  # the GEMM's output width per rank (_tile_speed)
+    reorder: bool  # the TP-gathered logits are reordered (tp > 1, not over DP)
+
+
+def head_shape(c: Context) -> HeadShape:
+    """head_kernel_ops' step-independent parts, computed once per Context (kept in Context.memo_keys)."""
+    hit = c.memo_keys.get("head_shape")
+    if hit is not None:
+        return hit
     model, phase = c.model, c.phase
     head_params = model.vocab_size * model.hidden_size
     ranks = phase.tp * phase.dp
     over_dp = head_over_dp(c.engine, phase)
     shards = ranks if over_dp else phase.tp
-    m = rows / (1 if over_dp else phase.dp)
-    ops = [
-        _gemm(
-            "dp_lm_head" if phase.dp > 1 else "tp",
-            "bf16",
-            m,
-            head_params / shards,
-            model.hidden_size,
-            2 * head_params * rows / ranks,
-            head_params * DTYPE_BYTES["bf16"] / shards
-            + _act_bytes(m, model.vocab_size / shards, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
-            1.0,
-            _tile_speed(c, "bf16", m, model.vocab_size / shards),
-        )
-    ]
+    vocab_per_rank = model.vocab_size / shards
+    hit = c.memo_keys["head_shape"] = HeadShape(
+        over_dp,
+        "dp_lm_head" if phase.dp > 1 else "tp",
+        1 if over_dp else phase.dp,
+        head_params / shards,
+        2 * head_params,
+        ranks,
+        head_params * DTYPE_BYTES["bf16"] / shards,
+        _act_bytes(1.0, vocab_per_rank, model.hidden_size, 1.0, precision.ACTIVATION_BYTES),
+        vocab_per_rank,
+        phase.tp > 1 and not over_dp,
+    )
+    return hit
+
+
+def head_kernel_ops(c: Context, rows: float) -> list[Op]:
+    """head_ops less the TP logits all-gather: the head GEMM, the vocab-parallel-over-DP head's collectives
+    (head_over_dp), the gathered logits' reorder copy, sampling. Off head_over_dp, a function of the model, the
+    rates table, tp / dp and the rows only (perf/halves.py remembers its terms across plans). The step-independent
+    parts come from head_shape."""
+    s, model = head_shape(c), c.model
+    m = rows / s.m_div
+    flops, nbytes = s.flops * rows / s.ranks, s.weight_bytes + m * s.row_bytes
+    speed = _tile_speed(c, "bf16", m, s.vocab_per_rank)
+    ops = [_gemm(s.source, "bf16", m, s.weights, model.hidden_size, flops, nbytes, 1.0, speed)]
     if not rows:
         return ops
     act = precision.ACTIVATION_BYTES
-    if over_dp:
+    if s.over_dp:
+        dp = c.phase.dp
         ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
         ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
         # each DP rank keeps its own rows of the gathered logits, whole vocabulary (SGLang 0.5.23
         # srt/layers/logits_processor.py:1045-1047 -> _scatter_dp_attn_logits, :1320-1333: dp_scatter into a
         # [local rows, vocab] buffer), then samples them: one copy, then fp32 reads of rows / dp x vocab
-        own = rows / phase.dp * model.vocab_size
-        ops.append(Op("elementwise", "bf16", "any", rows / phase.dp, 0.0, 0.0, 0.0, 2 * own * act, 1.0,
-                      "dp_lm_head (logits scatter)"))  # fmt: skip
+        own = rows / dp * model.vocab_size
+        ops.append(_op_new(Op, ("elementwise", "bf16", "any", rows / dp, 0.0, 0.0, 0.0, 2 * own * act, 1.0,
+                                "dp_lm_head (logits scatter)", 1.0, ())))  # fmt: skip
         sampled = own * SAMPLING_LOGIT_BYTES
     else:
-        if phase.tp > 1 and m > 1:  # the gathered logits moved rank-major -> row-major (module docstring)
-            ops.append(
-                Op("elementwise", "bf16", "any", m, 0.0, 0.0, 0.0, 2 * m * model.vocab_size * act, 1.0,
-                   "tp (logits gather reorder)")
-            )  # fmt: skip
+        if s.reorder and m > 1:  # the gathered logits moved rank-major -> row-major (module docstring)
+            ops.append(_op_new(Op, ("elementwise", "bf16", "any", m, 0.0, 0.0, 0.0, 2 * m * model.vocab_size * act,
+                                    1.0, "tp (logits gather reorder)", 1.0, ())))  # fmt: skip
         sampled = m * model.vocab_size * SAMPLING_LOGIT_BYTES  # every rank samples over the whole vocabulary
-    ops.append(Op("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, sampled, 1.0, "engine"))
+    ops.append(_op_new(Op, ("sampling", "bf16", "any", m, 0.0, 0.0, 0.0, sampled, 1.0, "engine", 1.0, ())))
     return ops
 
 

@@ -157,7 +157,7 @@ def _gemm_waves(ops: list, c: Context, dtype: str, m: float, n: float, count: fl
     outputs (tiles.gemm_extra_waves at the rates table's `gemm/<dtype>/wave` latency, tiles.GEMM_WAVE_FIXED_US);
     nothing for bf16, whose rates carry cuBLAS's own tile choice (see _tile_speed), and for FP4, whose kernels
     (CUTLASS / FlashInfer block-scaled) this FP8 figure does not describe."""
-    if dtype not in ("fp8", "int8") or ("gemm", dtype, "wave") not in c.table.entries:
+    if dtype not in c.wave_dtypes:  # ("fp8", "int8") where the rates table has their wave entry (context)
         return
     waves = count * tiles.gemm_extra_waves(m, n, c.sms)
     if waves > 0:
@@ -216,8 +216,11 @@ class Context:
     comm_fns: dict = field(default_factory=dict, compare=False)  # (collective, group) -> seconds(bytes): ops.py
     ffn_memo: dict = field(default_factory=dict, compare=False)  # (FfnSpec, tokens) -> costed FFN half (ops.py)
     attention_shapes: dict = field(default_factory=dict, compare=False)  # id(spec) -> (spec, _attention_shape)
+    # id(spec) -> (spec, ffn_shape.ffn_shape); like attention_shapes, reset by a dataclasses.replace of a field it reads
+    ffn_shapes: dict = field(default_factory=dict, compare=False)
     rate_terms: dict = field(default_factory=dict, compare=False)  # rates key -> (FLOP/s, B/s, s, key): costing.py
-    memo_keys: dict = field(default_factory=dict, compare=False)  # the Context's part of halves.py's memo keys
+    # the Context's part of halves.py's memo keys; the LM head's step-independent parts (lm_head.head_shape)
+    memo_keys: dict = field(default_factory=dict, compare=False)
     sms: int = tiles.SMS_DEFAULT  # streaming multiprocessors of the GPU (tiles.sm_count): waves of CTAs
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
@@ -242,6 +245,9 @@ class Context:
     # rows per rank up to which a step runs the fused all-reduce + RMSNorm (capability.allreduce_rmsnorm_max_tokens:
     # the plan's fusion.allreduce_rmsnorm or the engine's default, within the engine's size limit); 0: never
     fused_norm_max_tokens: float = 0.0
+    # the GEMM dtypes whose tile waves are costed (_gemm_waves): fp8 and int8 where the rates table has their
+    # `gemm/<dtype>/wave` entry (rates.py), resolved once here rather than per GEMM
+    wave_dtypes: frozenset = frozenset()
 
 
 class AttentionShape(NamedTuple):
@@ -322,6 +328,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(
             engine, phase, model, hw, model.hidden_size * precision.ACTIVATION_BYTES
         ),
+        wave_dtypes=frozenset(d for d in ("fp8", "int8") if ("gemm", d, "wave") in table.entries),
     )
 
 

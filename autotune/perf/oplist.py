@@ -11,10 +11,9 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 
 from __future__ import annotations
 
-import math
-
 from autotune.perf import efficiency as eff
-from autotune.perf import ep_balance, linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf import linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
 from autotune.perf.opcore import (
@@ -28,6 +27,7 @@ from autotune.perf.opcore import (
     _gemm,
     _gemm_waves,
     _narrow_speed,
+    _op_new,
     _quant,
     _tile_speed,
     activation_op,
@@ -35,7 +35,7 @@ from autotune.perf.opcore import (
     prefill_fill,
     rope_op,
 )
-from autotune.perf.routing import distinct_experts, router_ops
+from autotune.perf.routing import experts_hit
 from autotune.perf.sharding import dense_layout
 from autotune.specs import (
     DTYPE_BYTES,
@@ -49,17 +49,8 @@ PERMUTE_BYTES = 2  # bf16 rows moved by MoE permute / unpermute
 
 
 def ep_imbalance(c: Context, top_k: int, tokens: float) -> float:
-    """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens: the popularity skew the
-    placement leaves (Context.imbalance, mostly removed by EPLB) and the sampling spread of a small batch, added
-    in quadrature at the expected maximum over ep ranks (perf/ep_balance.py); never above all the routed rows
-    on one rank."""
-    ep = c.phase.ep
-    mean_rows = tokens * top_k / ep
-    if ep <= 1 or mean_rows <= 0:
-        return c.imbalance
-    z = ep_balance.expected_max_normal(ep)
-    skew = (c.imbalance - 1.0) / z
-    return min(float(ep), 1.0 + z * math.sqrt(skew * skew + (1.0 - 1.0 / ep) / mean_rows))
+    """Routed rows on the busiest expert-parallel rank over the mean at `tokens` tokens (ffn_shape.busiest_load)."""
+    return busiest_load(ep_spread(c), top_k, tokens)
 
 
 def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> tuple[int, float]:
@@ -258,81 +249,52 @@ def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -
         ops.append(Op("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
 
 
-def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float) -> None:
+def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) -> None:
     """Dense FFN or shared experts (a GEMM pair), then routed experts: one grouped GEMM op whose rows per expert
     come from the routing (tokens x top_k / experts), the weights of the distinct experts the batch hits, and the
-    permute / unpermute of the routed rows (tokens x top_k x hidden x 2 B, each way)."""
-    phase, hidden = c.phase, c.model.hidden_size
-    ranks = phase.tp * phase.dp
-    w_bytes = c.dense_bytes
-    if ffn.params:  # dense FFN, or the shared experts of a MoE layer
-        layout = dense_layout(ffn, phase, c.engine)
-        shards = phase.tp if layout == "tp" else 1 if layout == "dp" else ranks
-        rows = tokens if layout == "all" else tokens / phase.dp  # 'all' gathers every token to every rank
-        ops.append(
-            _gemm(
-                "dense_dp" if layout == "dp" else "tp",
-                dense_op_dtype(c),
-                rows,
-                ffn.params / shards,
-                hidden,
-                2 * ffn.params * tokens / ranks,
-                ffn.params * w_bytes / shards
-                + _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes),
-                2,
-                c.dense_speed * _tile_speed(c, c.dense_dtype, rows, ffn.params / shards / hidden / 2),
-            )
-        )
-        _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
+    permute / unpermute of the routed rows (tokens x top_k x hidden x 2 B, each way). The step-independent parts
+    come from `s`, ffn_shape(c, ffn) (layout, weights, quantisation kernels, EP spread: perf/ffn_shape.py)."""
+    hidden = c.model.hidden_size
+    if s.dense_weights:  # dense FFN, or the shared experts of a MoE layer
+        rows = tokens if s.dense_all_rows else tokens / c.phase.dp  # 'all' gathers every token to every rank
+        speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, s.dense_tile_n)
+        nbytes = s.dense_weight_bytes + rows * s.dense_row_bytes
+        ops.append(_gemm(s.dense_source, s.dense_op_dtype, rows, s.dense_weights, hidden,
+                         s.dense_flops * tokens / s.ranks, nbytes, 2, speed))  # fmt: skip
+        _gemm_waves(ops, c, c.dense_dtype, rows, s.dense_tile_n, 2.0, "dense ffn")
         if c.dense_quant_bytes:  # gate_up's and down's inputs (precision.standalone_quants)
-            quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
-            ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
+            ops.append(_quant(rows, hidden, s.dense_quants, "kernels.gemm_dtype", c.dense_quant_bytes))
         else:  # SiluAndMul between gate_up and down (opcore.activation_op)
-            ops.append(activation_op(rows, ffn.params / shards / hidden / 3))
-    if ffn.kind != "moe":
+            ops.append(activation_op(rows, s.dense_act_n))
+    if not s.moe:
         return
-    e_bytes, imbalance = c.expert_bytes, ep_imbalance(c, ffn.experts_per_token, tokens)
-    routed = tokens * ffn.experts_per_token / ranks * imbalance  # routed rows the busiest rank computes
+    imbalance = busiest_load(s.spread, ffn.experts_per_token, tokens)  # ep_imbalance
+    routed = tokens * ffn.experts_per_token / s.ranks * imbalance  # routed rows the busiest rank computes
     per_expert = tokens * ffn.experts_per_token / ffn.num_experts * imbalance
-    hit = distinct_experts(ffn.num_experts, ffn.experts_per_token, tokens)
-    ops.append(
-        Op(
-            "grouped_moe",
-            c.expert_dtype,
-            rates.m_bucket(per_expert),
-            per_expert,
-            ffn.expert_params / hidden,
-            hidden,
-            2 * ffn.expert_params * routed,
-            hit * ffn.expert_params * e_bytes / ranks * imbalance,
-            1.0,
-            "kernels.moe / ep / eplb",
-            c.moe_speed,
-        )
-    )
-    _moe_waves(ops, c, ffn, routed * ranks / max(phase.ep, 1))
+    hit = experts_hit(s.miss_rates, tokens)  # routing.distinct_experts
+    nbytes = hit * ffn.expert_params * c.expert_bytes / s.ranks * imbalance
+    bucket = rates.m_bucket(per_expert)
+    flops = s.expert_flops * routed
+    ops.append(_op_new(Op, ("grouped_moe", c.expert_dtype, bucket, per_expert, s.expert_n, hidden, flops, nbytes, 1.0,
+                            "kernels.moe / ep / eplb", c.moe_speed, ())))  # fmt: skip
+    if s.wave_gemms:
+        _moe_waves(ops, c, s, routed * s.ranks / s.wave_div)
     if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
-        quants = precision.standalone_quants(c.expert_dtype, c.model.expert_format, 2)
-        ops.append(_quant(routed, hidden, quants, "kernels.moe", c.expert_quant_bytes))
+        ops.append(_quant(routed, hidden, s.expert_quants, "kernels.moe", c.expert_quant_bytes))
     permute = 2 * 2 * routed * hidden * PERMUTE_BYTES  # permute + unpermute, each a read and a write
-    ops.append(Op("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute"))
+    ops.append(_op_new(Op, ("elementwise", "bf16", "any", routed, 0.0, 0.0, 0.0, permute, 2.0, "moe permute", 1.0, ())))
 
 
-def _moe_waves(ops: list, c: Context, ffn: FfnSpec, rows: float) -> None:
+def _moe_waves(ops: list, c: Context, s: FfnShape, rows: float) -> None:
     """The fixed time of the routed experts' tile waves (opcore._gemm_waves, tiles.GEMM_WAVE_FIXED_US) for the GEMMs
-    Context.moe_tile_waves names: the Triton fused MoE computes one tile per CTA over the whole K loop (SGLang
-    kernels/ops/moe/fused_moe_triton_kernels.py:557-611; block-FP8 scales applied outside the MMA each K step,
-    :590-602). Expert TP shards the intermediate: at DeepSeek-R1 TP8 the down projection reduces over 256 columns,
-    two K steps a tile, and sgl-project/sglang#10567 (H20, 8K tokens, TP8) timed it pointer-gathered at 2.43 ms
-    (the grouped op 1.46 + 367 waves x 2.6 us), with TMA at 1.435 (the op alone). `rows`: routed rows this rank
-    computes (all under expert TP, 1 / ep under EP); gate / up has rows x 2 x intermediate / moe_tp outputs."""
-    if not c.moe_tile_waves:
-        return
-    moe_tp = c.phase.tp * c.phase.dp / max(c.phase.ep, 1)
-    inter = ffn.expert_params / c.model.hidden_size / 3 / moe_tp  # a gated expert's w1, w3, w2
-    for name, n in (("gate_up", 2 * inter), ("down", c.model.hidden_size)):
-        if name in c.moe_tile_waves:
-            _gemm_waves(ops, c, c.expert_dtype, rows, n, 1.0, f"moe {name}")
+    Context.moe_tile_waves names (ffn_shape.moe_wave_gemms): the Triton fused MoE computes one tile per CTA over the
+    whole K loop (SGLang kernels/ops/moe/fused_moe_triton_kernels.py:557-611; block-FP8 scales applied outside the
+    MMA each K step, :590-602). Expert TP shards the intermediate: at DeepSeek-R1 TP8 the down projection reduces
+    over 256 columns, two K steps a tile, and sgl-project/sglang#10567 (H20, 8K tokens, TP8) timed it
+    pointer-gathered at 2.43 ms (the grouped op 1.46 + 367 waves x 2.6 us), with TMA at 1.435 (the op alone).
+    `rows`: routed rows this rank computes (all under expert TP, 1 / ep under EP)."""
+    for n, source in s.wave_gemms:
+        _gemm_waves(ops, c, c.expert_dtype, rows, n, 1.0, source)
 
 
 def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) -> None:
@@ -429,9 +391,10 @@ def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
 def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     """ffn_ops' GEMMs (dense or shared, routed experts) and router, in ffn_ops' order (tokens > 0)."""
     ops: list[Op] = []
-    _ffn_ops(ops, c, ffn, tokens)
-    if ffn.kind == "moe":  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
-        ops += router_ops(c, ffn, tokens)
+    s = ffn_shape(c, ffn)
+    _ffn_ops(ops, c, ffn, s, tokens)
+    if s.moe:  # after the FFN's ops: the shared-expert GEMM stays first (ops._overlapped_shared)
+        router_ops(ops, c, s, tokens)
     return ops
 
 

@@ -13,6 +13,7 @@ the public FP8/bf16 ratio). Built once per hardware fingerprint and looked up pe
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from autotune.perf import fractions, tiles
@@ -263,11 +264,14 @@ class RatesTable:
         return hit
 
 
+_M_BOUNDS = tuple(bound for bound, _ in M_BUCKETS)  # m_bucket's bisection over M_BUCKETS
+_M_NAMES = tuple(name for _, name in M_BUCKETS)
+
+
 def m_bucket(m: float) -> str:
-    for bound, name in M_BUCKETS:
-        if m <= bound:
-            return name
-    return M_BUCKETS[-1][1]
+    """The M_BUCKETS bucket of a GEMM of `m` rows: the first whose bound m does not exceed (a bisection: every GEMM
+    op asks); NaN in the last, as a scan would leave it."""
+    return _M_NAMES[bisect_left(_M_BOUNDS, m)] if m == m else _M_NAMES[-1]
 
 
 def _arch(hw: HardwareProfile) -> str:
