@@ -34,10 +34,9 @@ GEMM_DTYPES = ("bf16", "fp8", "int8", "fp4")
 # 0.55-0.60 already at m=256; 0.75 at m>1024 is a prior (the v1 global figure). sm_100 / sm_120 / others: the same
 # 0.75, a prior. kernel-torch-mm-bf16-crowd checks these priors (H200 790 TFLOPS, 0.80; B200 1,696, 0.75; RTX PRO
 # 6000 Server 409, 0.81): one source, the priors are not moved (op_check's gemm groups check them independently).
-# sm_80: calibration.yaml kernel-torch-mm-bf16-sm80-crowd (the same crowd table's Ampere rows): torch.mm bf16 264.5
-# TFLOPS on an A100 SXM4 80GB and 266.5 on an A800 SXM4 80GB, 0.848 / 0.854 of their 312 (246.3 on an A100 40GB,
-# 0.79); the FlashAttention-2 paper (arXiv:2307.08691, section 1) puts optimized GEMM at "up to 80-90% of the
-# theoretical maximum device throughput" of the A100 it measures on. 0.85 is used (before: the 0.75 default prior).
+# sm_80: calibration.yaml kernel-torch-mm-bf16-sm80-crowd (the crowd table's Ampere rows): torch.mm bf16 264.5 TFLOPS
+# on an A100 SXM4 80GB, 266.5 on an A800 SXM4 80GB: 0.848 / 0.854 of 312 (A100 40GB 246.3, 0.79); the FlashAttention-2
+# paper (arXiv:2307.08691, section 1): optimized GEMM reaches "up to 80-90% of the theoretical maximum" on A100.
 LARGE_GEMM_FRACTION = {"sm_80": 0.85, "sm_89": 0.80, "sm_90": 0.75, "sm_100": 0.75, "sm_120": 0.75}
 LARGE_GEMM_FRACTION_DEFAULT = 0.75  # domestic / unknown: prior
 LARGE_GEMM_PROVENANCE = {"sm_80": "public:kernel-torch-mm-bf16-sm80-crowd", "sm_89": "public:kernel-l20-hgemm-cublas"}
