@@ -37,8 +37,6 @@ def fused_allreduce_norm_fn(hw: HardwareProfile, group: tuple[int, ...], comm_se
 
         return unfused
     terms = path_terms(_Holder(hw), group, path)
-    epilogue_s_per_byte = cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB)
-    epilogue_s = cr.FUSED_NORM_EPILOGUE_US * 1e-6
     one_shot_max, norm_kernel = terms.one_shot_max_bytes, path.two_shot_norm_kernel
 
     def fused(nbytes: float) -> tuple[str, float, bool]:
@@ -47,15 +45,20 @@ def fused_allreduce_norm_fn(hw: HardwareProfile, group: tuple[int, ...], comm_se
         seconds = terms_s(terms, nbytes)
         if nbytes > one_shot_max and norm_kernel:
             return terms.name, seconds, True
-        return terms.name, seconds + epilogue_s + nbytes * epilogue_s_per_byte, False
+        return terms.name, _with_epilogue(hw, seconds, nbytes), False
 
     return fused
+
+
+def _with_epilogue(hw: HardwareProfile, seconds: float, nbytes: float) -> float:
+    """`seconds` of the all-reduce plus the norm's work inside the fused kernel for a message of `nbytes`: its fixed
+    time and its memory traffic."""
+    traffic_s = nbytes * (cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB))
+    return seconds + cr.FUSED_NORM_EPILOGUE_US * 1e-6 + traffic_s
 
 
 def fused_path_s(hw: HardwareProfile, group: tuple[int, ...], path, nbytes: float) -> float:
     """Seconds of one fused kernel `path` (an AllReducePath of capability/flashinfer_comm.py) on `group` for a
     message of `nbytes`, whatever the engine's dispatch would pick, its norm inside (a kernel benchmarked on its own:
     tests/bench/calibration_check.py)."""
-    terms = path_terms(_Holder(hw), tuple(group), path)
-    epilogue_bytes_s = nbytes * cr.FUSED_NORM_EPILOGUE_BYTES_PER_BYTE / (hw.gpu.mem_bw_gbs * GB)
-    return terms_s(terms, nbytes) + cr.FUSED_NORM_EPILOGUE_US * 1e-6 + epilogue_bytes_s
+    return _with_epilogue(hw, terms_s(path_terms(_Holder(hw), tuple(group), path), nbytes), nbytes)

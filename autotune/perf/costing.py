@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from autotune.perf import ascend, comm
 from autotune.perf.comm_fused import fused_allreduce_norm_fn
-from autotune.perf.opcore import DENSE_W4A16, FUSED_ALLREDUCE, Context, Op
+from autotune.perf.opcore import ADD_NORM_PASSES, DENSE_W4A16, FUSED_ALLREDUCE, Context, Op
 from autotune.specs.hardware import on_fabric
 
 GB = 1e9
@@ -88,15 +88,11 @@ def collective_s(c: Context, op: Op) -> tuple[str, float]:
         hit = c.allreduce_memo.get(key)
         if hit is None:
             fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
-            if name == "allreduce":
-                algo, seconds = fn(op.nbytes)
-                seconds *= c.table.collective_scale
-            else:
-                algo, seconds, norm_kernel = fn(op.nbytes)
-                seconds *= c.table.collective_scale
-                if norm_kernel:  # the norm's own kernel, priced as ffn_norm_ops prices one (oplist)
-                    _, bytes_per_s, min_s, _ = c.rate_terms.get(NORM_KEY) or _rate_terms(c, NORM_KEY)
-                    seconds += 4.0 * op.nbytes / bytes_per_s + min_s
+            algo, seconds, *norm_kernel = fn(op.nbytes)  # the fused kernel's cost also says if a norm kernel stays
+            seconds *= c.table.collective_scale
+            if norm_kernel and norm_kernel[0]:  # the norm's own kernel, priced as ffn_norm_ops prices one (oplist)
+                _, bytes_per_s, min_s, _ = c.rate_terms.get(NORM_KEY) or _rate_terms(c, NORM_KEY)
+                seconds += ADD_NORM_PASSES * op.nbytes / bytes_per_s + min_s
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
             hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)

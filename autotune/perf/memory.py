@@ -270,9 +270,8 @@ def _sglang_reserved_bytes(
     caps = profile(engine).graph_caps
     prefill_graph_tokens = caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, 1)[1] if caps else 0
     if role != "decode" and prefill_graph_tokens > 0:
-        mla = any(layer.attention.latent_shared for layer in model.layers)
         sizes = len(prefill_graph_sizes(prefill_graph_tokens))
-        graph_mb += SGLANG_MLA_PREFILL_GRAPH_MB if mla else sizes * SGLANG_PREFILL_GRAPH_MB_PER_SIZE
+        graph_mb += SGLANG_MLA_PREFILL_GRAPH_MB if model.latent_kv else sizes * SGLANG_PREFILL_GRAPH_MB_PER_SIZE
         graph_mb += SGLANG_DEEPEP_PREFILL_GRAPH_MB if deepep else 0
     working_mb = 512 + 1.5 * activation_tokens + graph_mb
     slack_mb = phase.tp * phase.dp * phase.pp / 8 * 1024  # SGLang's tp_size is tp x dp (attention-DP ranks)

@@ -66,6 +66,9 @@ def _gemm(source: str, dtype: str, m: float, weights: float, k: int, flops: floa
 # the collective name of an all-reduce whose following residual add + RMSNorm is fused into it (oplist.ffn_comm_ops;
 # perf/comm_fused.py prices it)
 FUSED_ALLREDUCE = "allreduce_norm"
+# message sizes a residual add + RMSNorm kernel moves: it reads the residual and the input, writes both
+# (oplist.ffn_norm_ops; costing.collective_s for the norm kernel a fused all-reduce leaves behind)
+ADD_NORM_PASSES = 4
 
 
 def _collective(name: str, group: tuple[int, ...], nbytes: float, source: str) -> Op:

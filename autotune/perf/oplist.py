@@ -17,6 +17,7 @@ from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
 from autotune.perf.opcore import (
+    ADD_NORM_PASSES,
     FUSED_ALLREDUCE,
     AttentionShape,
     Context,
@@ -420,7 +421,7 @@ def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     kernels = eff.NORMS_PER_LAYER - _fused_norms(c, ffn, dense_layout(ffn, phase, c.engine), rows)
     if kernels <= 0:
         return []
-    nbytes = kernels * 4 * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
+    nbytes = kernels * ADD_NORM_PASSES * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
     return [Op("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
 
 

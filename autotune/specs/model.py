@@ -134,6 +134,11 @@ class ModelSpec:
 
     # the layer walks below run for every prediction: cached_property computes each once per model object
     @cached_property
+    def latent_kv(self) -> bool:
+        """Some layer keeps one latent KV shared by every head (MLA-style): the engines' MLA attention backends."""
+        return any(layer.attention.latent_shared for layer in self.layers)
+
+    @cached_property
     def is_moe(self) -> bool:
         return any(layer.ffn.kind == "moe" for layer in self.layers)
 

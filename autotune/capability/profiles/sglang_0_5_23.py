@@ -53,8 +53,7 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     its config loader renames DeepseekV41ForCausalLM to DeepseekV4ForCausalLM (srt/configs/deepseek_v41.py:38-39),
     which is_deepseek_v4 matches (srt/configs/model_config.py:395-400)."""
     b = phase.batching
-    mla = any(layer.attention.latent_shared for layer in model.layers)
-    prefill = min(8192, b.chunked_prefill_tokens) if mla else b.chunked_prefill_tokens
+    prefill = min(8192, b.chunked_prefill_tokens) if model.latent_kv else b.chunked_prefill_tokens
     if phase.pp > 1 or phase.overlap.two_batch or model.family in ("deepseek_v4", "deepseek_v41"):
         prefill = 0
     return min(decode_graph_max_bs(memory_gib, phase), b.max_running), prefill
