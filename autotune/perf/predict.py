@@ -6,11 +6,13 @@ from collections.abc import Callable
 from functools import partial
 
 from autotune.capability.profiles import profile
-from autotune.perf import comm, precision, rates
+from autotune.perf import comm, precision, rates, sharding
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import complete, speculation, step_fn
 from autotune.perf.serving import (
+    NO_DP,
     Point,
+    Ranks,
     aggregated_at_rate,
     aggregated_point,
     candidate_sizes,
@@ -94,6 +96,13 @@ def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfil
     return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label, pending)
 
 
+def _ranks(phase: PhasePlan, engine: str) -> Ranks:
+    """The phase's attention-DP ranks for the steady state (serving.Ranks), each prompt on one of them."""
+    if phase.dp <= 1:
+        return NO_DP
+    return Ranks(phase.dp, sharding.rank_chunk(phase, engine, phase.batching.chunked_prefill_tokens))
+
+
 def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
     """Move one prompt's KV from a prefill instance to a decode instance; shards travel in parallel."""
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
@@ -158,6 +167,7 @@ def _points(
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
             mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
+            ranks=_ranks(phase, plan.engine),
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)
         point = partial(aggregated_point, step, **args)
@@ -169,6 +179,7 @@ def _points(
         w,
         pre.batching.chunked_prefill_tokens,
         pre.pp,
+        _ranks(pre, plan.engine),
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
     decode = _step_fn(model, dec, plan.engine, hw, "decode", pending)

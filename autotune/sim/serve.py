@@ -15,6 +15,7 @@ import math
 
 from autotune.capability.profiles import profile
 from autotune.perf.ops import speculation, step_fn
+from autotune.perf.sharding import rank_chunk
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
 from autotune.sim.trace import make_trace
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
@@ -30,18 +31,21 @@ def _instance(
     # the simulator reads step_ms only: steps timed only (ops.step_fn's `pending`, TimedStep; never completed)
     step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label, pending={})
     width, accepted = speculation(phase, model.family, w.draft_acceptance) if role != "prefill" else (1, 1.0)
+    chunk = phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1)
     return InstanceSpec(
         role=role,
-        cache=StepCache(step, phase.pp),
+        cache=StepCache(step, phase.pp, phase.dp),
         max_running=phase.batching.max_running,
         # a prefill-only instance keeps pp micro-batches in flight, each with its own token budget, as the
         # steady-state pool does (perf/serving.prefill_pool); mixed instances share one budget (aggregated_point)
-        chunk=phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1),
+        chunk=chunk,
         kv_tokens=kv_tokens,
         width=width,
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
         mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang's --enable-mixed-chunk is off by default
+        dp_ranks=phase.dp,
+        rank_chunk=rank_chunk(phase, plan.engine, chunk) if phase.dp > 1 else 0,  # within the pooled budget
     )
 
 

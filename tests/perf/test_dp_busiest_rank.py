@@ -1,0 +1,73 @@
+"""Attention DP: a request lives on one DP rank (SGLang's data-parallel controller, vLLM's DP engine cores), so a
+step's attention side costs the busiest rank's prompt tokens (opcore.rank_prompt_tokens) while the MoE side, after
+the gather, costs all of them; the steady-state screen expects the busiest rank's share from the prompts a step
+carries (serving._input)."""
+
+import dataclasses
+import math
+
+import pytest
+
+from autotune.catalog import load_model, load_preset
+from autotune.perf import predict
+from autotune.perf.opcore import StepInput, context
+from autotune.perf.oplist import attention_ops, ffn_ops, step_tokens
+from autotune.perf.ops import step_fn
+from autotune.perf.serving import Ranks, _input
+from autotune.perf.sharding import rank_chunk
+from autotune.specs import Batching, PhasePlan, Plan, Workload
+
+H200 = load_preset("h200-x8")
+DSV3 = load_model("deepseek-v3")
+DEP8 = PhasePlan(gpus=tuple(range(8)), tp=1, dp=8, ep=8, dp_attention=True)
+TP8 = PhasePlan(gpus=tuple(range(8)), tp=8)
+SPREAD = StepInput(prefill_tokens=4096.0, prefill_ctx=2048.0)  # the old even spread: 512 tokens a rank
+LONE = SPREAD._replace(prefill_rank_tokens=4096.0)  # one prompt, on one rank
+
+
+def _flops(ops) -> float:
+    return sum(op.flops for op in ops)
+
+
+def test_a_lone_prompt_costs_dp_times_the_spread_attention_and_the_same_moe():
+    c = context(DSV3, DEP8, "sglang", H200, DEP8.gpus)
+    layer = DSV3.layers[-1]  # a MoE layer
+    spread, lone = (attention_ops(c, layer.attention, x) for x in (SPREAD, LONE))
+    assert _flops(lone) == pytest.approx(8 * _flops(spread), rel=1e-9)  # projections and causal attention: linear
+    assert [op.m for op in lone if op.kind == "attention"] == [4096.0]  # the prefill kernel on the rank's rows
+    # the MoE side (after the gather) reads the step's tokens only: the same ops
+    assert ffn_ops(c, layer.ffn, step_tokens(LONE)) == ffn_ops(c, layer.ffn, step_tokens(SPREAD))
+    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "prefill")
+    moe = {k: v for k, v in step(LONE).rates_ms.items() if k.startswith("grouped_moe")}
+    assert moe and moe == {k: v for k, v in step(SPREAD).rates_ms.items() if k.startswith("grouped_moe")}
+    assert step(LONE).step_ms > step(SPREAD).step_ms * 1.5
+
+
+def test_a_full_burst_and_a_tp_plan_are_unchanged():
+    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "prefill")
+    burst = SPREAD._replace(prefill_rank_tokens=512.0)  # one 512-token prompt on each of the 8 ranks
+    assert step(burst).step_ms == pytest.approx(step(SPREAD).step_ms, rel=1e-12)
+    tp = step_fn(DSV3, TP8, "sglang", H200, TP8.gpus, "prefill")
+    assert tp(LONE).step_ms == tp(SPREAD).step_ms  # dp 1: the rank holds every prompt token either way
+
+
+def test_the_screen_puts_a_lone_prompt_on_one_rank_and_spreads_dp_of_them():
+    ranks = Ranks(8, 4096.0)
+    assert _input(ranks, 0, 0, 4096, 2048, 4096).prefill_rank_tokens == 4096  # one piece: one rank
+    assert _input(ranks, 0, 0, 8 * 4096, 2048, 4096).prefill_rank_tokens == 0.0  # dp pieces: the even spread
+    assert _input(ranks, 0, 0, 9 * 1000, 2048, 1000).prefill_rank_tokens == 2000  # round robin: 2 on the first
+    assert _input(Ranks(), 0, 0, 4096, 2048, 4096) == StepInput(0, 0, 4096, 2048)  # no DP: as before
+
+
+def test_sglang_dp_prefills_a_lone_prompt_in_chunk_over_dp_pieces_on_one_rank():
+    """SGLang divides --chunked-prefill-size by the DP size (srt/arg_groups/parallel_hook.py:326-331): at c=1 a
+    prompt takes isl / (chunk / dp) steps, each the busiest rank's whole piece; the TP plan keeps its chunk."""
+    w = Workload(isl=8192, osl=128, concurrency=1)
+    for phase, rank in ((DEP8, 1024), (TP8, 8192)):
+        phase = dataclasses.replace(phase, batching=Batching(max_running=64, chunked_prefill_tokens=8192))
+        assert rank_chunk(phase, "sglang", 8192) == rank
+        assert rank_chunk(phase, "vllm", 8192) == 8192  # each vLLM DP engine core has its own budget
+        p = predict(Plan("sglang", "aggregated", {"both": phase}), DSV3, H200, w)
+        step = step_fn(DSV3, phase, "sglang", H200, phase.gpus, "mixed")
+        x = StepInput(prefill_tokens=rank, prefill_ctx=w.isl / 2, prefill_rank_tokens=rank if phase.dp > 1 else 0)
+        assert p.ttft_ms["mean"] == pytest.approx(math.ceil(8192 / rank) * step(x).step_ms, rel=1e-9)
