@@ -100,7 +100,8 @@ def _ranks(phase: PhasePlan, engine: str) -> Ranks:
     """The phase's attention-DP ranks for the steady state (serving.Ranks), each prompt on one of them."""
     if phase.dp <= 1:
         return NO_DP
-    return Ranks(phase.dp, sharding.rank_chunk(phase, engine, phase.batching.chunked_prefill_tokens))
+    chunk = sharding.rank_chunk(phase, engine, phase.batching.chunked_prefill_tokens)
+    return Ranks(phase.dp, chunk, sharding.dp_prefill_apart(phase, engine))
 
 
 def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
@@ -166,7 +167,9 @@ def _points(
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
-            mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
+            # SGLang: prefill-only steps (serving.separate_point), but under attention DP one rank's prompt step
+            # carries the other ranks' decodes (sharding.dp_prefill_apart)
+            mixed=profile(plan.engine).mixed_prefill_chunks or sharding.dp_prefill_apart(phase, plan.engine),
             ranks=_ranks(phase, plan.engine),
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)

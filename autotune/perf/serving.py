@@ -48,6 +48,9 @@ class Ranks(NamedTuple):
 
     dp: int = 1
     chunk: float = math.inf
+    # each rank prefills apart from its own decodes while the others decode beside it (sharding.dp_prefill_apart):
+    # the steps mix prompts and decodes (aggregated_point's mixed path) but the prompts' budget is theirs alone
+    apart: bool = False
 
 
 NO_DP = Ranks()
@@ -105,17 +108,18 @@ def aggregated_point(
         per_request_ms = ttft + w.osl * tpot
         return Point(replicas * 1e3 / per_request_ms, ttft, tpot, replicas, (first, decode))
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
-    decoding = min(seqs - 1, chunk / (width + advance))
+    budget_w = 0.0 if ranks.apart else width  # decode tokens a step's prompt budget gives up per sequence
+    decoding = min(seqs - 1, chunk / (budget_w + advance))
     decoding = max(decoding, 1.0)
     need = decoding * advance  # prompt tokens the decoding sequences' successors bring per step, on average
-    piece = max(1.0, min(prompt, chunk - decoding * width))  # a prompt's share of a step with the budget free
+    piece = max(1.0, min(prompt, chunk - decoding * budget_w, ranks.chunk))  # a prompt's share of a free step
     if need < piece * (1 - 1e-9):  # (equal at the budget's equilibrium) the prompts run as fast as the budget
         # allows (the scheduler does not ration them): a share of the steps carries one `piece`, the others only
         # decode (sim/engine.py agrees); a request holds its slot for ceil(isl/piece) prompt steps, then
         # osl/accepted decode steps
         steps = w.osl / accepted
         held = max(1.0, seqs * steps / (steps + math.ceil(prompt / piece)))  # decoding, on average
-        held_piece = max(1.0, min(prompt, chunk - held * width))
+        held_piece = max(1.0, min(prompt, chunk - held * budget_w, ranks.chunk))
         if held * advance < held_piece:  # else the prompt budget binds after all: every step carries prompts
             mixed = step(_input(ranks, held, decode_ctx, held_piece, prompt_ctx, held_piece, pp))
             decode = step(StepInput(held / pp, decode_ctx))
@@ -124,7 +128,7 @@ def aggregated_point(
             rate = held * accepted / w.osl / t_ms * 1e3  # requests/s per instance
             ttft = mixed.step_ms * prompt / held_piece
             return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
-    prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
+    prompt_tokens = max(1.0, min(need, chunk - decoding * budget_w))  # every step carries prompt tokens
     mixed = step(_input(ranks, decoding, decode_ctx, prompt_tokens, prompt_ctx, min(prompt, prompt_tokens), pp))
     t_ms = mixed.step_ms
     rate = min(decoding * accepted / w.osl, prompt_tokens / prompt) / t_ms * 1e3  # requests/s per instance
@@ -275,11 +279,12 @@ def aggregated_at_rate(
     if not mixed:
         return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec, ranks)
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
+    budget_w = 0.0 if ranks.apart else width  # as in aggregated_point
 
     def mean_step(d: float) -> tuple[float, StepBreakdown]:
         """(mean step ms, the step that carries prompt tokens) with `d` decoding: prompts that fit the free
         budget run whole in a share of the steps, as in aggregated_point; otherwise every step carries some."""
-        piece = max(1.0, min(prompt, chunk - d * width))
+        piece = max(1.0, min(prompt, chunk - d * budget_w, ranks.chunk))
         need = d * advance
         if need < piece:
             mixed = step(_input(ranks, d, decode_ctx, piece, prompt_ctx, piece, pp))
@@ -288,7 +293,7 @@ def aggregated_at_rate(
         mixed = step(_input(ranks, d, decode_ctx, need, prompt_ctx, min(prompt, need), pp))
         return mixed.step_ms, mixed
 
-    lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (width + advance)))
+    lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (budget_w + advance)))
     for _ in range(40):
         mid = (lo + hi) / 2
         if mid * accepted / w.osl / mean_step(mid)[0] < r:
@@ -298,8 +303,8 @@ def aggregated_at_rate(
     d = hi
     mean_ms, mean = mean_step(d)
     tpot = (mean_ms if d >= 1.0 else mean_step(1.0)[0]) / accepted
-    budget = max(1.0, chunk - d * width)
-    piece = min(prompt, budget)
+    budget = max(1.0, chunk - d * budget_w)
+    piece = min(prompt, budget, ranks.chunk)
     first = step(_input(ranks, d, decode_ctx, piece, prompt_ctx, piece, pp))
     rho = min(1.0, d * advance / budget)
     ttft = first.step_ms * prompt / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * prompt / budget)

@@ -38,3 +38,13 @@ def rank_chunk(phase: PhasePlan, engine: str, chunk: int) -> int:
     if phase.dp > 1 and profile(engine).chunk_split_over_dp:
         return max(1, chunk // phase.dp)
     return chunk
+
+
+def dp_prefill_apart(phase: PhasePlan, engine: str) -> bool:
+    """An engine that runs prompts in prefill-only steps (SGLang: the profile's `mixed_prefill_chunks` off) under
+    attention DP without speculative decoding: each rank's scheduler picks its own batch, a prefill when it has
+    one, else its decodes (srt/managers/scheduler.py:3970-4010 get_next_batch_to_run, then the MLP sync), so one
+    rank's prompt step carries the other ranks' decodes and only its own wait; its prompt budget is not shared
+    with decodes. With speculative decoding SGLang keeps prefill and decode batches apart across the ranks
+    (scheduler.py:3979-3990, unless SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): every rank's decodes wait."""
+    return phase.dp > 1 and not profile(engine).mixed_prefill_chunks and phase.speculative.method == "none"

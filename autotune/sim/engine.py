@@ -142,6 +142,7 @@ class InstanceSpec:
     # budget only; SGLang: chunk / dp, srt/arg_groups/parallel_hook.py:326-331)
     dp_ranks: int = 1
     rank_chunk: int = 0
+    budget_apart: bool = False  # mixed steps whose prompt budget is not shared with decodes (sharding.dp_prefill_apart)
 
 
 class Outcome:
@@ -298,9 +299,10 @@ class Instance:
         while self.future and self.future[0][0] <= self.clock:
             self.waiting.append(heapq.heappop(self.future)[1])
         n = len(self.decoders)
-        budget = s.chunk - n * s.width if s.mixed else s.chunk
+        decode_w = s.width if s.mixed and not s.budget_apart else 0  # decode tokens the prompt budget gives up
+        budget = s.chunk - n * decode_w
         # each attention-DP rank's own prompt budget (InstanceSpec.rank_chunk), its even share of the decoders first
-        ranks = [s.rank_chunk - (n * s.width / s.dp_ranks if s.mixed else 0.0)] * s.dp_ranks if s.rank_chunk else None
+        ranks = [s.rank_chunk - n * decode_w / s.dp_ranks] * s.dp_ranks if s.rank_chunk else None
         # prompts already admitted take their chunks first, in order
         chunks, left = [], budget
         self._take(self.prefilling, chunks, left, ranks)

@@ -13,7 +13,7 @@ from autotune.perf import predict
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import attention_ops, ffn_ops, step_tokens
 from autotune.perf.ops import step_fn
-from autotune.perf.serving import Ranks, _input
+from autotune.perf.serving import Ranks, _input, separate_point
 from autotune.perf.sharding import rank_chunk
 from autotune.specs import Batching, PhasePlan, Plan, Workload
 
@@ -71,3 +71,17 @@ def test_sglang_dp_prefills_a_lone_prompt_in_chunk_over_dp_pieces_on_one_rank():
         step = step_fn(DSV3, phase, "sglang", H200, phase.gpus, "mixed")
         x = StepInput(prefill_tokens=rank, prefill_ctx=w.isl / 2, prefill_rank_tokens=rank if phase.dp > 1 else 0)
         assert p.ttft_ms["mean"] == pytest.approx(math.ceil(8192 / rank) * step(x).step_ms, rel=1e-9)
+
+
+def test_the_screen_lets_the_other_ranks_decode_beside_one_ranks_prompt():
+    """SGLang under DP attention without speculative decoding (sharding.dp_prefill_apart): the steady state runs
+    the mixed path with the prompts' budget their own, not separate_point's prefill-only steps that stall every
+    decode: a lower TPOT than that, and a higher one than the decode step alone."""
+    w = Workload(isl=8192, osl=256, concurrency=16)
+    p = predict(Plan("sglang", "aggregated", {"both": DEP8}), DSV3, H200, w)
+    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "mixed")
+    ranks = Ranks(8, rank_chunk(DEP8, "sglang", DEP8.batching.chunked_prefill_tokens), True)
+    chunk = DEP8.batching.chunked_prefill_tokens
+    stalled = separate_point(step, 16, 1, w, chunk, 1, ranks=ranks._replace(apart=False))
+    assert p.tpot_ms["mean"] < stalled.tpot_ms * 0.9
+    assert p.tpot_ms["mean"] > step(StepInput(decode_seqs=16, decode_ctx=8192 + 128)).step_ms

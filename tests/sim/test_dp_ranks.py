@@ -1,15 +1,18 @@
 """The simulator under attention DP: each prompt runs on one DP rank (round robin), under that rank's budget
 (InstanceSpec.rank_chunk), and the step costs the busiest rank's prompt tokens (StepCache's share)."""
 
+import dataclasses
+
 import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import predict
 from autotune.perf.ops import StepInput, step_fn
+from autotune.perf.sharding import dp_prefill_apart
 from autotune.sim.engine import Deployment, InstanceSpec, StepCache, simulate
 from autotune.sim.serve import simulate_prediction
 from autotune.sim.trace import make_trace
-from autotune.specs import Batching, PhasePlan, Plan, StepBreakdown, Workload
+from autotune.specs import Batching, PhasePlan, Plan, Speculative, StepBreakdown, Workload
 
 H200 = load_preset("h200-x8")
 DSV3 = load_model("deepseek-v3")
@@ -61,3 +64,24 @@ def test_a_lone_requests_ttft_rises_under_attention_dp_only(dp):
     else:  # SGLang's 1024-token rank chunks, each all on one rank: far above the spread
         assert sim.ttft_ms["mean"] > 3 * spread
         assert sim.ttft_ms["mean"] == pytest.approx(predict(plan, DSV3, H200, w).ttft_ms["mean"], rel=0.05)
+
+
+def test_one_ranks_prompt_step_carries_the_other_ranks_decodes_under_sglang_dp():
+    """sharding.dp_prefill_apart: SGLang's DP ranks each pick a prefill or their decodes (scheduler.py
+    get_next_batch_to_run), so a prompt step advances the decoding requests and its rank's budget stays whole."""
+    step = Recorder()
+    spec = InstanceSpec("both", StepCache(step, 1, 2), 64, 2048, 10**9, mixed=True, dp_ranks=2, rank_chunk=1024,
+                        budget_apart=True)  # fmt: skip
+    trace = make_trace(Workload(isl=1024, osl=40, rate_rps=50.0), 2)  # the second arrives while the first decodes
+    out = simulate(Deployment("aggregated", spec, 1), trace)
+    (second,) = [x for x in step.seen if x.prefill_tokens and x.decode_seqs]
+    assert second.prefill_tokens == 1024 and second.prefill_rank_tokens == 1024  # whole: no decode tokens taken
+    assert out.done_ms[0] < out.first_ms[1] + 39 * (5.0 + 0.05 * 2)  # the first kept decoding through it
+
+
+def test_dp_prefill_apart_is_sglang_dp_without_speculation():
+    dep8 = PhasePlan(gpus=tuple(range(8)), tp=1, dp=8, ep=8, dp_attention=True)
+    mtp = dataclasses.replace(dep8, speculative=Speculative(method="mtp", draft_tokens=1))
+    assert dp_prefill_apart(dep8, "sglang") and not dp_prefill_apart(mtp, "sglang")
+    assert not dp_prefill_apart(dep8, "vllm")  # chunked prefill mixes every step anyway
+    assert not dp_prefill_apart(PhasePlan(gpus=tuple(range(8)), tp=8), "sglang")
