@@ -133,7 +133,7 @@ def aggregated_point(
     t_ms = mixed.step_ms
     rate = min(decoding * accepted / w.osl, prompt_tokens / prompt) / t_ms * 1e3  # requests/s per instance
     waiting = max(0.0, seqs - decoding - 1)
-    ttft = t_ms * max(1.0, prompt / prompt_tokens) + waiting / rate * 1e3
+    ttft = t_ms * max(1.0, prompt / min(prompt_tokens, ranks.chunk)) + waiting / rate * 1e3  # on one rank
     return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
 
 

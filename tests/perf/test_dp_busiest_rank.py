@@ -13,7 +13,7 @@ from autotune.perf import predict
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import attention_ops, ffn_ops, step_tokens
 from autotune.perf.ops import step_fn
-from autotune.perf.serving import Ranks, _input, separate_point
+from autotune.perf.serving import Ranks, _input, aggregated_point, separate_point
 from autotune.perf.sharding import rank_chunk
 from autotune.specs import Batching, PhasePlan, Plan, Workload
 
@@ -85,3 +85,14 @@ def test_the_screen_lets_the_other_ranks_decode_beside_one_ranks_prompt():
     stalled = separate_point(step, 16, 1, w, chunk, 1, ranks=ranks._replace(apart=False))
     assert p.tpot_ms["mean"] < stalled.tpot_ms * 0.9
     assert p.tpot_ms["mean"] > step(StepInput(decode_seqs=16, decode_ctx=8192 + 128)).step_ms
+
+
+def test_a_prompt_takes_its_ranks_budget_per_step_when_every_step_carries_prompts():
+    """Every step carries prompt tokens (8k prompts, 128 outputs, 64 resident): the step's prompt tokens come from
+    several ranks, but one prompt advances by at most its rank's chunk / dp a step, so its TTFT is at least
+    isl / (chunk / dp) steps."""
+    w = Workload(isl=8192, osl=128)
+    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "mixed")
+    p = aggregated_point(step, 64, 1, w, 8192, 1, ranks=Ranks(8, 1024.0, True))
+    (mixed,) = p.steps
+    assert p.ttft_ms >= 8 * mixed.step_ms
