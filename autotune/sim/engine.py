@@ -29,7 +29,9 @@ KV to a decode instance (round-robin) in `kv_transfer_ms`; the client sees the f
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+import operator
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +47,7 @@ CTX_GRID = 4  # buckets per doubling of an attention context (+-9%)
 COST_EXACT_BELOW = 16  # step costs are evaluated at whole counts up to this, above on a 2^(1/2) grid ...
 COST_GRID = 2  # ... and interpolated linearly in the decoding sequences and the prompt tokens in between
 CTX_DRIFT = 0.1  # a decode segment ends once its mean context has grown by this share (a new context bucket)
+_TAKE = operator.itemgetter(1)  # a step's chunk's tokens: (prefilling item, tokens)
 SHARE_GRID = 32  # the busiest DP rank's share of a step's prompt tokens, looked up in steps of 1/32
 
 
@@ -196,9 +199,10 @@ class Instance:
         idle = not self.decoders and not self.prefilling
         return need, idle, idle or self.kv_used + need <= self.s.kv_tokens
 
-    def _take(self, items, chunks: list, left: float, ranks: list | None) -> None:
+    def _take(self, items, chunks: list, left: float, ranks: list | None, taken: list | None) -> None:
         """Append (item, tokens) to `chunks` for the prompts `items` in order: each takes what is left of its
-        prompt, the pooled budget `left` and its rank's budget (`ranks`, None: no per-rank budget)."""
+        prompt, the pooled budget `left` and its rank's budget (`ranks`, None: no per-rank budget); `taken`: each
+        rank's prompt tokens in the step so far, added to (None with one rank)."""
         for item in items:
             if left <= 0:
                 return
@@ -208,17 +212,10 @@ class Instance:
                 if take <= 0:
                     continue
                 ranks[item[3]] -= take
+            if taken is not None:
+                taken[item[3]] += take
             chunks.append((item, take))
             left -= take
-
-    def _busiest(self, chunks: list) -> float:
-        """The prompt tokens of the attention-DP rank that runs the most of `chunks` (0 with one rank)."""
-        if self.s.dp_ranks <= 1:
-            return 0.0
-        per_rank = [0.0] * self.s.dp_ranks
-        for item, take in chunks:
-            per_rank[item[3]] += take
-        return max(per_rank)
 
     def _admit(self, budget: int, ranks: list | None = None) -> None:
         s, out = self.s, self.out
@@ -303,23 +300,25 @@ class Instance:
         budget = s.chunk - n * decode_w
         # each attention-DP rank's own prompt budget (InstanceSpec.rank_chunk), its even share of the decoders first
         ranks = [s.rank_chunk - n * decode_w / s.dp_ranks] * s.dp_ranks if s.rank_chunk else None
-        # prompts already admitted take their chunks first, in order
-        chunks, left = [], budget
-        self._take(self.prefilling, chunks, left, ranks)
-        left -= sum(t for _, t in chunks)
+        # prompts already admitted take their chunks first, in order; `taken`: each attention-DP rank's tokens
+        chunks, left, taken = [], budget, [0.0] * s.dp_ranks if s.dp_ranks > 1 else None
+        if self.prefilling:
+            self._take(self.prefilling, chunks, left, ranks, taken)
+            left -= sum(map(_TAKE, chunks))
         before = len(self.prefilling)
         if s.whole_prompt_ranks:
             left = self._admit_whole(n)
             ranks = None
-        else:
+        elif self.waiting:
             self._admit(left, ranks)
-        self._take(list(self.prefilling)[before:], chunks, left, ranks)
+        if len(self.prefilling) > before:
+            self._take(itertools.islice(self.prefilling, before, None), chunks, left, ranks, taken)
         accepted = s.accepted
         dctx = self.ctx_sum / n + accepted * self.dsteps if n else 0.0
         if chunks:
-            p = sum(t for _, t in chunks)
+            p = sum(map(_TAKE, chunks))
             pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
-            busiest = self._busiest(chunks)
+            busiest = max(taken) if taken else 0.0  # the busiest attention-DP rank's
             if s.mixed:
                 k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest), n
             else:  # SGLang without --enable-mixed-chunk: a prefill batch runs alone, the decoding requests wait
