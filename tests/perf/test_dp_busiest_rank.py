@@ -10,6 +10,8 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import predict
+from autotune.perf.costing import _op_terms
+from autotune.perf.halves import attention_terms
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import attention_ops, ffn_ops, step_tokens
 from autotune.perf.ops import step_fn
@@ -96,3 +98,33 @@ def test_a_prompt_takes_its_ranks_budget_per_step_when_every_step_carries_prompt
     p = aggregated_point(step, 64, 1, w, 8192, 1, ranks=Ranks(8, 1024.0, True))
     (mixed,) = p.steps
     assert p.ttft_ms >= 8 * mixed.step_ms
+
+
+def _seconds(terms) -> float:
+    return sum(term[2] for term in terms)
+
+
+def test_a_rank_that_prefills_apart_runs_no_decodes_so_the_layer_waits_for_the_longer_side():
+    """SGLang under DP attention without speculation (sharding.dp_prefill_apart): the busiest rank runs its prompt's
+    prefill and no decodes while the others decode (srt/managers/scheduler.py:3971-4002), so a mixed step's
+    attention half is the longer of the two sides (halves._apart_terms), not one batch of both; vLLM's engine core
+    runs its decodes and its prompt chunk in one batch (attention_ops of the mixed input)."""
+    layer = DSV3.layers[-1]
+    mixed = StepInput(64.0, 4096.0, 2048.0, 1024.0, 1.0, 2048.0)
+    prefill = StepInput(prefill_tokens=2048.0, prefill_ctx=1024.0, prefill_rank_tokens=2048.0)
+    decode = StepInput(64.0, 4096.0)
+    for engine, apart in (("sglang", True), ("vllm", False)):
+        c = context(DSV3, DEP8, engine, H200, DEP8.gpus)
+        sides = [_seconds(attention_terms(c, layer.attention, x)) for x in (prefill, decode)]
+        half = _seconds(attention_terms(c, layer.attention, mixed))
+        batch = _seconds(_op_terms(c, attention_ops(c, layer.attention, mixed)))
+        assert half == (max(sides) if apart else batch)
+        assert (batch > half * (1 + 1e-6)) if apart else (half != max(sides))
+    # the busiest rank's prefill reads its own tokens only: the same half whatever the other ranks prefill
+    c = context(DSV3, DEP8, "sglang", H200, DEP8.gpus)
+    wide = mixed._replace(prefill_tokens=6000.0)
+    assert attention_terms(c, layer.attention, wide) == attention_terms(c, layer.attention, mixed)
+    # and the step (same MoE tokens) is cheaper than the decode rows and the prompt run as one batch
+    sglang = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "mixed")
+    vllm = step_fn(DSV3, DEP8, "vllm", H200, DEP8.gpus, "mixed")
+    assert sglang(mixed).rates_ms != vllm(mixed).rates_ms
