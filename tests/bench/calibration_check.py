@@ -1226,7 +1226,9 @@ FP4B23_APART = (
     "exclude list and KV dtype not read, GLM-5.3's config for GLM-5.2's; shown to measure the NVFP4 GLM pattern "
     "of issue 16 (output 1.6x optimistic, P50 TPOT within 5%, before dpp24 put each prompt on one DP rank in "
     "chunks of --chunked-prefill-size / dp beside the other ranks' decodes: 0.92 of the output, the mean TPOT 1.7x "
-    "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml)."
+    "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml; 0.95 of the output "
+    "and the P50 TPOT 1.62x since dpp25: the prefilling rank runs none of its own decodes, so a layer waits for the "
+    "longer of its prefill and the other ranks' decodes, not for both)."
 )
 
 
