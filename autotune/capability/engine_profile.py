@@ -101,6 +101,9 @@ class EngineProfile:
     memory_budget: MemoryBudget
     tp_spans_dp: bool  # the TP group spans the DP-attention ranks (--tp-size = tp * dp): all-reduce world, dense
     # MLP over all ranks, LM head over tp*dp without --enable-dp-lm-head, shared experts over tp*dp
+    # under attention DP each rank prefills its own requests with chunked_prefill_tokens / dp of them per step (else
+    # each rank's scheduler takes up to the whole chunk): sim/serve.py, perf/serving.py
+    chunk_split_over_dp: bool
     separate_state_pool: bool  # hybrid models: linear-attention states in their own pool (else per request, in KV)
     states_per_request: int  # linear-attention state copies a running request pins (before speculative tokens)
     # ---- automatic kernel choices

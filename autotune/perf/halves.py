@@ -16,7 +16,7 @@ from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, coll
 from autotune.perf.lm_head import head_kernel_ops, head_ops, logits_gather
 from autotune.perf.opcore import Context, StepInput
 from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
-from autotune.perf.sharding import head_over_dp
+from autotune.perf.sharding import dp_prefill_apart, head_over_dp
 from autotune.specs import AttentionSpec, FfnSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
@@ -26,6 +26,7 @@ PREFIX_MEMO_MAX = 4096  # distinct key parts numbered (number): attention prefix
 
 _ATTENTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
 _KIND = operator.itemgetter(0)  # an Op's kind (Op.kind), read in C: no generator frame per op
+_SECONDS = operator.itemgetter(2)  # an op term's seconds (costing._op_terms)
 
 
 def _attention_prefix(c: Context) -> int:
@@ -36,17 +37,20 @@ def _attention_prefix(c: Context) -> int:
     Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs' K-loop bounds
     (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
     fp8_prefill_speed), the latent-MLA decode
-    query tile (Context.mla_decode_q_tile), and the vllm-ascend platform options when the engine runs on it."""
+    query tile (Context.mla_decode_q_tile), the vllm-ascend platform options when the engine runs on it, and
+    whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
+    in the Context's memo_keys as "dp_apart"."""
     hit = c.memo_keys.get("attention")
     if hit is None:
         phase = c.phase
+        apart = c.memo_keys["dp_apart"] = dp_prefill_apart(phase, c.engine)
         platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
         prefix = (
             id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop, c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
-            c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed,
+            c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
         )  # fmt: skip
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
@@ -100,10 +104,13 @@ def plain(value, leave_out: tuple[str, ...] = ()):
 def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
     """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
     may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
-    the layer kind and the input. attention_ops issues no collective (dcp_ops does)."""
+    the layer kind and the input. attention_ops issues no collective (dcp_ops does). A step that carries prompt
+    tokens and decodes on an engine whose DP ranks run them apart takes _apart_terms."""
     prefix = c.memo_keys.get("attention")  # _attention_prefix's number, once the Context has it
     if prefix is None:
         prefix = _attention_prefix(c)
+    if x.prefill_tokens and x.decode_seqs and c.memo_keys["dp_apart"]:
+        return _apart_terms(c, att, x)
     key = (prefix, id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
     if hit is not None:
@@ -113,6 +120,22 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     if "collective" not in map(_KIND, ops):  # a collective's cost depends on more than the key
         _ATTENTION_TERMS.put(key, op_terms)
     return op_terms
+
+
+def _apart_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
+    """The attention half of a step that carries prompt tokens and decodes where each attention-DP rank runs
+    either a prefill or its own decodes (sharding.dp_prefill_apart; SGLang: get_next_batch_to_run picks the
+    rank's prefill batch when it has one, else its running decode batch, srt/managers/scheduler.py:3971-4002,
+    and the ranks meet at the MLP sync / MoE gather, maybe_prepare_mlp_sync_batch, scheduler.py:4005-4008): the
+    layer waits for the longer of the busiest rank's prefill (its prompt tokens: opcore.rank_prompt_tokens) and a
+    decoding rank's share of the decode rows, not their sum. Both halves are the prefill-only and decode-only
+    steps' own (attention_terms), so the mixed steps of such an engine share them; with the busiest rank's prompt
+    tokens placed (x.prefill_rank_tokens) the prefill half reads only those (opcore.attention_rows), so it is
+    the one of a lone prompt of that many tokens on one rank, whatever the other ranks prefill."""
+    rank = x.prefill_rank_tokens
+    prefill = attention_terms(c, att, StepInput(0.0, 0.0, rank or x.prefill_tokens, x.prefill_ctx, 1.0, rank))
+    decode = attention_terms(c, att, StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width))
+    return prefill if sum(map(_SECONDS, prefill)) >= sum(map(_SECONDS, decode)) else decode
 
 
 _ATTENTION_SUMS = BoundedMemo(ATTENTION_MEMO_MAX)

@@ -19,7 +19,8 @@ def absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> b
         return False
     if not mla.is_absorbed_mla(att):
         return False
-    return tiles.prefill_rows_per_seq(x.prefill_tokens / dp, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+    tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's (rank_prompt_tokens)
+    return tiles.prefill_rows_per_seq(tokens, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
 
 
 def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape,
@@ -29,7 +30,7 @@ def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput
     prefill; each sequence's latent KV is read once, its queries and latent outputs once per row. The engine runs
     them in the decode rows' kernel (forward_mqa on the whole decode batch), so with decode rows this op's FLOPs
     and bytes join the decode op just appended, else it is a kernel of its own. No key concat, no output copy."""
-    tokens = x.prefill_tokens / c.phase.dp
+    tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp  # the busiest DP rank's (rank_prompt_tokens)
     rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
     entries = attended_entries(att, x.prefill_ctx)
     flops = 2 * shape.heads_per_rank * shape.score_dim_decode * (entries + tiles.causal_diagonal_entries(entries))

@@ -31,6 +31,28 @@ class StepInput(NamedTuple):
     prefill_tokens: float = 0.0
     prefill_ctx: float = 0.0
     decode_width: float = 1.0  # tokens each decode sequence runs per step (step_cost sets 1 + draft tokens)
+    # prompt tokens on the busiest attention-DP rank (0: the even spread, prefill_tokens / dp): rank_prompt_tokens
+    prefill_rank_tokens: float = 0.0
+
+
+def rank_prompt_tokens(x: StepInput, dp: int) -> float:
+    """The prompt tokens the busiest attention-DP rank runs in step `x`: a request lives on one DP rank in both
+    engines (SGLang's controller sends it to one rank, round robin by default:
+    srt/managers/data_parallel_controller.py:880-890, srt/arg_groups/serving_hook.py:222-234; vLLM's client picks
+    one DP engine core per request: v1/engine/core_client.py:1829-1860), which prefills it alone while the other
+    ranks run their own batch, or an idle one, in the same forward because the MoE layers gather every rank's
+    tokens (SGLang srt/managers/scheduler_components/dp_attn.py:665-675; vLLM execute_dummy_batch,
+    v1/engine/core.py:2780-2787). So the attention side of a step (the projections, norms and kernels on the rank's
+    own tokens) costs the busiest rank's prompt tokens; the MoE side after the gather costs them all.
+    x.prefill_rank_tokens where the caller placed the prompts (sim/engine.py, perf/serving.py), else the even
+    spread."""
+    return x.prefill_rank_tokens or x.prefill_tokens / dp
+
+
+def attention_rows(x: StepInput, dp: int) -> float:
+    """Rows the busiest attention-DP rank runs through its attention side: its even share of the decode rows and
+    its prompts' tokens (rank_prompt_tokens)."""
+    return x.decode_seqs * x.decode_width / dp + rank_prompt_tokens(x, dp)
 
 
 class Op(NamedTuple):

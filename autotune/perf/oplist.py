@@ -32,6 +32,7 @@ from autotune.perf.opcore import (
     _quant,
     _tile_speed,
     activation_op,
+    attention_rows,
     dense_op_dtype,
     prefill_fill,
     rope_op,
@@ -125,15 +126,14 @@ def _fa3_paged(c: Context, att: AttentionSpec) -> bool:
     return c.fa3_paged_prefill and not att.latent_shared and att.compress_ratio == 1 and not att.index_heads
 
 
-def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, tokens: float) -> None:
-    """Projections (split over TP, but MLA's q_a / kv_a replicated: `replicated_params`), then the attention
-    kernels: decode rows and prefill rows are separate kernels (decode reads each sequence's KV once).
-    The step-independent parts come from _attention_shape."""
+def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, rows: float) -> None:
+    """Projections (split over TP, but MLA's q_a / kv_a replicated: `replicated_params`) on the busiest DP rank's
+    `rows` (attention_rows), then the attention kernels: decode rows and prefill rows are separate kernels (decode
+    reads each sequence's KV once). The step-independent parts come from _attention_shape."""
     shape = _attention_shape(c, att)
     phase, hidden = c.phase, c.model.hidden_size
     tp, dp = phase.tp, phase.dp
     dense_dtype, dense_speed = c.dense_dtype, c.dense_speed
-    rows = tokens / dp  # each rank of a DP group holds its own requests
     bucket = rates.m_bucket(rows)
     split_flops = shape.split_flops * rows / tp
     split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
@@ -158,7 +158,9 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, toke
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
-        absorbed_rows = x.decode_seqs * x.decode_width / dp + (x.prefill_tokens / dp if absorbed_prefill else 0.0)
+        absorbed_rows = x.decode_seqs * x.decode_width / dp + (
+            (x.prefill_rank_tokens or x.prefill_tokens / dp) if absorbed_prefill else 0.0  # rank_prompt_tokens
+        )
         mla_ops.module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
     if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
         ops.append(rope_op(rows, shape, att.score_dim / 2))
@@ -203,7 +205,7 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
     layer's prefill kernels; the CTA waves."""
     dp, kv_elem_bytes = c.phase.dp, c.kv_elem_bytes
     heads_per_rank, index_heads_per_rank = shape.heads_per_rank, shape.index_heads_per_rank
-    tokens_per_rank = x.prefill_tokens / dp
+    tokens_per_rank = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's: rank_prompt_tokens
     entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
     # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
     computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
@@ -344,15 +346,21 @@ def step_tokens(x: StepInput) -> float:
     return x.decode_seqs * x.decode_width + x.prefill_tokens
 
 
+def _rows(x: StepInput, tokens: float, dp: int) -> float:
+    """opcore.attention_rows of a step of `tokens` tokens: tokens / dp for the even spread (the hot path's one
+    division)."""
+    return attention_rows(x, dp) if x.prefill_rank_tokens else tokens / dp
+
+
 def attention_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
     """The attention half of a layer (projections and kernels) for the layer's own input (layer_input)."""
     ops: list[Op] = []
     tokens = step_tokens(x)
     if tokens > 0 and att.is_linear:  # projections as any attention layer, then the scan / recurrent kernels
-        _attention_ops(ops, c, att, StepInput(decode_width=x.decode_width), tokens)
+        _attention_ops(ops, c, att, StepInput(decode_width=x.decode_width), _rows(x, tokens, c.phase.dp))
         ops += _linear_kernel_ops(c, att, x)
     elif tokens > 0:
-        _attention_ops(ops, c, att, x, tokens)
+        _attention_ops(ops, c, att, x, _rows(x, tokens, c.phase.dp))
     return ops
 
 
@@ -360,7 +368,7 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
     """Linear-attention kernels (perf/linear_attention.py): the recurrent step for the decode rows, the chunked
     scan for the prompt tokens; no KV is read, the per-request state is."""
     tp, dp, dtype = c.phase.tp, c.phase.dp, c.model.state_dtype
-    rows = step_tokens(x) / dp
+    rows = _rows(x, step_tokens(x), dp)
     conv, norm = linear_attention.side_kernel_bytes(att, rows, x.decode_seqs / dp, tp)
     # the short convolution (an elementwise pass) and the gated RMSNorm (a plain norm, no residual add): the
     # elementwise and norm floors of rates.MIN_US and the stream rate of their classes
@@ -374,7 +382,7 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
         ops.append(Op("attention", "bf16", "decode", seqs * x.decode_width, 0.0, 0.0, cost.flops, cost.nbytes,
                       1.0, f"linear attention ({att.kind})"))  # fmt: skip
     if x.prefill_tokens:
-        tokens = x.prefill_tokens / dp
+        tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # rank_prompt_tokens
         cost = linear_attention.prefill_cost(att, tokens, tp, dtype)
         ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0,
                       f"linear attention ({att.kind})", linear_attention.SCAN_SPEED))  # fmt: skip

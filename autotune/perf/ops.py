@@ -313,7 +313,7 @@ def _step(
     model, phase, engine = c.model, c.phase, c.engine
     width = spec_width if x.decode_seqs else 1
     if width > 1:
-        x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width)
+        x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
     decode_only = StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width) if x.prefill_tokens else x
     inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
     total = Cost()

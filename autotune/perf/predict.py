@@ -6,11 +6,13 @@ from collections.abc import Callable
 from functools import partial
 
 from autotune.capability.profiles import profile
-from autotune.perf import comm, efficiency, precision, rates
+from autotune.perf import comm, efficiency, precision, rates, sharding
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import complete, speculation, step_fn
 from autotune.perf.serving import (
+    NO_DP,
     Point,
+    Ranks,
     aggregated_at_rate,
     aggregated_point,
     candidate_sizes,
@@ -94,6 +96,14 @@ def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfil
     return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label, pending)
 
 
+def _ranks(phase: PhasePlan, engine: str) -> Ranks:
+    """The phase's attention-DP ranks for the steady state (serving.Ranks), each prompt on one of them."""
+    if phase.dp <= 1:
+        return NO_DP
+    chunk = sharding.rank_chunk(phase, engine, phase.batching.chunked_prefill_tokens)
+    return Ranks(phase.dp, chunk, sharding.dp_prefill_apart(phase, engine))
+
+
 def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int) -> float:
     """Move one prompt's KV from a prefill instance to a decode instance; shards travel in parallel."""
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
@@ -157,7 +167,10 @@ def _points(
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
-            mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang: prefill-only steps (serving.separate_point)
+            # SGLang: prefill-only steps (serving.separate_point), but under attention DP one rank's prompt step
+            # carries the other ranks' decodes (sharding.dp_prefill_apart)
+            mixed=profile(plan.engine).mixed_prefill_chunks or sharding.dp_prefill_apart(phase, plan.engine),
+            ranks=_ranks(phase, plan.engine),
             pickup=efficiency.pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch ahead
         )
         step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)
@@ -170,6 +183,7 @@ def _points(
         w,
         pre.batching.chunked_prefill_tokens,
         pre.pp,
+        _ranks(pre, plan.engine),
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
     decode = _step_fn(model, dec, plan.engine, hw, "decode", pending)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from autotune.perf.ops import StepInput
 from autotune.specs import StepBreakdown, Workload
@@ -43,8 +44,34 @@ class Point:
     steps: tuple[StepBreakdown, ...]
 
 
-def _prefill_input(tokens: float, ctx: float) -> StepInput:
-    return StepInput(prefill_tokens=tokens, prefill_ctx=ctx)
+class Ranks(NamedTuple):
+    """The attention-DP ranks of an instance, each prompt on one of them (opcore.rank_prompt_tokens): how many, and
+    one rank's prompt tokens per step (sharding.rank_chunk)."""
+
+    dp: int = 1
+    chunk: float = math.inf
+    # each rank prefills apart from its own decodes while the others decode beside it (sharding.dp_prefill_apart):
+    # the steps mix prompts and decodes (aggregated_point's mixed path) but the prompts' budget is theirs alone
+    apart: bool = False
+
+
+NO_DP = Ranks()
+
+
+def _input(ranks: Ranks, d: float, dctx: float, p: float, pctx: float, piece: float, pp: int = 1) -> StepInput:
+    """The StepInput (per micro-batch: / pp) of `d` decoding sequences and `p` prompt tokens in pieces of `piece`
+    (one prompt's tokens in the step), with the busiest attention-DP rank's prompt tokens expected as the round
+    robin (sim/engine.py) places the pieces: ceil(pieces / dp) of them on the busiest rank, within its budget and
+    the step's tokens, at least the even spread. A lone prompt is all on one rank; dp or more pieces spread."""
+    if ranks.dp <= 1 or not p:
+        return StepInput(d / pp, dctx, p / pp, pctx)
+    even = p / ranks.dp
+    busiest = min(p, ranks.chunk, max(even, math.ceil(p / max(piece, 1.0) / ranks.dp - 1e-9) * piece))
+    return StepInput(d / pp, dctx, p / pp, pctx, 1.0, busiest / pp if busiest > even * (1 + 1e-9) else 0.0)
+
+
+def _prefill_input(tokens: float, ctx: float, ranks: Ranks = NO_DP, piece: float = 0.0) -> StepInput:
+    return _input(ranks, 0.0, 0.0, tokens, ctx, piece or tokens)
 
 
 def _prompt(w: Workload) -> tuple[float, float]:
@@ -64,6 +91,7 @@ def aggregated_point(
     spec: tuple[int, float] = (1, 1.0),
     mixed: bool = True,
     pickup: float = 0.0,
+    ranks: Ranks = NO_DP,
 ) -> Point:
     """`seqs` requests resident in each of `replicas` identical instances; `spec` = (tokens verified, tokens
     accepted) per decoding sequence and step (ops.speculation); `mixed`: prompt chunks ride in the decode steps
@@ -71,53 +99,63 @@ def aggregated_point(
     `pickup`: steps the engine's loop has already scheduled when it reads a request that arrives while others run
     (efficiency.pickup_lag_steps): a closed loop's request, sent when its predecessor finishes at a step boundary,
     starts that many (mean) steps later; with one request per instance it finds the instance idle and starts at
-    once. sim/engine.py admits by the same rule."""
+    once. sim/engine.py admits by the same rule.
+    `ranks`: the attention-DP ranks, each prompt on one (_input)."""
     width, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
     if seqs > 1 and not mixed:
-        return separate_point(step, seqs, replicas, w, chunk, pp, spec, pickup)
+        return separate_point(step, seqs, replicas, w, chunk, pp, spec, pickup, ranks)
     if seqs <= 1:
-        first = step(_prefill_input(min(chunk, prompt), prompt_ctx))
+        alone = min(chunk, ranks.chunk, prompt)  # a lone prompt runs on one rank, in its budget
+        first = step(_prefill_input(alone, prompt_ctx, ranks))
         decode = step(StepInput(decode_seqs=1, decode_ctx=decode_ctx))
-        ttft = math.ceil(prompt / chunk) * first.step_ms
+        ttft = math.ceil(prompt / alone) * first.step_ms
         tpot = decode.step_ms / accepted
         per_request_ms = ttft + w.osl * tpot
         return Point(replicas * 1e3 / per_request_ms, ttft, tpot, replicas, (first, decode))
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
-    decoding = min(seqs - 1, chunk / (width + advance))
+    budget_w = 0.0 if ranks.apart else width  # decode tokens a step's prompt budget gives up per sequence
+    decoding = min(seqs - 1, chunk / (budget_w + advance))
     decoding = max(decoding, 1.0)
     need = decoding * advance  # prompt tokens the decoding sequences' successors bring per step, on average
-    piece = max(1.0, min(prompt, chunk - decoding * width))  # a prompt's share of a step with the budget free
+    piece = max(1.0, min(prompt, chunk - decoding * budget_w, ranks.chunk))  # a prompt's share of a free step
     if need < piece * (1 - 1e-9):  # (equal at the budget's equilibrium) the prompts run as fast as the budget
         # allows (the scheduler does not ration them): a share of the steps carries one `piece`, the others only
         # decode (sim/engine.py agrees); a request holds its slot for ceil(isl/piece) prompt steps, then
         # osl/accepted decode steps
         steps = w.osl / accepted
         held = max(1.0, seqs * steps / (steps + math.ceil(prompt / piece)))  # decoding, on average
-        held_piece = max(1.0, min(prompt, chunk - held * width))
+        held_piece = max(1.0, min(prompt, chunk - held * budget_w, ranks.chunk))
         if held * advance < held_piece:  # else the prompt budget binds after all: every step carries prompts
-            mixed = step(StepInput(held / pp, decode_ctx, held_piece / pp, prompt_ctx))
+            mixed = step(_input(ranks, held, decode_ctx, held_piece, prompt_ctx, held_piece, pp))
             decode = step(StepInput(held / pp, decode_ctx))
             share = held * advance / held_piece
             t_ms = share * mixed.step_ms + (1 - share) * decode.step_ms
             rate = held * accepted / w.osl / t_ms * 1e3  # requests/s per instance
             ttft = mixed.step_ms * prompt / held_piece + pickup * t_ms
             return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed, decode))
-    prompt_tokens = max(1.0, min(need, chunk - decoding * width))  # every step carries prompt tokens
-    mixed = step(StepInput(decoding / pp, decode_ctx, prompt_tokens / pp, prompt_ctx))
+    prompt_tokens = max(1.0, min(need, chunk - decoding * budget_w))  # every step carries prompt tokens
+    mixed = step(_input(ranks, decoding, decode_ctx, prompt_tokens, prompt_ctx, min(prompt, prompt_tokens), pp))
     t_ms = mixed.step_ms
     rate = min(decoding * accepted / w.osl, prompt_tokens / prompt) / t_ms * 1e3  # requests/s per instance
     waiting = max(0.0, seqs - decoding - 1)
-    # a request queued for the prompt budget is read while it waits: the loop's lag hides in that queue
-    ttft = t_ms * max(1.0, prompt / prompt_tokens) + max(waiting / rate * 1e3, pickup * t_ms)
+    # a request queued for the prompt budget is read while it waits: the loop's lag hides in that queue; a prompt
+    # runs on one rank
+    ttft = t_ms * max(1.0, prompt / min(prompt_tokens, ranks.chunk)) + max(waiting / rate * 1e3, pickup * t_ms)
     return Point(rate * replicas, ttft, t_ms / accepted, seqs * replicas, (mixed,))
 
 
-def _prefill_batch(prompt: float, arrivals: float, chunk: int) -> float:
-    """Prompt tokens in one prefill-only step: the prompts that arrive during a decode step, packed up to the
-    chunk budget (a prompt longer than the budget runs in chunks of it)."""
-    return max(1.0, min(float(chunk), max(prompt, arrivals * prompt)))
+def _prefill_batch(piece: float, arrivals: float, chunk: int) -> float:
+    """Prompt tokens in one prefill-only step: the prompts that arrive during a decode step, each a `piece` (the
+    prompt, or the chunk of it its rank's budget takes: _piece), packed up to the chunk budget."""
+    return max(1.0, min(float(chunk), max(piece, arrivals * piece)))
+
+
+def _piece(prompt: float, chunk: int, ranks: Ranks) -> float:
+    """A prompt's tokens in one step: the prompt, or the chunk of it that the budget (its rank's, ranks.chunk, under
+    attention DP) takes."""
+    return max(1.0, min(prompt, float(chunk), ranks.chunk))
 
 
 def separate_point(
@@ -129,6 +167,7 @@ def separate_point(
     pp: int,
     spec: tuple[int, float] = (1, 1.0),
     pickup: float = 0.0,
+    ranks: Ranks = NO_DP,
 ) -> Point:
     """Steady state of an engine that runs prompts in prefill-only steps (SGLang without --enable-mixed-chunk,
     its default; sim/engine.py runs the same rule): while prompts wait, a prefill step takes the whole chunk
@@ -141,12 +180,13 @@ def separate_point(
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
     arrivals = seqs * accepted / w.osl  # prompts per decode step
-    batch = _prefill_batch(prompt, arrivals, chunk)
+    piece = _piece(prompt, chunk, ranks)
+    batch = _prefill_batch(piece, arrivals, chunk)
     decode = step(StepInput(seqs / pp, decode_ctx))
-    fill = step(_prefill_input(batch / pp, prompt_ctx))
+    fill = step(_input(ranks, 0.0, 0.0, batch, prompt_ctx, piece, pp))
     cycle_ms = decode.step_ms + arrivals * prompt * fill.step_ms / batch
     rate = arrivals / cycle_ms * 1e3  # requests/s per instance
-    ttft = math.ceil(prompt / batch) * fill.step_ms + pickup * decode.step_ms
+    ttft = math.ceil(prompt / piece) * fill.step_ms + pickup * decode.step_ms
     return Point(rate * replicas, ttft, cycle_ms / accepted, seqs * replicas, (fill, decode))
 
 
@@ -159,17 +199,19 @@ class PrefillPool:
     replicas: int = 1
 
 
-def prefill_pool(step: StepFn, replicas: int, w: Workload, chunk: int, pp: int) -> PrefillPool:
+def prefill_pool(step: StepFn, replicas: int, w: Workload, chunk: int, pp: int, ranks: Ranks = NO_DP) -> PrefillPool:
     """Prefill-only instances. Saturated, each step fills the whole token budget: prompts shorter than the chunk
     are packed several per step (vLLM and SGLang schedule waiting prompts until max_num_batched_tokens /
-    chunked_prefill_size is reached, chunking the last one), longer ones are chunked."""
+    chunked_prefill_size is reached, chunking the last one), longer ones are chunked. A lone prompt runs on one
+    attention-DP rank, in its budget (`ranks`)."""
     prompt, prompt_ctx = _prompt(w)
-    s = step(_prefill_input(chunk, prompt_ctx))
+    piece = _piece(prompt, chunk, ranks)
+    s = step(_prefill_input(chunk, prompt_ctx, ranks, piece))
     stage_ms = s.step_ms / pp
     rate = replicas * chunk / (prompt * stage_ms) * 1e3
-    ttft = (math.ceil(prompt / chunk) + pp - 1) * stage_ms
-    alone = min(chunk, prompt)
-    lone = s if alone == chunk else step(_prefill_input(alone, prompt_ctx))
+    ttft = (math.ceil(prompt / piece) + pp - 1) * stage_ms
+    alone = piece
+    lone = s if alone == chunk else step(_prefill_input(alone, prompt_ctx, ranks))
     lone_ttft = (math.ceil(prompt / alone) + pp - 1) * lone.step_ms / pp
     return PrefillPool(rate, ttft, s, lone_ttft, replicas)
 
@@ -229,6 +271,7 @@ def aggregated_at_rate(
     spec: tuple[int, float] = (1, 1.0),
     mixed: bool = True,
     pickup: float = 0.0,
+    ranks: Ranks = NO_DP,
 ) -> Point:
     """Aggregated instances (up to `limit` requests each) under an offered load below their capacity: each gets
     rate_rps / replicas and settles at the mean decoding batch `d` where the mixed step serves exactly that
@@ -243,27 +286,28 @@ def aggregated_at_rate(
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
     if limit <= 1:  # one request at a time: the instance is an M/D/1 server of whole requests
-        lone = aggregated_point(step, 1, 1, w, chunk, pp, spec)
+        lone = aggregated_point(step, 1, 1, w, chunk, pp, spec, ranks=ranks)
         service = lone.ttft_ms + w.osl * lone.tpot_ms
         ttft = lone.ttft_ms + md1_wait_ms(r * service, service)
         return Point(rate_rps, ttft, lone.tpot_ms, rate_rps * (ttft + w.osl * lone.tpot_ms) / 1e3, lone.steps)
     if not mixed:
-        return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec, pickup)
+        return separate_at_rate(step, limit, w, chunk, pp, r, rate_rps, spec, pickup, ranks)
     advance = accepted * prompt / w.osl  # prompt tokens per decoding sequence per step, in steady state
+    budget_w = 0.0 if ranks.apart else width  # as in aggregated_point
 
     def mean_step(d: float) -> tuple[float, StepBreakdown]:
         """(mean step ms, the step that carries prompt tokens) with `d` decoding: prompts that fit the free
         budget run whole in a share of the steps, as in aggregated_point; otherwise every step carries some."""
-        piece = max(1.0, min(prompt, chunk - d * width))
+        piece = max(1.0, min(prompt, chunk - d * budget_w, ranks.chunk))
         need = d * advance
         if need < piece:
-            mixed = step(StepInput(d / pp, decode_ctx, piece / pp, prompt_ctx))
+            mixed = step(_input(ranks, d, decode_ctx, piece, prompt_ctx, piece, pp))
             share = need / piece
             return share * mixed.step_ms + (1 - share) * step(StepInput(d / pp, decode_ctx)).step_ms, mixed
-        mixed = step(StepInput(d / pp, decode_ctx, need / pp, prompt_ctx))
+        mixed = step(_input(ranks, d, decode_ctx, need, prompt_ctx, min(prompt, need), pp))
         return mixed.step_ms, mixed
 
-    lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (width + advance)))
+    lo, hi = 0.0, max(1.0, min(limit - 1.0, chunk / (budget_w + advance)))
     for _ in range(40):
         mid = (lo + hi) / 2
         if mid * accepted / w.osl / mean_step(mid)[0] < r:
@@ -273,9 +317,9 @@ def aggregated_at_rate(
     d = hi
     mean_ms, mean = mean_step(d)
     tpot = (mean_ms if d >= 1.0 else mean_step(1.0)[0]) / accepted
-    budget = max(1.0, chunk - d * width)
-    piece = min(prompt, budget)
-    first = step(StepInput(d / pp, decode_ctx, piece / pp, prompt_ctx))
+    budget = max(1.0, chunk - d * budget_w)
+    piece = min(prompt, budget, ranks.chunk)
+    first = step(_input(ranks, d, decode_ctx, piece, prompt_ctx, piece, pp))
     rho = min(1.0, d * advance / budget)
     ttft = first.step_ms * prompt / piece + mean_ms / 2 + md1_wait_ms(rho, mean_ms * prompt / budget)
     ttft += pickup * mean_ms * min(1.0, d)
@@ -292,6 +336,7 @@ def separate_at_rate(
     rate_rps: float,
     spec: tuple[int, float],
     pickup: float = 0.0,
+    ranks: Ranks = NO_DP,
 ) -> Point:
     """aggregated_at_rate for prefill-only steps (separate_point): the mean decoding batch `d` whose cycle (a
     decode step and its share of prefill) serves `r` requests per ms; TTFT = the prompt's prefill steps, plus
@@ -300,12 +345,13 @@ def separate_at_rate(
     _, accepted = spec
     decode_ctx = w.isl + w.osl / 2
     prompt, prompt_ctx = _prompt(w)
+    piece = _piece(prompt, chunk, ranks)
 
     def cycle(d: float) -> tuple[float, float, StepBreakdown]:
         """(cycle ms, its prefill ms, the decode step) with `d` decoding."""
         arrivals = d * accepted / w.osl
-        batch = _prefill_batch(prompt, arrivals, chunk)
-        fill_ms = arrivals * prompt * step(_prefill_input(batch / pp, prompt_ctx)).step_ms / batch
+        batch = _prefill_batch(piece, arrivals, chunk)
+        fill_ms = arrivals * prompt * step(_input(ranks, 0.0, 0.0, batch, prompt_ctx, piece, pp)).step_ms / batch
         decode = step(StepInput(max(d, 1e-3) / pp, decode_ctx))
         return decode.step_ms + fill_ms, fill_ms, decode
 
@@ -318,8 +364,8 @@ def separate_at_rate(
             hi = mid
     cycle_ms, fill_ms, decode = cycle(hi)
     tpot = (cycle_ms if hi >= 1.0 else cycle(1.0)[0]) / accepted
-    batch = _prefill_batch(prompt, hi * accepted / w.osl, chunk)
-    lone = math.ceil(prompt / batch) * step(_prefill_input(batch / pp, prompt_ctx)).step_ms
+    batch = _prefill_batch(piece, hi * accepted / w.osl, chunk)
+    lone = math.ceil(prompt / piece) * step(_input(ranks, 0.0, 0.0, batch, prompt_ctx, piece, pp)).step_ms
     rho = min(1.0, fill_ms / cycle_ms)
     ttft = lone + cycle_ms / 2 + md1_wait_ms(rho, lone) + pickup * decode.step_ms * min(1.0, hi)
     return Point(rate_rps, ttft, tpot, rate_rps * (ttft + w.osl * tpot) / 1e3, (decode,))

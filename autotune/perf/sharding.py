@@ -29,3 +29,22 @@ def head_over_dp(engine: str, phase: PhasePlan) -> bool:
     """SGLang under DP attention without --enable-dp-lm-head: the LM head is vocab-parallel over all tp*dp
     ranks (vLLM's DP ranks are separate engines, each with its own head over its TP group)."""
     return profile(engine).tp_spans_dp and phase.dp > 1 and not phase.dp_lm_head
+
+
+def rank_chunk(phase: PhasePlan, engine: str, chunk: int) -> int:
+    """One attention-DP rank's prompt tokens per step out of the instance's `chunk` (each prompt runs on one rank:
+    opcore.rank_prompt_tokens): chunk / dp where the engine splits it (the profile's `chunk_split_over_dp`: SGLang),
+    else the whole chunk (each vLLM DP engine core's scheduler has its own budget); the chunk at dp 1."""
+    if phase.dp > 1 and profile(engine).chunk_split_over_dp:
+        return max(1, chunk // phase.dp)
+    return chunk
+
+
+def dp_prefill_apart(phase: PhasePlan, engine: str) -> bool:
+    """An engine that runs prompts in prefill-only steps (SGLang: the profile's `mixed_prefill_chunks` off) under
+    attention DP without speculative decoding: each rank's scheduler picks its own batch, a prefill when it has
+    one, else its decodes (srt/managers/scheduler.py:3970-4010 get_next_batch_to_run, then the MLP sync), so one
+    rank's prompt step carries the other ranks' decodes and only its own wait; its prompt budget is not shared
+    with decodes. With speculative decoding SGLang keeps prefill and decode batches apart across the ranks
+    (scheduler.py:3979-3990, unless SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): every rank's decodes wait."""
+    return phase.dp > 1 and not profile(engine).mixed_prefill_chunks and phase.speculative.method == "none"

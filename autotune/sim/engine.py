@@ -31,7 +31,9 @@ KV to a decode instance (round-robin) in `kv_transfer_ms`; the client sees the f
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
+import operator
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +49,8 @@ CTX_GRID = 4  # buckets per doubling of an attention context (+-9%)
 COST_EXACT_BELOW = 16  # step costs are evaluated at whole counts up to this, above on a 2^(1/2) grid ...
 COST_GRID = 2  # ... and interpolated linearly in the decoding sequences and the prompt tokens in between
 CTX_DRIFT = 0.1  # a decode segment ends once its mean context has grown by this share (a new context bucket)
+_TAKE = operator.itemgetter(1)  # a step's chunk's tokens: (prefilling item, tokens)
+SHARE_GRID = 32  # the busiest DP rank's share of a step's prompt tokens, looked up in steps of 1/32
 
 
 def _bucket(x: float) -> float:
@@ -68,42 +72,52 @@ def _bracket(x: float) -> tuple[float, float, float]:
 
 
 class StepCache:
-    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context):
-    counts rounded to a lookup bucket, contexts to theirs; the step itself is perf's (`step` = ops.step_fn of
-    the phase), evaluated on a coarser grid of counts (`grid`) and interpolated bilinearly in between (step
-    time is smooth in both counts), so a run evaluates tens of steps, not hundreds."""
+    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context, the
+    busiest attention-DP rank's share of the prompt tokens): counts rounded to a lookup bucket, contexts to
+    theirs, the share to 1/SHARE_GRID; the step itself is perf's (`step` = ops.step_fn of the phase), evaluated on
+    a coarser grid of counts (`grid`) and interpolated bilinearly in between (step time is smooth in both counts),
+    so a run evaluates tens of steps, not hundreds. `dp`: the phase's attention-DP ranks (a share of 1 / dp or
+    less is the even spread, StepInput's default)."""
 
-    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int):
-        self.step, self.pp, self.memo, self.grid = step, pp, {}, {}
+    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int, dp: int = 1):
+        self.step, self.pp, self.dp, self.memo, self.grid = step, pp, dp, {}, {}
 
-    def ms(self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float) -> float:
+    def ms(
+        self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float, busiest: float = 0.0
+    ) -> float:
+        """The step's time; `busiest`: the prompt tokens of the busiest attention-DP rank (0: the even spread)."""
+        share = 0.0
+        if busiest and self.dp > 1 and prefill_tokens and busiest * self.dp > prefill_tokens * (1 + 1e-9):
+            share = min(1.0, math.ceil(SHARE_GRID * busiest / prefill_tokens - 1e-9) / SHARE_GRID)
         key = (
             _bucket(decode_seqs) if decode_seqs else 0.0,
             _ctx_bucket(decode_ctx) if decode_seqs else 0.0,
             _bucket(prefill_tokens) if prefill_tokens else 0.0,
             _ctx_bucket(prefill_ctx) if prefill_tokens else 0.0,
+            share,
         )
         hit = self.memo.get(key)
         if hit is None:
             hit = self.memo[key] = self._interpolated(*key)
         return hit
 
-    def _interpolated(self, d: float, dctx: float, p: float, pctx: float) -> float:
+    def _interpolated(self, d: float, dctx: float, p: float, pctx: float, share: float) -> float:
         d_lo, d_hi, wd = _bracket(d) if d else (0.0, 0.0, 0.0)
         p_lo, p_hi, wp = _bracket(p) if p else (0.0, 0.0, 0.0)
         at = self._at
-        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx) + (wp * at(d_lo, dctx, p_hi, pctx) if wp else 0.0)
+        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx, share) + (wp * at(d_lo, dctx, p_hi, pctx, share) if wp else 0.0)
         if not wd:
             return low
-        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx) + (wp * at(d_hi, dctx, p_hi, pctx) if wp else 0.0)
+        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx, share) + (wp * at(d_hi, dctx, p_hi, pctx, share) if wp else 0.0)
         return (1 - wd) * low + wd * high
 
-    def _at(self, d: float, dctx: float, p: float, pctx: float) -> float:
-        key = (d, dctx, p, pctx)
+    def _at(self, d: float, dctx: float, p: float, pctx: float, share: float = 0.0) -> float:
+        key = (d, dctx, p, pctx, share)
         hit = self.grid.get(key)
         if hit is None:
             pp = self.pp
-            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0)
+            rank = max(share * p, 1.0) / pp if share and p else 0.0  # opcore.rank_prompt_tokens
+            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0, 1.0, rank)
             hit = self.grid[key] = self.step(x).step_ms
         return hit
 
@@ -125,6 +139,15 @@ class InstanceSpec:
     # that does not fit the rank's remaining max_num_tokens waits for a later step (PyMicroBatchScheduler.schedule,
     # "No Chunking: Greedy allocation", tensorrt_llm/_torch/pyexecutor/scheduler.py, commit 034fffb)
     whole_prompt_ranks: int = 0
+    # attention-DP ranks (the phase's dp): each prompt runs on one of them (opcore.rank_prompt_tokens; round robin,
+    # SGLang's default load_balance_method: srt/arg_groups/serving_hook.py:222-234,
+    # srt/managers/data_parallel_controller.py:880-890; vLLM's client picks the least loaded engine, round robin
+    # from its start index while they are even: v1/engine/core_client.py:1829-1860) and the step costs the busiest
+    # rank's prompt tokens on the attention side. `rank_chunk`: one rank's prompt budget per step (0: the pooled
+    # budget only; SGLang: chunk / dp, srt/arg_groups/parallel_hook.py:326-331)
+    dp_ranks: int = 1
+    rank_chunk: int = 0
+    budget_apart: bool = False  # mixed steps whose prompt budget is not shared with decodes (sharding.dp_prefill_apart)
     # steps a request arriving while the instance runs waits after the next step boundary before it can join: the
     # engine loop's batches already scheduled (perf/efficiency.pickup_lag_steps); 0: it joins at that boundary
     pickup: float = 0.0
@@ -153,13 +176,14 @@ class Instance:
         self.dsteps = 0  # steps that advanced the decoding requests (all of them when prompts mix in)
         self.future: list[tuple[float, int]] = []  # (arrival ms, request) not yet at the instance
         self.waiting: deque[int] = deque()
-        self.prefilling: deque[list] = deque()  # [request, prompt tokens left, context so far]
+        self.prefilling: deque[list] = deque()  # [request, prompt tokens left, context so far, attention-DP rank]
         self.decoders: list[tuple[int, int]] = []  # heap of (step at whose end it finishes, request)
         self.ctx_sum = 0.0  # sum over decoders of (context when it joined - accepted * step it joined at)
         self.kv_used = 0
         self.emitted: list[tuple[int, float]] = []  # prefill role: (request, time its prompt finished)
         self.terms: dict[int, float] = {}  # decoder -> its term of ctx_sum
         self.step_ms = 0.0  # the last step's time (a segment's per step)
+        self.next_rank = 0  # the attention-DP rank the next admitted prompt goes to (round robin)
 
     def arrive(self, t_ms: float, rid: int) -> None:
         heapq.heappush(self.future, (t_ms, rid))
@@ -181,14 +205,33 @@ class Instance:
         idle = not self.decoders and not self.prefilling
         return need, idle, idle or self.kv_used + need <= self.s.kv_tokens
 
-    def _admit(self, budget: int) -> None:
+    def _take(self, items, chunks: list, left: float, ranks: list | None, taken: list | None) -> None:
+        """Append (item, tokens) to `chunks` for the prompts `items` in order: each takes what is left of its
+        prompt, the pooled budget `left` and its rank's budget (`ranks`, None: no per-rank budget); `taken`: each
+        rank's prompt tokens in the step so far, added to (None with one rank)."""
+        for item in items:
+            if left <= 0:
+                return
+            take = min(item[1], left)
+            if ranks is not None:
+                take = min(take, ranks[item[3]])
+                if take <= 0:
+                    continue
+                ranks[item[3]] -= take
+            if taken is not None:
+                taken[item[3]] += take
+            chunks.append((item, take))
+            left -= take
+
+    def _admit(self, budget: int, ranks: list | None = None) -> None:
         s, out = self.s, self.out
+        ranks = list(ranks) if ranks is not None else None  # what each rank has left after this step's admissions
         while self.waiting and len(self.decoders) + len(self.prefilling) < s.max_running:
             rid = self.waiting[0]
             need, _, fits = self._kv_fit(rid)
             if not fits:
                 return
-            if s.role != "decode" and budget <= 0:
+            if s.role != "decode" and (budget <= 0 or (ranks is not None and ranks[self.next_rank] <= 0)):
                 return
             self.waiting.popleft()
             self.kv_used += need
@@ -197,7 +240,10 @@ class Instance:
                 continue
             out.admit_ms[rid] = self.clock
             hit = int(out.isl[rid] * s.prefix_hit_rate)
-            self.prefilling.append([rid, out.isl[rid] - hit, hit])
+            self.prefilling.append([rid, out.isl[rid] - hit, hit, self.next_rank])
+            if ranks is not None:
+                ranks[self.next_rank] -= out.isl[rid] - hit
+            self.next_rank = (self.next_rank + 1) % s.dp_ranks
             budget -= out.isl[rid] - hit
 
     def _admit_whole(self, n: int) -> int:
@@ -220,7 +266,7 @@ class Instance:
             self.waiting.popleft()
             self.kv_used += need
             out.admit_ms[rid] = self.clock
-            self.prefilling.append([rid, tokens, out.isl[rid] - tokens])
+            self.prefilling.append([rid, tokens, out.isl[rid] - tokens, i])
             total += tokens
         return total
 
@@ -261,40 +307,40 @@ class Instance:
             out.in_system_area_ms += self.clock - t  # held since it arrived, before the loop read it
             self.waiting.append(rid)
         n = len(self.decoders)
-        budget = s.chunk - n * s.width if s.mixed else s.chunk
-        # prompts already admitted take their chunks first, in order
-        chunks, left = [], budget
-        for item in self.prefilling:
-            if left <= 0:
-                break
-            take = min(item[1], left)
-            chunks.append((item, take))
-            left -= take
+        decode_w = s.width if s.mixed and not s.budget_apart else 0  # decode tokens the prompt budget gives up
+        budget = s.chunk - n * decode_w
+        # each attention-DP rank's own prompt budget (InstanceSpec.rank_chunk), its even share of the decoders first
+        ranks = [s.rank_chunk - n * decode_w / s.dp_ranks] * s.dp_ranks if s.rank_chunk else None
+        # prompts already admitted take their chunks first, in order; `taken`: each attention-DP rank's tokens
+        chunks, left, taken = [], budget, [0.0] * s.dp_ranks if s.dp_ranks > 1 else None
+        if self.prefilling:
+            self._take(self.prefilling, chunks, left, ranks, taken)
+            left -= sum(map(_TAKE, chunks))
         before = len(self.prefilling)
         if s.whole_prompt_ranks:
             left = self._admit_whole(n)
-        else:
-            self._admit(left)
-        for item in list(self.prefilling)[before:]:
-            if left <= 0:
-                break
-            take = min(item[1], left)
-            chunks.append((item, take))
-            left -= take
+            ranks = None
+        elif self.waiting:
+            self._admit(left, ranks)
+        if len(self.prefilling) > before:
+            self._take(itertools.islice(self.prefilling, before, None), chunks, left, ranks, taken)
         accepted = s.accepted
         dctx = self.ctx_sum / n + accepted * self.dsteps if n else 0.0
         if chunks:
-            p = sum(t for _, t in chunks)
+            p = sum(map(_TAKE, chunks))
             pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
+            busiest = max(taken) if taken else 0.0  # the busiest attention-DP rank's
             if s.mixed:
-                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx), n
+                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest), n
             else:  # SGLang without --enable-mixed-chunk: a prefill batch runs alone, the decoding requests wait
-                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx), 0
+                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx, busiest), 0
         elif n:
             advanced = n
             ms = s.cache.ms(n, dctx, 0, 0)
             k = self.decoders[0][0] - self.dsteps
             k = min(k, max(1, int(CTX_DRIFT * dctx / accepted)))
+            if self.prefilling:  # prompts wait for their ranks' budgets (InstanceSpec.rank_chunk): one step
+                k = 1
             room = len(self.decoders) + len(self.prefilling) < s.max_running
             if self.future and room:  # stop at the step boundary where the next arrival can join
                 k = min(k, max(1, math.ceil((self.future[0][0] - self.clock) / ms + s.pickup)))
@@ -435,8 +481,11 @@ def _disaggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> N
             # a finish elsewhere sends the next request, which lands no sooner than its first prompt chunk
             # on an idle prefill instance and the KV transfer later
             if queue:
-                first = min(spec.chunk, out.isl[queue[0]] - int(out.isl[queue[0]] * spec.prefix_hit_rate))
-                loop_ms = spec.cache.ms(0, 0, max(1, first), max(1, first) / 2) + dep.kv_transfer_ms
+                first = min(
+                    spec.rank_chunk or spec.chunk, out.isl[queue[0]] - int(out.isl[queue[0]] * spec.prefix_hit_rate)
+                )
+                first = max(1, first)  # on one attention-DP rank
+                loop_ms = spec.cache.ms(0, 0, first, first / 2, first) + dep.kv_transfer_ms
             else:
                 loop_ms = INF
             for tt, kk in active:

@@ -16,6 +16,7 @@ import math
 from autotune.capability.profiles import profile
 from autotune.perf.efficiency import pickup_lag_steps
 from autotune.perf.ops import speculation, step_fn
+from autotune.perf.sharding import dp_prefill_apart, rank_chunk
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
 from autotune.sim.trace import make_trace
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
@@ -31,18 +32,23 @@ def _instance(
     # the simulator reads step_ms only: steps timed only (ops.step_fn's `pending`, TimedStep; never completed)
     step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label, pending={})
     width, accepted = speculation(phase, model.family, w.draft_acceptance) if role != "prefill" else (1, 1.0)
+    chunk = phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1)
     return InstanceSpec(
         role=role,
-        cache=StepCache(step, phase.pp),
+        cache=StepCache(step, phase.pp, phase.dp),
         max_running=phase.batching.max_running,
         # a prefill-only instance keeps pp micro-batches in flight, each with its own token budget, as the
         # steady-state pool does (perf/serving.prefill_pool); mixed instances share one budget (aggregated_point)
-        chunk=phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1),
+        chunk=chunk,
         kv_tokens=kv_tokens,
         width=width,
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
-        mixed=profile(plan.engine).mixed_prefill_chunks,  # SGLang's --enable-mixed-chunk is off by default
+        # SGLang's --enable-mixed-chunk is off by default; under attention DP the other ranks decode beside a prefill
+        mixed=profile(plan.engine).mixed_prefill_chunks or dp_prefill_apart(phase, plan.engine),
+        budget_apart=dp_prefill_apart(phase, plan.engine),
+        dp_ranks=phase.dp,
+        rank_chunk=rank_chunk(phase, plan.engine, chunk) if phase.dp > 1 else 0,  # within the pooled budget
         pickup=pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch already scheduled
     )
 

@@ -1237,8 +1237,11 @@ FP4B23_APART = (
     "against 0.2-0.4 s at c=4-32; output 312.5 tok/s/GPU, 1.1x the c=32 point for 2x the requests): not a steady "
     "state. sglang-cookbook-glm52-nvfp4-b200: a preview image (dev-glm52-nvfp4, no release), the checkpoint's "
     "exclude list and KV dtype not read, GLM-5.3's config for GLM-5.2's; shown to measure the NVFP4 GLM pattern "
-    "of issue 16 (output 1.6x optimistic, P50 TPOT within 5%: the decode step is not what misses; the prompts' "
-    "prefill-only steps are, see calibration.yaml)."
+    "of issue 16 (output 1.6x optimistic, P50 TPOT within 5%, before dpp24 put each prompt on one DP rank in "
+    "chunks of --chunked-prefill-size / dp beside the other ranks' decodes: 0.92 of the output, the mean TPOT 1.7x "
+    "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml; 0.95 of the output "
+    "and the P50 TPOT 1.62x since dpp25: the prefilling rank runs none of its own decodes, so a layer waits for the "
+    "longer of its prefill and the other ranks' decodes, not for both)."
 )
 
 

@@ -158,6 +158,8 @@ PROFILE = EngineProfile(
     memory_budget="mem_fraction_static",
     # --tp-size = tp * dp with DP attention (attn_tp = tp_size // attn_dp_size: srt/runtime_context.py:73-76)
     tp_spans_dp=True,
+    # DP attention: chunked_prefill_size // attn_dp_size per rank (srt/arg_groups/parallel_hook.py:326-331)
+    chunk_split_over_dp=True,
     # --max-mamba-cache-size: a separate state pool (srt/mem_cache/kv_cache_configurator.py:3346-3356)
     separate_state_pool=True,
     states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,

@@ -280,6 +280,8 @@ PROFILE = EngineProfile(
     # DP ranks are separate engines each with its own TP group; only MoE layers span tp*dp
     # (vllm/config/parallel.py:155-157; vllm/model_executor/models/deepseek_v2.py:1339-1345)
     tp_spans_dp=False,
+    # each DP engine core's scheduler takes up to max_num_batched_tokens itself (v1/core/sched/scheduler.py:738)
+    chunk_split_over_dp=False,
     separate_state_pool=False,  # hybrid states come from the shared KV pool per request
     states_per_request=rules.MAMBA_STATES_PER_REQUEST,
     # MLA on sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need

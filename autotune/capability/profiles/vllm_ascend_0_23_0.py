@@ -40,6 +40,7 @@ PROFILE = EngineProfile(
     scheduler_cpu_ms=0.5,  # prior: vLLM's figure
     memory_budget="gpu_memory_utilization",  # vLLM's worker arithmetic
     tp_spans_dp=False,  # vLLM's DP ranks are separate engines
+    chunk_split_over_dp=False,  # each DP engine core schedules its own max_num_batched_tokens (as vLLM 0.34)
     separate_state_pool=False,
     states_per_request=vllm_0_34_0.PROFILE.states_per_request,  # vLLM 0.34's figure, not re-read for 0.23
     triton_mla_archs=(),  # no CUDA arch on an NPU
