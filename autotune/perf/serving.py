@@ -8,8 +8,12 @@ prefill-only steps (SGLang's default; the profile's `mixed_prefill_chunks`) stal
 them instead: each decode step carries the B * E / osl arriving prompts' prefill time (separate_point).
 Disaggregated deployments run prefill-only instances and decode-only instances; the slower pool sets the rate and
 KV moves between them. A prompt that arrives while an aggregated instance runs starts after the steps the engine's
-loop has already scheduled (`pickup`, efficiency.pickup_lag_steps), as in the simulator; the disaggregated pools'
-TTFT does not carry that wait (their prefill instances are modelled idle or saturated).
+loop has already scheduled (`pickup`, efficiency.pickup_lag_steps), as in the simulator. A disaggregated prefill
+instance pays no such wait (its loop also runs a batch ahead: SGLang srt/disaggregation/prefill.py:758-800): with
+no other prompt queued it has nothing scheduled ahead and starts the new one at the running step's end, and with
+prompts queued the new one waits behind them anyway (FIFO). The simulator, which applies the lag to every instance,
+agrees: SGLang / vLLM Qwen3-235B 1P1D TP4 on h200-x8, 4k/256 at 6.5 req/s, mean TTFT 1,066 / 986 ms with the lag,
+1,057 / 979 ms without; closed loops of 24 and 256 requests within 0.2%.
 Values are steady-state means: the search's screen. Percentiles, bursts and length mixes come from the
 discrete-event simulator over these step costs (autotune/sim/serve.py), which re-ranks the screen's best plans.
 
