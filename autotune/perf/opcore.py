@@ -250,6 +250,7 @@ class Context:
     act_in_bytes: float = 2.0  # bytes of one GEMM input element (1 after FP8 activation quantisation)
     dense_quant_bytes: float = 0.0  # bytes per element dense GEMM inputs are quantised to (0: not quantised)
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
+    dispatch_act_bytes: float = 0.0  # bytes per hidden element attention DP's all-gather dispatch moves (0: bf16)
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
     fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
     fp8_prefill_speed: float = 1.0  # the dense-prefix prefill attention runs FA3 in FP8 (_fp8_prefill_speed)
@@ -299,6 +300,20 @@ class AttentionShape(NamedTuple):
     prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
 
 
+TOPK_SLOT_BYTES = 8  # a routed slot's int32 expert id and fp32 weight (vLLM fused_moe/router/fused_topk_router.py)
+
+
+def dispatch_act_bytes(model: ModelSpec, engine: str, moe_kernel: str, expert_dtype: str) -> float:
+    """Bytes per hidden element of a token's row in attention DP's all-gather dispatch where the engine gathers the
+    rows quantised for the expert GEMMs (profile quantised_dp_dispatch; the row's routing slots travel with it,
+    TOPK_SLOT_BYTES each: oplist._comm_ops); 0 where the rows go out in bf16."""
+    quant_bytes = precision.act_quant_bytes(expert_dtype, model.expert_format)
+    rule = profile(engine).quantised_dp_dispatch
+    if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format)):
+        return 0.0
+    return quant_bytes
+
+
 def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
@@ -334,6 +349,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
+        dispatch_act_bytes=dispatch_act_bytes(model, engine, moe, expert_dtype),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),

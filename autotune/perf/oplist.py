@@ -19,6 +19,7 @@ from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head 
 from autotune.perf.opcore import (
     ADD_NORM_PASSES,
     FUSED_ALLREDUCE,
+    TOPK_SLOT_BYTES,
     AttentionShape,
     Context,
     Op,
@@ -318,7 +319,10 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) ->
         ops.append(_collective("all2all", stage, per_rank * DTYPE_BYTES["fp8"], "comm.all2all"))  # fp8 dispatch
         ops.append(_collective("all2all", stage, per_rank * precision.ACTIVATION_BYTES, "comm.all2all"))  # combine
     elif dp > 1:  # gather every token to every rank of the MoE group, reduce-scatter the outputs back
-        ops.append(_collective("allgather", stage, tokens * row_bytes, "dp"))
+        gathered = row_bytes
+        if c.dispatch_act_bytes:  # rows quantised for the experts, with their routing slots (opcore.dispatch_act_bytes)
+            gathered = c.model.hidden_size * c.dispatch_act_bytes + ffn.experts_per_token * TOPK_SLOT_BYTES
+        ops.append(_collective("allgather", stage, tokens * gathered, "dp"))
         ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))
     else:
         ops.append(_collective("allreduce", stage, tokens * row_bytes, "ep"))

@@ -253,6 +253,20 @@ def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | No
     return AllReducePath("fused_trtllm", float("inf"), one_shot_mib * MIB, two_shot_syncs=2)
 
 
+def quantised_dp_dispatch(moe_kernel: str, expert_format: str) -> bool:
+    """Attention DP's default all-gather dispatch (--all2all-backend allgather_reducescatter) quantises the local rows
+    before it gathers them, with their top-k ids and weights and the scales (fused_moe/prepare_finalize/naive_dp_ep.py
+    :192-225 -> distributed/device_communicators/all2all.py:118-160), unless the experts kernel quantises its own
+    input (expects_unquantized_inputs): FlashInfer CUTLASS on block FP8 (experts/flashinfer_cutlass_moe.py:130-132),
+    vLLM's CUTLASS FP4 / MXFP4 experts (experts/cutlass_moe.py:720-721, 1055-1056) and b12x
+    (fused_moe/b12x.py:551-553)."""
+    if moe_kernel == "flashinfer_cutlass":
+        return expert_format != "fp8_block"
+    if moe_kernel == "cutlass":
+        return expert_format not in ("nvfp4", "mxfp4")
+    return moe_kernel != "b12x"
+
+
 PROFILE = EngineProfile(
     engine="vllm",
     version=VERSION,
@@ -347,6 +361,7 @@ PROFILE = EngineProfile(
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     fused_allreduce_path=fused_allreduce_path,
+    quantised_dp_dispatch=quantised_dp_dispatch,
     auto_moe_kernel=auto_moe_kernel,
     # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
     # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
