@@ -255,11 +255,13 @@ def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | No
 
 def quantised_dp_dispatch(moe_kernel: str, expert_format: str) -> bool:
     """Attention DP's default all-gather dispatch (--all2all-backend allgather_reducescatter) quantises the local rows
-    before it gathers them, with their top-k ids and weights and the scales (fused_moe/prepare_finalize/naive_dp_ep.py
-    :192-225 -> distributed/device_communicators/all2all.py:118-160), unless the experts kernel quantises its own
-    input (expects_unquantized_inputs): FlashInfer CUTLASS on block FP8 (experts/flashinfer_cutlass_moe.py:130-132),
-    vLLM's CUTLASS FP4 / MXFP4 experts (experts/cutlass_moe.py:720-721, 1055-1056) and b12x
-    (fused_moe/b12x.py:551-553)."""
+    before it gathers them, with their top-k ids and weights and the scales
+    (vllm/model_executor/layers/fused_moe/prepare_finalize/naive_dp_ep.py:192-225 ->
+    vllm/distributed/device_communicators/all2all.py:118-160), unless the experts kernel quantises its own input
+    (expects_unquantized_inputs): FlashInfer CUTLASS on block FP8
+    (vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:130-132), vLLM's CUTLASS FP4 / MXFP4
+    experts (vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py:720-721, 1055-1056) and b12x
+    (vllm/model_executor/layers/fused_moe/b12x.py:551-553)."""
     if moe_kernel == "flashinfer_cutlass":
         return expert_format != "fp8_block"
     if moe_kernel == "cutlass":
@@ -294,7 +296,7 @@ PROFILE = EngineProfile(
     # DP ranks are separate engines each with its own TP group; only MoE layers span tp*dp
     # (vllm/config/parallel.py:155-157; vllm/model_executor/models/deepseek_v2.py:1339-1345)
     tp_spans_dp=False,
-    # each DP engine core's scheduler takes up to max_num_batched_tokens itself (v1/core/sched/scheduler.py:738)
+    # each DP engine core's scheduler takes up to max_num_batched_tokens itself (vllm/v1/core/sched/scheduler.py:738)
     chunk_split_over_dp=False,
     separate_state_pool=False,  # hybrid states come from the shared KV pool per request
     states_per_request=rules.MAMBA_STATES_PER_REQUEST,
