@@ -174,10 +174,10 @@ class EngineProfile:
     # the kernel a fused all-reduce + RMSNorm runs (FusedAllReduceDispatch, perf/comm_fused.py prices it); None: the
     # engine's all-reduce with the norm's work folded in
     fused_allreduce_path: FusedAllReduceDispatch | None = None
-    # (kernels.moe, checkpoint expert format) -> whether attention DP's all-gather dispatch of an EP MoE layer moves
-    # the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden states
-    # (perf/opcore.dispatch_row_bytes); None: bf16 rows
-    quantised_dp_dispatch: Callable[[str, str], bool] | None = None
+    # (kernels.moe, checkpoint expert format, ep, dp) -> whether attention DP's all-gather dispatch of an EP MoE layer
+    # moves the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden
+    # states (perf/opcore.dispatch_act_bytes); None: bf16 rows
+    quantised_dp_dispatch: Callable[[str, str, int, int], bool] | None = None
 
     @property
     def label(self) -> str:

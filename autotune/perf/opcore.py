@@ -303,13 +303,13 @@ class AttentionShape(NamedTuple):
 TOPK_SLOT_BYTES = 8  # a routed slot's int32 expert id and fp32 weight (vLLM fused_moe/router/fused_topk_router.py)
 
 
-def dispatch_act_bytes(model: ModelSpec, engine: str, moe_kernel: str, expert_dtype: str) -> float:
+def dispatch_act_bytes(model: ModelSpec, phase: PhasePlan, engine: str, moe_kernel: str, expert_dtype: str) -> float:
     """Bytes per hidden element of a token's row in attention DP's all-gather dispatch where the engine gathers the
     rows quantised for the expert GEMMs (profile quantised_dp_dispatch; the row's routing slots travel with it,
     TOPK_SLOT_BYTES each: oplist._comm_ops); 0 where the rows go out in bf16."""
     quant_bytes = precision.act_quant_bytes(expert_dtype, model.expert_format)
     rule = profile(engine).quantised_dp_dispatch
-    if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format)):
+    if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format, phase.ep, phase.dp)):
         return 0.0
     return quant_bytes
 
@@ -349,7 +349,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
-        dispatch_act_bytes=dispatch_act_bytes(model, engine, moe, expert_dtype),
+        dispatch_act_bytes=dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),

@@ -4,6 +4,7 @@ their routing slots, unless the experts kernel quantises its own input; SGLang g
 
 import pytest
 
+from autotune.capability.profiles.sglang_0_5_23 import quantised_dp_dispatch as sglang_rule
 from autotune.capability.profiles.vllm_0_34_0 import quantised_dp_dispatch
 from autotune.catalog import load_model, load_preset
 from autotune.perf.opcore import TOPK_SLOT_BYTES, context
@@ -38,16 +39,23 @@ def test_bf16_rows_where_the_experts_quantise_their_own_input_and_on_sglang():
 
 
 def test_the_rule_reads_the_experts_kernel_and_format():
-    assert quantised_dp_dispatch("flashinfer_cutlass", "nvfp4")
-    assert quantised_dp_dispatch("flashinfer_cutlass", "fp8_tensor")
-    assert not quantised_dp_dispatch("flashinfer_cutlass", "fp8_block")
-    assert quantised_dp_dispatch("cutlass", "fp8_tensor")
-    assert not quantised_dp_dispatch("cutlass", "nvfp4")
-    assert not quantised_dp_dispatch("b12x", "nvfp4")
-    assert quantised_dp_dispatch("deep_gemm", "fp8_block")
+    assert quantised_dp_dispatch("flashinfer_cutlass", "nvfp4", 8, 8)
+    assert quantised_dp_dispatch("flashinfer_cutlass", "fp8_tensor", 8, 8)
+    assert not quantised_dp_dispatch("flashinfer_cutlass", "fp8_block", 8, 8)
+    assert quantised_dp_dispatch("cutlass", "fp8_tensor", 8, 8)
+    assert not quantised_dp_dispatch("cutlass", "nvfp4", 8, 8)
+    assert not quantised_dp_dispatch("b12x", "nvfp4", 8, 8)
+    assert quantised_dp_dispatch("deep_gemm", "fp8_block", 8, 8)
 
 
 def test_a_weight_only_checkpoint_gathers_bf16_rows():
     awq = load_model("qwen3.5-397b-a17b-awq")  # INT4 weights, bf16 activations (W4A16, Marlin)
     phase = PhasePlan(gpus=tuple(range(8)), tp=1, dp=8, ep=8, dp_attention=True)
     assert context(awq, phase, "vllm", H200, phase.gpus).dispatch_act_bytes == 0.0
+
+
+def test_sglang_quantises_before_the_gather_only_for_nvfp4_on_flashinfer_cutlass_with_ep_over_the_dp_ranks():
+    assert sglang_rule("flashinfer_cutlass", "nvfp4", 8, 8)
+    assert not sglang_rule("flashinfer_cutlass", "nvfp4", 4, 8)  # moe_ep_size != attn_dp_size
+    assert not sglang_rule("triton", "fp8_block", 8, 8)
+    assert not sglang_rule("flashinfer_cutlass", "fp8_tensor", 8, 8)

@@ -73,6 +73,14 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
     return "flashinfer_mxfp4" if expert_dtype == "fp4" else "triton"
 
 
+def quantised_dp_dispatch(moe_kernel: str, expert_format: str, ep: int, dp: int) -> bool:
+    """Attention DP gathers bf16 hidden states to every rank (srt/layers/dp_attention.py:987-1043), except that an
+    NVFP4 (ModelOpt) checkpoint on the FlashInfer CUTLASS MoE with EP over the DP ranks and no a2a backend quantises
+    to FP4 before the all-gather (srt/layers/moe/utils.py:707-718; --disable-flashinfer-cutlass-moe-fp4-allgather
+    is off by default, srt/arg_groups/fields/exec_.py:981-983)."""
+    return moe_kernel == "flashinfer_cutlass" and expert_format == "nvfp4" and ep == dp
+
+
 KIB, MIB = 1024, 1024 * 1024
 # The JIT custom all-reduce v2, on by default on CUDA (srt/environ.py:1532 SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2;
 # chosen by srt/distributed/device_communicators/custom_all_reduce.py:387-395) for a full-NVLink group
@@ -189,6 +197,7 @@ PROFILE = EngineProfile(
     allreduce_rmsnorm_default=True,
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     fused_allreduce_path=fused_allreduce_path,
+    quantised_dp_dispatch=quantised_dp_dispatch,
     decode_graph_max_bs=decode_graph_max_bs,
     auto_moe_kernel=auto_moe_kernel,
     # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset

@@ -253,7 +253,7 @@ def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | No
     return AllReducePath("fused_trtllm", float("inf"), one_shot_mib * MIB, two_shot_syncs=2)
 
 
-def quantised_dp_dispatch(moe_kernel: str, expert_format: str) -> bool:
+def quantised_dp_dispatch(moe_kernel: str, expert_format: str, ep: int, dp: int) -> bool:
     """Attention DP's default all-gather dispatch (--all2all-backend allgather_reducescatter) quantises the local rows
     before it gathers them, with their top-k ids and weights and the scales
     (vllm/model_executor/layers/fused_moe/prepare_finalize/naive_dp_ep.py:192-225 ->
@@ -261,7 +261,7 @@ def quantised_dp_dispatch(moe_kernel: str, expert_format: str) -> bool:
     (expects_unquantized_inputs): FlashInfer CUTLASS on block FP8
     (vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:130-132), vLLM's CUTLASS FP4 / MXFP4
     experts (vllm/model_executor/layers/fused_moe/experts/cutlass_moe.py:720-721, 1055-1056) and b12x
-    (vllm/model_executor/layers/fused_moe/b12x.py:551-553)."""
+    (vllm/model_executor/layers/fused_moe/b12x.py:551-553). Any EP and DP sizes."""
     if moe_kernel == "flashinfer_cutlass":
         return expert_format != "fp8_block"
     if moe_kernel == "cutlass":
