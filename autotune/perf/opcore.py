@@ -299,14 +299,24 @@ class AttentionShape(NamedTuple):
     prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
 
 
-def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
+def context(
+    model: ModelSpec,
+    phase: PhasePlan,
+    engine: str,
+    hw: HardwareProfile,
+    stage: tuple[int, ...],
+    expert_cv: float = 0.0,
+) -> Context:
+    """The phase's choices resolved once; `expert_cv`: the workload's expert-popularity CV (Workload.expert_load_cv,
+    0 = the default: ep_balance.expert_load_cv)."""
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
-    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
+    cv = ep_balance.expert_load_cv(expert_cv)
+    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, cv)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
     table = rates.rates_table(hw)
