@@ -85,11 +85,14 @@ def compared(
 
 def benched_of(searched: Workload, row: dict) -> Workload:
     """The workload a measured.csv row was benched at: a closed loop at the row's concurrency, and the speculative
-    acceptance the engine counted when it counted one (so the fit corrects op times, not the acceptance)."""
+    acceptance and the expert-popularity CV the engine counted when it counted them (so the fit corrects op times,
+    not the acceptance or the expert skew)."""
     if searched.arrival == "closed" and row.get("concurrency"):
         searched = dataclasses.replace(searched, concurrency=int(row["concurrency"]))
     accepted = float(row.get("measured_draft_acceptance") or 0.0)
-    return dataclasses.replace(searched, draft_acceptance=accepted) if accepted > 0 else searched
+    searched = dataclasses.replace(searched, draft_acceptance=accepted) if accepted > 0 else searched
+    skew = float(row.get("measured_expert_load_cv") or 0.0)  # the expert-popularity CV, where the engine reported it
+    return dataclasses.replace(searched, expert_load_cv=skew) if skew > 0 else searched
 
 
 def measured_acceptance(rows: list[dict], plans: list[Plan]) -> dict[str, float]:
