@@ -105,7 +105,17 @@ def measured_acceptance(rows: list[dict], plans: list[Plan]) -> dict[str, float]
     return {method: round(sum(v) / len(v), 4) for method, v in sorted(seen.items())}
 
 
-def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float]) -> Workload:
-    """`workload` with the measured acceptance of the plan's speculative method, when one was measured."""
+def measured_expert_cv(rows: list[dict]) -> float:
+    """The mean expert-popularity CV the engine reported over the rows (0: none reported). One value for the
+    traffic: the popularity is the workload's (perf/ep_balance.py), whichever plan served it."""
+    seen = [float(r.get("measured_expert_load_cv") or 0.0) for r in rows]
+    seen = [v for v in seen if v > 0]
+    return round(sum(seen) / len(seen), 4) if seen else 0.0
+
+
+def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float], expert_cv: float = 0.0) -> Workload:
+    """`workload` with the measured acceptance of the plan's speculative method, when one was measured, and the
+    measured expert-popularity CV (measured_expert_cv), when there is one."""
     accepted = acceptance.get(plan.decoding.speculative.method, 0.0)
-    return dataclasses.replace(workload, draft_acceptance=accepted) if accepted > 0 else workload
+    workload = dataclasses.replace(workload, draft_acceptance=accepted) if accepted > 0 else workload
+    return dataclasses.replace(workload, expert_load_cv=expert_cv) if expert_cv > 0 else workload
