@@ -6,7 +6,7 @@ spread of a step's routed rows taken off, E / ep experts a rank undone):
 - SGLang 0.5.23: with `--expert-distribution-recorder-mode stat` and `--expert-balancedness-report-mode
   prometheus` (both off by default, arg_groups/fields/exec_.py:935-946) the recorder starts itself
   (eplb/expert_distribution.py:232-237) and every forward pass observes its balancedness, the mean over MoE
-  layers of (mean rank load) / (max rank load) (compute_utilization_rate, expert_distribution.py:1147-1168), into
+  layers of (mean rank load) / (max rank load) (compute_utilization_rate, expert_distribution.py:1153-1168), into
   the Prometheus summary `sglang:eplb_balancedness`, labelled by forward mode
   (observability/metrics_collector.py:1025-1030, managers/scheduler_components/metrics_reporter.py:1190-1195;
   /metrics needs --enable-metrics). Its decode passes over the bench: 1 / (delta sum / delta count).
@@ -17,6 +17,10 @@ spread of a step's routed rows taken off, E / ep experts a rank undone):
   steps by default; the step count restarts at 0 after it) the experts sit where they started, so those lines are
   the popularity skew without EPLB's rebalancing. A plan without EPLB is not switched to it for a measurement
   (that would change what is benched), so vLLM plans without EPLB go unmeasured here.
+The recorders cost the engine a little per pass (SGLang reduces each pass's per-GPU counts to rank 0,
+expert_distribution.py:821-828; vLLM syncs the step's loads, eplb_state.py:618-625): the measured throughput
+carries it. Where an engine counts a token's rows once per DP rank (vLLM without an all-to-all kernel: vllm#22167),
+the rows per rank read high and the sampling spread taken off low, so the CV reads a little high.
 """
 
 from __future__ import annotations
