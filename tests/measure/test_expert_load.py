@@ -149,3 +149,25 @@ def test_the_rows_mean_cv_is_what_the_reranking_predicts_at():
     plan, w = _plan("sglang", False), Workload(isl=1024, osl=256)
     assert with_acceptance(w, plan, {}, 1.5).expert_load_cv == 1.5
     assert with_acceptance(w, plan, {}) == w
+
+
+@pytest.mark.parametrize(("engine", "eplb"), [("sglang", False), ("vllm", True), ("vllm", False)])
+def test_the_measured_row_carries_the_engines_cv(engine, eplb, tmp_path):
+    """measure_plan's step after the bench (run._expert_load): SGLang from the /metrics texts read around the
+    bench, vLLM from the engine log; a vLLM plan without EPLB records none and says why."""
+    from autotune.measure import run
+    from autotune.measure.records import Candidate
+
+    cand = Candidate("p", _plan(engine, eplb), 0)
+    ratio = ep_balance.busiest_rank_load(8, 256, 8, 64, False, 1.1)
+    texts = (_sglang_metrics(0, 0, 0, 0), _sglang_metrics(100 / ratio, 100, 0, 0))
+    layers = sum(layer.ffn.kind == "moe" for layer in DSV3.layers)
+    log_file = tmp_path / "engine.log"
+    log_file.write_text(_vllm_line(1, 64 * layers, int(round(64 * layers * ratio)), 2999) + "\n")
+    said: list[str] = []
+    row = run._expert_load(cand, DSV3, texts, log_file, 64.0, "[1] p", said.append)
+    if engine == "vllm" and not eplb:
+        assert row == {} and "not measured" in said[0]
+        return
+    assert row["measured_expert_load_cv"] == pytest.approx(1.1, rel=0.02)
+    assert "expert popularity CV" in said[0]
