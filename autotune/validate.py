@@ -67,6 +67,7 @@ FLAGS: dict[str, Range] = {
     "--prefix-hit-rate": _workload("prefix_hit_rate"),
     "--slo-percentile": _workload("slo_percentile"),
     "--draft-acceptance": _workload("draft_acceptance"),
+    "--expert-load-cv": _workload("expert_load_cv"),
     "--trials": Range(1, 1_000_000, "trials"),
     "--timeout": Range(0, 1e7, "seconds (leave it out for no limit)", open_low=True),  # ~4 months
     "--seed": Range(0, SEED_MAX),
@@ -123,6 +124,7 @@ SIM_FLAGS = {
     "num_requests": "--num-requests",
     "slo_percentile": "--slo-percentile",
     "draft_acceptance": "--draft-acceptance",
+    "expert_load_cv": "--expert-load-cv",
 }
 
 

@@ -235,6 +235,21 @@ CASES = [
         lambda t: [*SEARCH, "--draft-acceptance", "1"],
         r"--draft-acceptance: expected 0 <= x < 1 \(a per-draft-token acceptance",
     ),
+    (
+        "expert-load-cv-negative",
+        lambda t: [*SEARCH, "--expert-load-cv", "-0.5"],
+        r"--expert-load-cv: expected 0\.\.32 \(an expert-popularity CV",
+    ),
+    (
+        "expert-load-cv-nan",
+        lambda t: [*SEARCH, "--expert-load-cv", "nan"],
+        r"--expert-load-cv: expected a finite number in 0\.\.32",
+    ),
+    (
+        "workload-file-expert-load-cv",
+        lambda t: [*SEARCH, "--workload", _file(t, "w.yaml", WORKLOAD + "expert_load_cv: 40\n")],
+        r"w\.yaml: expert_load_cv: expected 0\.\.32 \(an expert-popularity CV",
+    ),
     ("unknown-length-dist", lambda t: [*SEARCH, "--length-dist", "zipf"], r"length_dist: expected one of fixed"),
     ("unknown-dataset", lambda t: [*SEARCH, "--dataset", "nope"], r"--dataset: expected one of"),
     ("burst-and-concurrency", lambda t: [*SEARCH, "--burst", "4", "--concurrency", "3"], r"give one"),

@@ -176,7 +176,7 @@ class EngineProfile:
     fused_allreduce_path: FusedAllReduceDispatch | None = None
     # (kernels.moe, checkpoint expert format, ep, dp) -> whether attention DP's all-gather dispatch of an EP MoE layer
     # moves the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden
-    # states (perf/opcore.dispatch_act_bytes); None: bf16 rows
+    # states (perf/sharding.dispatch_act_bytes); None: bf16 rows
     quantised_dp_dispatch: Callable[[str, str, int, int], bool] | None = None
 
     @property

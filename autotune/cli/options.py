@@ -32,6 +32,12 @@ DRAFT_ACCEPTANCE = typer.Option(
     0.0, "--draft-acceptance", help="Speculative decoding: per-draft-token acceptance, 0..1 (0 = the model's default)."
 )
 
+EXPERT_LOAD_CV = typer.Option(
+    0.0,
+    "--expert-load-cv",
+    help="MoE expert parallel: the routed experts' popularity CV under this traffic (0 = the model's default).",
+)
+
 
 def workload_from_flags(
     isl: int,
@@ -71,10 +77,13 @@ def workload_from_flags(
         raise MiTuneError(f"workload flags: {exc}") from None
 
 
-def sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo, accept=0.0):
+def sim_flags(
+    burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo, accept=0.0, skew=0.0
+):
     """The simulator's workload flags given away from their defaults (Workload fields)."""
     flags = dict(
         draft_acceptance=accept,
+        expert_load_cv=skew,
         burst=burst,
         length_dist="file" if lengths_file and length_dist == "fixed" else length_dist,
         isl_std=isl_std,

@@ -17,6 +17,7 @@ from autotune.cli.options import (
     CONCURRENCY,
     DATASET,
     DRAFT_ACCEPTANCE,
+    EXPERT_LOAD_CV,
     ISL,
     ISL_STD,
     LENGTH_DIST,
@@ -69,6 +70,7 @@ def search(
     num_requests: int = NUM_REQUESTS,
     slo_percentile: float = SLO_PERCENTILE,
     draft_acceptance: float = DRAFT_ACCEPTANCE,
+    expert_load_cv: float = EXPERT_LOAD_CV,
     trials: int = typer.Option(200, "--trials", min=1, help="Optuna trials."),
     timeout: float = typer.Option(
         None, "--timeout", help="Stop the search after S seconds (all workers); the outputs hold the trials done."
@@ -156,7 +158,8 @@ def search_options(flags: dict):
         f["isl"], f["osl"], f["concurrency"], f["rate"], f["ttft_ms"], f["tpot_ms"], f["objective"],
         f["workload_file"], f["dataset"],
         **sim_flags(f["burst"], f["length_dist"], f["isl_std"], f["osl_std"], f["lengths_file"],
-                    f["prefix_hit_rate"], f["num_requests"], f["slo_percentile"], f["draft_acceptance"]),
+                    f["prefix_hit_rate"], f["num_requests"], f["slo_percentile"], f["draft_acceptance"],
+                    f["expert_load_cv"]),
     )  # fmt: skip
     opts = api.SearchOptions(
         model=f["model"],
@@ -245,6 +248,7 @@ def estimate(
     num_requests: int = NUM_REQUESTS,
     slo_percentile: float = SLO_PERCENTILE,
     draft_acceptance: float = DRAFT_ACCEPTANCE,
+    expert_load_cv: float = EXPERT_LOAD_CV,
     as_json: bool = typer.Option(False, "--json"),
     explain: bool = typer.Option(
         False, "--explain", help="Also predict each single-setting change the engine's rules admit on this box."
@@ -256,7 +260,7 @@ def estimate(
     workload = workload_from_flags(
         isl, osl, concurrency, rate, ttft_ms, tpot_ms, "throughput", workload_file, dataset,
         **sim_flags(burst, length_dist, isl_std, osl_std, lengths_file, prefix_hit_rate, num_requests, slo_percentile,
-                     draft_acceptance),
+                     draft_acceptance, expert_load_cv),
     )  # fmt: skip
     plan_obj, prediction = api.estimate(plan, hardware, preset, workload, model)
     if explain and prediction.feasible:

@@ -57,11 +57,16 @@ def parse_prometheus(text: str) -> dict[str, float]:
 
 def scrape(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> dict[str, float]:
     """The endpoint's /metrics, parsed; empty when it has none (SGLang without --enable-metrics, a router)."""
+    return parse_prometheus(metrics_text(url, timeout_s))
+
+
+def metrics_text(url: str, timeout_s: float = SCRAPE_TIMEOUT_S) -> str:
+    """The endpoint's /metrics as text; '' when it has none."""
     try:
         with urllib.request.urlopen(f"{url.rstrip('/')}/metrics", timeout=timeout_s) as resp:  # noqa: S310 (http URL of our own launch)
-            return parse_prometheus(resp.read().decode("utf-8", "replace"))
+            return resp.read().decode("utf-8", "replace")
     except (urllib.error.URLError, OSError, ValueError):
-        return {}
+        return ""
 
 
 def tokens_per_step(before: dict[str, float], after: dict[str, float]) -> float | None:

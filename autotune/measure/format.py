@@ -29,6 +29,8 @@ def format_outcome(outcome: MeasureOutcome) -> str:
         if fit.acceptance:
             shown = ", ".join(f"{method} {a:.3f}" for method, a in fit.acceptance.items())
             lines.append(f"speculative acceptance measured by the engine (per draft token, used from here on): {shown}")
+        if fit.expert_load_cv:
+            lines.append(f"expert popularity CV reported by the engine (used from here on): {fit.expert_load_cv:.3f}")
         lines.append("re-ranked with the corrections (objective, tok/s):")
         for r in outcome.reranked[:5]:
             measured = f", measured {r['measured_tok_s']:,.0f}" if r["measured_tok_s"] != "" else ""

@@ -85,11 +85,14 @@ def compared(
 
 def benched_of(searched: Workload, row: dict) -> Workload:
     """The workload a measured.csv row was benched at: a closed loop at the row's concurrency, and the speculative
-    acceptance the engine counted when it counted one (so the fit corrects op times, not the acceptance)."""
+    acceptance and the expert-popularity CV the engine counted when it counted them (so the fit corrects op times,
+    not the acceptance or the expert skew)."""
     if searched.arrival == "closed" and row.get("concurrency"):
         searched = dataclasses.replace(searched, concurrency=int(row["concurrency"]))
     accepted = float(row.get("measured_draft_acceptance") or 0.0)
-    return dataclasses.replace(searched, draft_acceptance=accepted) if accepted > 0 else searched
+    searched = dataclasses.replace(searched, draft_acceptance=accepted) if accepted > 0 else searched
+    skew = float(row.get("measured_expert_load_cv") or 0.0)  # the expert-popularity CV, where the engine reported it
+    return dataclasses.replace(searched, expert_load_cv=skew) if skew > 0 else searched
 
 
 def measured_acceptance(rows: list[dict], plans: list[Plan]) -> dict[str, float]:
@@ -102,7 +105,17 @@ def measured_acceptance(rows: list[dict], plans: list[Plan]) -> dict[str, float]
     return {method: round(sum(v) / len(v), 4) for method, v in sorted(seen.items())}
 
 
-def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float]) -> Workload:
-    """`workload` with the measured acceptance of the plan's speculative method, when one was measured."""
+def measured_expert_cv(rows: list[dict]) -> float:
+    """The mean expert-popularity CV the engine reported over the rows (0: none reported). One value for the
+    traffic: the popularity is the workload's (perf/ep_balance.py), whichever plan served it."""
+    seen = [float(r.get("measured_expert_load_cv") or 0.0) for r in rows]
+    seen = [v for v in seen if v > 0]
+    return round(sum(seen) / len(seen), 4) if seen else 0.0
+
+
+def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float], expert_cv: float = 0.0) -> Workload:
+    """`workload` with the measured acceptance of the plan's speculative method, when one was measured, and the
+    measured expert-popularity CV (measured_expert_cv), when there is one."""
     accepted = acceptance.get(plan.decoding.speculative.method, 0.0)
-    return dataclasses.replace(workload, draft_acceptance=accepted) if accepted > 0 else workload
+    workload = dataclasses.replace(workload, draft_acceptance=accepted) if accepted > 0 else workload
+    return dataclasses.replace(workload, expert_load_cv=expert_cv) if expert_cv > 0 else workload

@@ -37,6 +37,7 @@ class Fit:
     error_before: float  # mean |ln(predicted / measured)| over the measured plans' TTFT, TPOT and total tok/s
     error_after: float  # the same with the corrections (in-sample: the plans the fit saw)
     acceptance: dict[str, float] = field(default_factory=dict)  # speculative method -> measured per-draft acceptance
+    expert_load_cv: float = 0.0  # the experts' popularity CV the engine reported (judge.measured_expert_cv; 0: none)
 
 
 @dataclass(frozen=True)

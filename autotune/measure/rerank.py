@@ -15,11 +15,11 @@ from autotune.measure.fit import (
     row_requests,
     used_classes,
 )
-from autotune.measure.judge import Judge, benched_of, judge_of, measured_acceptance, with_acceptance
+from autotune.measure.judge import Judge, benched_of, judge_of, measured_acceptance, measured_expert_cv, with_acceptance
 from autotune.measure.records import Candidate, Fit, MeasureOutcome
 from autotune.measure.rows import write_reranked
 from autotune.measure.study import candidates
-from autotune.specs import BestConfig, HardwareProfile, HardwareRef, rundir, save
+from autotune.specs import BestConfig, HardwareProfile, HardwareRef, Workload, rundir, save
 
 RERANK_PLANS = 20  # distinct plans of the study re-predicted with the corrections
 
@@ -35,19 +35,23 @@ def _conclude(out, best, source, model, hw, study, cands, rows, notes, apply: bo
     judge = judge_of(best, model)
     per_plan = [(cand, row, benched_of(best.workload, row)) for cand, row in ok]
     fit, fitted = _fit(per_plan, judge, hw, notes)
-    fit = dataclasses.replace(fit, acceptance=measured_acceptance([r for _, r in ok], [c.plan for c, _ in ok]))
+    fit = dataclasses.replace(
+        fit,
+        acceptance=measured_acceptance([r for _, r in ok], [c.plan for c, _ in ok]),
+        expert_load_cv=measured_expert_cv([r for _, r in ok]),
+    )
     files["hardware"] = save(fitted, out / rundir.HARDWARE_MEASURED)
     column = "measured_goodput_tok_s" if best.workload.objective == "goodput" else "measured_total_tok_s"
     measured_value = {r["plan"]: float(r[column]) for _, r in ok}
     winner = max(ok, key=lambda cr: measured_value[cr[0].label])[0]
-    reranked = _rerank(study, best, cands, judge, hw, fitted, measured_value, fit.acceptance)
+    reranked = _rerank(study, best, cands, judge, hw, fitted, measured_value, fit)
     files["reranked"] = write_reranked(out / rundir.RERANKED_CSV, reranked)
     if reranked and reranked[0]["measured_tok_s"] == "":
         notes.append(
             f"with the corrections the top plan is one not measured ({reranked[0]['plan']}); "
             f"`mi-tune measure {out} --top {len(cands) + 1}` or more measures further down the ranking"
         )
-    measured_best = _best_from(best, winner, judge, fitted, fit.acceptance)
+    measured_best = _best_from(best, winner, judge, fitted, fit)
     files["best_measured"] = save(measured_best, out / rundir.BEST_MEASURED)
     if apply:
         if not (out / rundir.BEST_PREDICTED).is_file() and source.name == rundir.BEST:
@@ -95,10 +99,10 @@ def _fit(per_plan, judge: Judge, hw: HardwareProfile, notes: list[str]) -> tuple
     return Fit(corrections, len(measured), log_error(before), log_error(after)), fitted
 
 
-def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, acceptance) -> list[dict]:
+def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, fit: Fit) -> list[dict]:
     """The study's best plans predicted again at the searched workload the way the search ranked them, without
-    and with the corrections (and the speculative acceptance measured for their method), in the order of the
-    corrected objective."""
+    and with the corrections (and the speculative acceptance measured for their method, the expert-popularity CV
+    measured), in the order of the corrected objective."""
     from autotune.search.trial import objective_value
 
     pool = candidates(best, study, RERANK_PLANS)
@@ -106,7 +110,7 @@ def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, accept
     out = []
     for c in pool:
         prior = judge(c.plan, hw, best.workload)
-        corrected = judge(c.plan, fitted, with_acceptance(best.workload, c.plan, acceptance))
+        corrected = judge(c.plan, fitted, with_acceptance(best.workload, c.plan, fit.acceptance, fit.expert_load_cv))
         out.append(
             {
                 "plan": c.label,
@@ -120,24 +124,28 @@ def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, accept
     return out
 
 
-def _best_from(best: BestConfig, winner: Candidate, judge: Judge, fitted: HardwareProfile, acceptance) -> BestConfig:
+def _best_from(best: BestConfig, winner: Candidate, judge: Judge, fitted: HardwareProfile, fit: Fit) -> BestConfig:
     """best.yaml for the best measured plan: predicted with the corrections the way the search judged plans (its
     engine default too), the corrected profile embedded; its workload carries the speculative acceptance
-    measured for the plan's method."""
+    measured for the plan's method and the expert-popularity CV measured."""
     from autotune.engines import build_launch
     from autotune.inputs import hardware_summary
     from autotune.search import baseline_plan
     from autotune.search.study import plan_numerics
 
     plan, model = winner.plan, judge.model
-    workload = with_acceptance(best.workload, plan, acceptance)
+
+    def measured(p) -> Workload:
+        return with_acceptance(best.workload, p, fit.acceptance, fit.expert_load_cv)
+
+    workload = measured(plan)
     prediction = judge(plan, fitted, workload)
-    base = judge(best.baseline.plan, fitted, with_acceptance(best.workload, best.baseline.plan, acceptance))
+    base = judge(best.baseline.plan, fitted, measured(best.baseline.plan))
     speedup = round(prediction.total_tok_s / base.total_tok_s, 4) if base.total_tok_s else float("inf")
     baseline = dataclasses.replace(best.baseline, prediction=base, speedup=speedup)
     if best.baseline.plan.engine != plan.engine:  # the engine default of the measured winner's engine
         base_plan = baseline_plan(plan.engine, fitted, fitted.num_gpus)
-        base = judge(base_plan, fitted, with_acceptance(best.workload, base_plan, acceptance))
+        base = judge(base_plan, fitted, measured(base_plan))
         speedup = round(prediction.total_tok_s / base.total_tok_s, 4) if base.total_tok_s else float("inf")
         baseline = dataclasses.replace(best.baseline, label=base_plan.describe(), plan=base_plan, prediction=base,
                                        speedup=speedup)  # fmt: skip

@@ -31,6 +31,7 @@ COLUMNS = (
     "failed_requests",
     "measured_tokens_per_step",  # speculative decoding: tokens advanced per verify step, the engine's counters
     "measured_draft_acceptance",  # the per-draft-token acceptance they imply (measure/acceptance.py)
+    "measured_expert_load_cv",  # the experts' popularity CV the engine's expert-load report implies (expert_load.py)
     "plan_file",
     "error",
     "measured_at",

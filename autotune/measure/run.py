@@ -10,11 +10,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-from autotune.measure.acceptance import draft_acceptance, scrape, tokens_per_step
+from autotune.measure import expert_load
+from autotune.measure.acceptance import draft_acceptance, metrics_text, parse_prometheus, tokens_per_step
 from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
 from autotune.measure.records import Candidate, MeasureOptions
 from autotune.measure.rows import plan_row
-from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Prediction, Workload, rundir, save
+from autotune.specs import BestConfig, HardwareProfile, MiTuneError, ModelSpec, Plan, Prediction, Workload, rundir, save
 
 # Before the timed bench, one untimed round of short requests (WARMUP_OSL output tokens) at the benched concurrency
 # (WARMUP_REQUESTS for open-loop workloads): kernels JIT-compiled on first use, allocator growth and the like are
@@ -105,12 +106,39 @@ def measure_plan(
         return {**row, "status": "failed", "error": f"cannot launch: {exc}"}
     save(dataclasses.replace(best, engine=cand.plan.engine, mode=cand.plan.mode, phases=cand.plan.phases,
                              prediction=prediction, launch=launch), plan_file)  # fmt: skip
-    report, bench_s, why, tokens = _serve_and_bench(plan_file, where, workload, concurrency, requests, opts, tag, log)
+    report, bench_s, why, tokens, texts = _serve_and_bench(plan_file, where, workload, concurrency, requests, opts,
+                                                           tag, log, cand.plan)  # fmt: skip
     if report is None:
         return {**row, "status": "failed", "error": why}
     log(f"{tag}: {report.total_tok_s:,.0f} tok/s measured in {bench_s:.1f} s "
         f"(predicted {prediction.total_tok_s:,.0f}, {source})")  # fmt: skip
-    return {**row, **_measured(report), **_speculation(cand, tokens, tag, log)}
+    per_pass = concurrency * (tokens or 1.0)  # tokens a decode pass routes: sequences x tokens each advances
+    skew = _expert_load(cand, model, texts, where / "engine.log", per_pass, tag, log)
+    return {**row, **_measured(report), **_speculation(cand, tokens, tag, log), **skew}
+
+
+def _expert_load(cand: Candidate, model: ModelSpec, texts: tuple[str, str], engine_log: Path, tokens_per_pass: float,
+                 tag: str, log: Callable[[str], None]) -> dict:  # fmt: skip
+    """The row's measured expert-popularity CV (measure/expert_load.py) where the engine reported its ranks'
+    expert loads: SGLang's balancedness summary read around the bench, vLLM's EPLB log lines (empty otherwise)."""
+    phase = cand.plan.decoding
+    if not model.is_moe or phase.ep <= 1:
+        return {}
+    engine = cand.plan.engine
+    if engine == "sglang":
+        cv = expert_load.sglang_cv(*texts, model, phase.ep, tokens_per_pass, phase.eplb)
+    elif engine == "vllm" and phase.eplb:
+        cv = expert_load.vllm_cv(
+            engine_log.read_text(errors="replace") if engine_log.is_file() else "", model, phase.ep
+        )
+    else:
+        log(f"{tag}: {engine} reports no expert loads for this plan: expert load CV not measured")
+        return {}
+    if cv is None:
+        log(f"{tag}: the engine reported no expert loads: expert load CV not measured")
+        return {}
+    log(f"{tag}: expert popularity CV {cv:.3f} measured at EP{phase.ep}")
+    return {"measured_expert_load_cv": cv}
 
 
 def _speculation(cand: Candidate, tokens: float | None, tag: str, log: Callable[[str], None]) -> dict:
@@ -143,14 +171,16 @@ def _source_text(source: str, prediction: Prediction, judge: Judge, why: str) ->
 
 
 def _serve_and_bench(plan_file: Path, where: Path, workload: Workload, concurrency: int, requests: int,
-                     opts: MeasureOptions, tag: str, log: Callable[[str], None]):  # fmt: skip
-    """(bench report, bench seconds, '', speculative tokens per step or None) of the plan file served as `serve`
-    would, or (None, 0, why not, None). The engine's /metrics is read around the measured bench (acceptance.py)."""
+                     opts: MeasureOptions, tag: str, log: Callable[[str], None], plan: Plan):  # fmt: skip
+    """(bench report, bench seconds, '', speculative tokens per step or None, the /metrics texts before and after)
+    of the plan file served as `serve` would, with the engine's expert-load recorder on where it has one
+    (expert_load.with_recorder), or (None, 0, why not, None, ('', '')). The engine's /metrics is read around the
+    measured bench (acceptance.py, expert_load.py)."""
     from autotune import loadgen
     from autotune.engines.serve import serve_launch
     from autotune.engines.supervisor import Started
 
-    launch = serve_launch(str(plan_file), opts.host, opts.port).launch
+    launch = expert_load.with_recorder(serve_launch(str(plan_file), opts.host, opts.port).launch, plan)
     if opts.stand_in:
         from autotune.engines.standin import substitute
 
@@ -160,21 +190,23 @@ def _serve_and_bench(plan_file: Path, where: Path, workload: Workload, concurren
         try:
             started = Started(launch, engine_log, opts.ready_timeout_s)
         except MiTuneError as exc:
-            return None, 0.0, str(exc), None
+            return None, 0.0, str(exc), None, ("", "")
         try:
             why = _wait_healthy(launch.endpoint, started, opts.ready_timeout_s)
             if why:
                 log(f"{tag}: failed to start")
-                return None, 0.0, why, None
+                return None, 0.0, why, None, ("", "")
             warm_n = concurrency or WARMUP_REQUESTS  # one round at the benched batch size: JIT, graphs, caches
             warm = dataclasses.replace(workload, osl=min(workload.osl, WARMUP_OSL), concurrency=warm_n, rate_rps=0.0,
                                        burst=0)  # fmt: skip
             loadgen.bench(launch.endpoint, warm, num_requests=warm_n, concurrency=warm_n, seed=1)
-            counters = scrape(launch.endpoint)
+            before = metrics_text(launch.endpoint)
             t0 = time.perf_counter()
             report = loadgen.bench(launch.endpoint, workload, num_requests=requests, concurrency=concurrency)
             bench_s = time.perf_counter() - t0
-            return report, bench_s, "", tokens_per_step(counters, scrape(launch.endpoint))
+            after = metrics_text(launch.endpoint)
+            tokens = tokens_per_step(parse_prometheus(before), parse_prometheus(after))
+            return report, bench_s, "", tokens, (before, after)
         finally:
             started.stop(opts.grace_s)
 

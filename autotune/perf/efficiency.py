@@ -161,7 +161,9 @@ def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep:
 # public sources imply very different values (autotune/catalog/calibration.yaml): eplb-trtllm-deepseek-r1-ep32,
 # DeepSeek-R1 EP32 (8 of 256 experts per rank, 1,024 tokens per rank), max/mean 2.564 -> 2.17; eplb-vllm-kimi-k3-
 # ep16, EP16 max/mean 1.069 (384 experts assumed, Kimi K2's count) -> 0.20. Their geometric mean, 0.65, is used
-# (at DeepSeek-V3 EP8 it gives the busiest rank 1.16x the mean, the old fixed 1.15).
+# (at DeepSeek-V3 EP8 it gives the busiest rank 1.16x the mean, the old fixed 1.15). The popularity is the traffic's
+# (the TRT-LLM figure is one machine-translation dataset's): a workload's expert_load_cv (--expert-load-cv, or
+# what `measure` reads from the engine) replaces this default (ep_balance.expert_load_cv).
 EXPERT_LOAD_CV = 0.65
 # Routing popularity of the experts, rank^-ROUTING_SKEW (routing.distinct_experts), in ROUTING_GROUPS groups. A
 # prior: routing is measurably non-uniform (eplb-trtllm-deepseek-r1-ep32: the busiest of 32 ranks 2.56x the mean

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from autotune.capability import allreduce_rmsnorm_max_tokens
 from autotune.capability.profiles import profile
-from autotune.perf import comm, ep_balance, fractions, precision, rates, tiles
+from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
 from autotune.specs import (
     DTYPE_BYTES,
@@ -300,28 +300,24 @@ class AttentionShape(NamedTuple):
     prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
 
 
-TOPK_SLOT_BYTES = 8  # a routed slot's int32 expert id and fp32 weight (vLLM fused_moe/router/fused_topk_router.py)
-
-
-def dispatch_act_bytes(model: ModelSpec, phase: PhasePlan, engine: str, moe_kernel: str, expert_dtype: str) -> float:
-    """Bytes per hidden element of a token's row in attention DP's all-gather dispatch where the engine gathers the
-    rows quantised for the expert GEMMs (profile quantised_dp_dispatch; the row's routing slots travel with it,
-    TOPK_SLOT_BYTES each: oplist._comm_ops); 0 where the rows go out in bf16."""
-    quant_bytes = precision.act_quant_bytes(expert_dtype, model.expert_format)
-    rule = profile(engine).quantised_dp_dispatch
-    if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format, phase.ep, phase.dp)):
-        return 0.0
-    return quant_bytes
-
-
-def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, stage: tuple[int, ...]) -> Context:
+def context(
+    model: ModelSpec,
+    phase: PhasePlan,
+    engine: str,
+    hw: HardwareProfile,
+    stage: tuple[int, ...],
+    expert_cv: float = 0.0,
+) -> Context:
+    """The phase's choices resolved once; `expert_cv`: the workload's expert-popularity CV (Workload.expert_load_cv,
+    0 = the default: ep_balance.expert_load_cv)."""
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
-    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb)
+    cv = ep_balance.expert_load_cv(expert_cv)
+    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, cv)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
     table = rates.rates_table(hw)
@@ -349,7 +345,7 @@ def context(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile
         act_in_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format) or float(precision.ACTIVATION_BYTES),
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
-        dispatch_act_bytes=dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
+        dispatch_act_bytes=sharding.dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
         fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),

@@ -19,7 +19,6 @@ from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head 
 from autotune.perf.opcore import (
     ADD_NORM_PASSES,
     FUSED_ALLREDUCE,
-    TOPK_SLOT_BYTES,
     AttentionShape,
     Context,
     Op,
@@ -39,7 +38,7 @@ from autotune.perf.opcore import (
     rope_op,
 )
 from autotune.perf.routing import experts_hit
-from autotune.perf.sharding import dense_layout
+from autotune.perf.sharding import TOPK_SLOT_BYTES, dense_layout
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
@@ -320,7 +319,9 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) ->
         ops.append(_collective("all2all", stage, per_rank * precision.ACTIVATION_BYTES, "comm.all2all"))  # combine
     elif dp > 1:  # gather every token to every rank of the MoE group, reduce-scatter the outputs back
         gathered = row_bytes
-        if c.dispatch_act_bytes:  # rows quantised for the experts, with their routing slots (opcore.dispatch_act_bytes)
+        if (
+            c.dispatch_act_bytes
+        ):  # rows quantised for the experts, with their routing slots (sharding.dispatch_act_bytes)
             gathered = c.model.hidden_size * c.dispatch_act_bytes + ffn.experts_per_token * TOPK_SLOT_BYTES
         ops.append(_collective("allgather", stage, tokens * gathered, "dp"))
         ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))

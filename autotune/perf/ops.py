@@ -193,6 +193,7 @@ def step_fn(
     label: str,
     pending: dict | None = None,
     caps: tuple[float, float] | None = None,
+    expert_cv: float = 0.0,
 ) -> Callable[[StepInput], StepBreakdown | TimedStep]:
     """The step cost of the instance on `gpus` (tp*dp*pp of them, stage-major) as a function of the step input;
     the phase's choices are resolved once (opcore.Context) for all the steps serving.py evaluates.
@@ -201,16 +202,18 @@ def step_fn(
     the rest of the breakdown (rates_ms sums every op's rates-table entry; serving reads step_ms only and a
     prediction reports one or two of its tens of steps): complete(pending, step) makes the steps the caller
     reports whole. Without, every step comes whole. `caps` replaces the engine's CUDA-graph caps
-    (efficiency.graph_caps): (0, 0) prices every step without a graph."""
+    (efficiency.graph_caps): (0, 0) prices every step without a graph. `expert_cv`: the workload's expert-popularity
+    CV (Workload.expert_load_cv; 0 = the model's default), read once into the Context's EP imbalance."""
     ranks = phase.stage_ranks
-    c = context(model, phase, engine, hw, gpus[:ranks])
+    c = context(model, phase, engine, hw, gpus[:ranks], expert_cv)
     groups = layer_groups(model)
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     ffn_groups = _ffn_facts(model)[0]
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
-    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes) and the CUDA-graph caps
+    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes) and the CUDA-graph caps; of the workload, its expert
+    # popularity CV only as the Context's EP imbalance
     caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
     prefix = (
         id(model),
@@ -220,6 +223,7 @@ def step_fn(
         c.stage,
         hand_off_group,
         c.ipc_max,
+        c.imbalance,
         caps,
         halves.plain(phase, STEP_FREE),
     )

@@ -92,8 +92,10 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
     return ""
 
 
-def _step_fn(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str, pending: dict):
-    return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label, pending)
+def _step_fn(
+    model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile, label: str, pending: dict, w: Workload
+):
+    return step_fn(model, phase, engine, hw, phase.replica_gpus(0), label, pending, expert_cv=w.expert_load_cv)
 
 
 def _ranks(phase: PhasePlan, engine: str) -> Ranks:
@@ -173,12 +175,12 @@ def _points(
             ranks=_ranks(phase, plan.engine),
             pickup=efficiency.pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch ahead
         )
-        step = _step_fn(model, phase, plan.engine, hw, "mixed", pending)
+        step = _step_fn(model, phase, plan.engine, hw, "mixed", pending, w)
         point = partial(aggregated_point, step, **args)
         return [point(seqs=n) for n in sorted(set(sizes))], partial(aggregated_at_rate, step, limit, **args)
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
     pool = prefill_pool(
-        _step_fn(model, pre, plan.engine, hw, "prefill", pending),
+        _step_fn(model, pre, plan.engine, hw, "prefill", pending, w),
         pre.replicas,
         w,
         pre.batching.chunked_prefill_tokens,
@@ -186,7 +188,7 @@ def _points(
         _ranks(pre, plan.engine),
     )
     limit = min(dec.batching.max_running, fits["decode"].kv_tokens // seq_tokens)
-    decode = _step_fn(model, dec, plan.engine, hw, "decode", pending)
+    decode = _step_fn(model, dec, plan.engine, hw, "decode", pending, w)
     accepted = speculation(dec, model.family, w.draft_acceptance)[1]
     points = [
         disaggregated_point(pool, decode, n, dec.replicas, w, kv_ms, dec.pp, accepted) for n in candidate_sizes(limit)

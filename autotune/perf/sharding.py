@@ -1,10 +1,11 @@
 """How an engine spreads a dense MLP and the LM head over an instance's tp*dp ranks (the engine profile's
-`tp_spans_dp`; the replication rules are listed in perf/memory.py)."""
+`tp_spans_dp`; the replication rules are listed in perf/memory.py), and what attention DP's MoE dispatch gathers."""
 
 from __future__ import annotations
 
 from autotune.capability.profiles import profile
-from autotune.specs import FfnSpec, PhasePlan
+from autotune.perf import precision
+from autotune.specs import FfnSpec, ModelSpec, PhasePlan
 
 
 def dense_layout(ffn: FfnSpec, phase: PhasePlan, engine: str) -> str:
@@ -48,3 +49,17 @@ def dp_prefill_apart(phase: PhasePlan, engine: str) -> bool:
     with decodes. With speculative decoding SGLang keeps prefill and decode batches apart across the ranks
     (scheduler.py:3979-3990, unless SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION): every rank's decodes wait."""
     return phase.dp > 1 and not profile(engine).mixed_prefill_chunks and phase.speculative.method == "none"
+
+
+TOPK_SLOT_BYTES = 8  # a routed slot's int32 expert id and fp32 weight (vLLM fused_moe/router/fused_topk_router.py)
+
+
+def dispatch_act_bytes(model: ModelSpec, phase: PhasePlan, engine: str, moe_kernel: str, expert_dtype: str) -> float:
+    """Bytes per hidden element of a token's row in attention DP's all-gather dispatch where the engine gathers the
+    rows quantised for the expert GEMMs (profile quantised_dp_dispatch; the row's routing slots travel with it,
+    TOPK_SLOT_BYTES each: oplist._comm_ops); 0 where the rows go out in bf16."""
+    quant_bytes = precision.act_quant_bytes(expert_dtype, model.expert_format)
+    rule = profile(engine).quantised_dp_dispatch
+    if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format, phase.ep, phase.dp)):
+        return 0.0
+    return quant_bytes

@@ -30,7 +30,7 @@ def _instance(
 ) -> InstanceSpec:
     label = {"both": "mixed"}.get(role, role)
     # the simulator reads step_ms only: steps timed only (ops.step_fn's `pending`, TimedStep; never completed)
-    step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label, pending={})
+    step = step_fn(model, phase, plan.engine, hw, phase.replica_gpus(0), label, pending={}, expert_cv=w.expert_load_cv)
     width, accepted = speculation(phase, model.family, w.draft_acceptance) if role != "prefill" else (1, 1.0)
     chunk = phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1)
     return InstanceSpec(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.specs.errors import SpecError
+from autotune.specs.workload import MAX_EXPERT_LOAD_CV
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,7 @@ FIELDS: dict[str, dict[str, Range]] = {
         "prefix_hit_rate": Range(0, 1, note="a share of the prompt", open_high=True),
         "slo_percentile": Range(0, 100, note="a percentile", open_low=True, open_high=True),
         "draft_acceptance": Range(0, 1, note="a per-draft-token acceptance (0 = the model's default)", open_high=True),
+        "expert_load_cv": Range(0, MAX_EXPERT_LOAD_CV, note="an expert-popularity CV (0 = the model's default)"),
     },
     # ModelSpec as the catalog adapters build it (checked by `check_tree` after every adapter)
     "ModelSpec": {

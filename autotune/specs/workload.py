@@ -21,6 +21,9 @@ from dataclasses import dataclass
 OBJECTIVES = ("throughput", "goodput", "pareto")
 LENGTH_DISTS = ("fixed", "normal", "lognormal", "file")
 DEFAULT_SLO_PERCENTILE = 95.0
+# The largest expert-popularity CV a workload may give: one expert of E taking every routed row has a CV of
+# sqrt(E - 1) (population std over the mean), 31.98 at 1,024 experts, more than any catalog model routes to
+MAX_EXPERT_LOAD_CV = 32.0
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,9 @@ class Workload:
     prefix_hit_rate: float = 0.0  # share of each prompt's tokens found in the prefix cache, 0..1
     slo_percentile: float = DEFAULT_SLO_PERCENTILE
     draft_acceptance: float = 0.0  # per-draft-token speculative acceptance, [0, 1); 0 = eff.draft_acceptance
+    # coefficient of variation of the routed experts' popularity under this traffic (perf/ep_balance.py); it sets
+    # the busiest expert-parallel rank's load. 0 = the model's default (ep_balance.expert_load_cv)
+    expert_load_cv: float = 0.0
     schema: str = "mi-tune/workload/v1"
 
     def __post_init__(self) -> None:
@@ -64,6 +70,11 @@ class Workload:
             raise ValueError("concurrency, rate_rps and burst are alternatives: give one, not both")
         if not 0.0 <= self.draft_acceptance < 1.0:  # NaN fails the comparison too
             raise ValueError(f"draft_acceptance: expected a share in [0, 1) (0 = default), got {self.draft_acceptance}")
+        if not 0.0 <= self.expert_load_cv <= MAX_EXPERT_LOAD_CV:  # NaN fails the comparison too
+            raise ValueError(
+                f"expert_load_cv: expected a coefficient of variation in [0, {MAX_EXPERT_LOAD_CV:g}] (0 = default), "
+                f"got {self.expert_load_cv}"
+            )
         if self.num_requests < 1:
             raise ValueError(f"num_requests: expected a positive count, got {self.num_requests}")
         if self.objective not in OBJECTIVES:

@@ -1,14 +1,15 @@
 """Attention DP's all-gather dispatch of an EP MoE layer: vLLM gathers the rows quantised for the expert GEMMs, with
 their routing slots, unless the experts kernel quantises its own input; SGLang gathers bf16 hidden states
-(capability/profiles/vllm_0_34_0.py quantised_dp_dispatch, perf/opcore.dispatch_act_bytes)."""
+(capability/profiles/vllm_0_34_0.py quantised_dp_dispatch, perf/sharding.dispatch_act_bytes)."""
 
 import pytest
 
 from autotune.capability.profiles.sglang_0_5_23 import quantised_dp_dispatch as sglang_rule
 from autotune.capability.profiles.vllm_0_34_0 import quantised_dp_dispatch
 from autotune.catalog import load_model, load_preset
-from autotune.perf.opcore import TOPK_SLOT_BYTES, context
+from autotune.perf.opcore import context
 from autotune.perf.oplist import ffn_comm_ops
+from autotune.perf.sharding import TOPK_SLOT_BYTES
 from autotune.specs import Kernels, PhasePlan
 
 H200 = load_preset("h200-x8")
