@@ -173,8 +173,9 @@ def attention_points(root, system, hw, model):
                 x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
             # the kernels vLLM's attention backend runs per call: the KV-cache write, then attention
             # (FlashAttentionImpl.forward: reshape_and_cache_flash, vllm/v1/attention/backends/flash_attn.py:1490)
+            # with the kernel call's own copies (FA2's head swap: tiles.fa2_swap_copies)
             ops = [op for op in oplist.attention_ops(c, att, x)
-                   if op.kind == "attention" or op.source == "kv cache write"]  # fmt: skip
+                   if op.kind == "attention" or op.source in ("kv cache write", oplist.FA2_COPIES_SOURCE)]  # fmt: skip
             yield f"attn_{phase_name}", _seconds(c, ops), r.latency * 1e-3
 
 
