@@ -206,8 +206,12 @@ def fa2_decode_streams(
         return 0.0
     if swapped:
         return min(seqs * kv_heads * math.ceil(q_per_kv / FA2_PAGED_Q_BLOCK) * splits, sms)
-    ctas = seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK)
-    return min(ctas, sms) / max(1.0, q_per_kv)
+    return min(fa2_unpacked_ctas(seqs, rows_per_seq, kv_heads, q_per_kv), sms) / max(1.0, q_per_kv)
+
+
+def fa2_unpacked_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:
+    """CTAs of an unswapped FA2 call's decode rows: sequences x query heads x 64-row query blocks (above)."""
+    return seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK) if seqs > 0 else 0.0
 
 
 # Launches rates.MIN_US["attention"] stands for: a split-KV decode kernel and its combine. FA2 launches the combine

@@ -1,6 +1,6 @@
 """vLLM's FlashAttention-2 decode (sm_80 / sm_86 / sm_89 / sm_120): KV splits and packed query heads only for
 one-token GQA batches, one CTA per (sequence, query head) walking the whole KV otherwise (perf/tiles.py
-fa2_decode_streams, oplist._fa2_decode_fill)."""
+fa2_decode_streams, perf/fa2_decode.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import rates, tiles
+from autotune.perf.fa2_decode import FA2_COPIES_SOURCE
 from autotune.perf.opcore import context
-from autotune.perf.oplist import FA2_COPIES_SOURCE, attention_ops
+from autotune.perf.oplist import attention_ops
 from autotune.perf.ops import StepInput
 from autotune.specs import Kernels, PhasePlan
 from tests.perf.boxes import sm80_box
@@ -110,3 +111,15 @@ def test_swap_copies_follow_the_reshapes():
     assert tiles.fa2_swap_copies(32, 1, 1) == (1, 1)  # one KV head: the same
     assert tiles.fa2_swap_copies(32, 2, 1) == (3, 2)  # q and LSE copied too
     assert tiles.fa2_swap_copies(32, 2, 4) == (2, 2)  # split: the combine writes the LSE in place
+
+
+def test_an_unswapped_gqa_call_runs_a_wave_of_ctas_per_query_head():
+    """A verify of 64 sequences on Llama-70B TP 8: 64 x 8 query-head CTAs, 5 waves on 108 SMs (old: the packed
+    64 CTAs, one wave); the one-token decode keeps the packed count."""
+    c = context(LLAMA70, TP8, "vllm", A100, TP8.gpus)
+
+    def waves(x):
+        return next(op.count for op in _ops(c, x) if op.source == "kernels.attention (CTA waves)")
+
+    assert waves(StepInput(decode_seqs=64, decode_ctx=4096, decode_width=2)) == 5 == -(-64 * 8 // 108)
+    assert waves(StepInput(decode_seqs=64, decode_ctx=4096)) == 1
