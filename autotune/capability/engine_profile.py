@@ -120,6 +120,10 @@ class EngineProfile:
     # archs where the `auto` decode attention is FA3 run in CUDA graphs with its KV splits capped
     # (perf/tiles.py FA3_GRAPH_MAX_SPLITS): few (sequence, KV head) tiles then leave SMs idle
     fa3_graph_split_cap_archs: tuple[str, ...] = ()
+    # archs where the `auto` decode attention of a non-latent layer is FlashAttention-2 over the paged KV cache,
+    # which splits the KV only for one-token GQA batches and runs everything else one CTA per (sequence, query head)
+    # (perf/tiles.py fa2_decode_streams)
+    fa2_decode_archs: tuple[str, ...] = ()
     # archs where the `auto` prefill attention of a layer with a paged KV cache is FA3 on pages shorter than its KV
     # block: the PagedKVNonTMA path (perf/tiles.py FA3_PAGED_CTA_FIXED_US, rates.FA3_PAGED_KV_PREFILL_SPEED)
     fa3_paged_kv_non_tma_archs: tuple[str, ...] = ()

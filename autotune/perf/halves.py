@@ -33,9 +33,9 @@ def _attention_prefix(c: Context) -> int:
     """The Context's part of attention_terms' key, as a number (one per distinct part, built once per Context):
     what oplist.attention_ops and _op_terms read of the Context. That is the model (by identity; the attention
     specs are its layer kinds), the rates table (by identity) and SM count, tp / dp / dcp, the dense and KV dtypes'
-    resolved sizes and kernel speeds, the decode kernel's split cap, the MLA output copy, absorbed-prefill rows,
-    Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs' K-loop bounds
-    (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
+    resolved sizes and kernel speeds, the decode kernel's split cap and FA2 rule, the MLA output copy,
+    absorbed-prefill rows, Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs'
+    K-loop bounds (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
     fp8_prefill_speed), the latent-MLA decode
     query tile (Context.mla_decode_q_tile), the vllm-ascend platform options when the engine runs on it, and
     whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
@@ -48,7 +48,8 @@ def _attention_prefix(c: Context) -> int:
         prefix = (
             id(c.model), id(c.table), c.sms, phase.tp, phase.dp, phase.dcp, platform,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
-            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.mla_output_copy, c.fp8_kloop, c.fp4_kloop,
+            c.kv_elem_bytes, c.attention_speed, c.decode_split_cap, c.fa2_decode, c.mla_output_copy, c.fp8_kloop,
+            c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
         )  # fmt: skip

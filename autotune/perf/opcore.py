@@ -252,6 +252,7 @@ class Context:
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     dispatch_act_bytes: float = 0.0  # bytes per hidden element attention DP's all-gather dispatch moves (0: bf16)
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
+    fa2_decode: bool = False  # decode attention is vLLM's FA2 (engine profile fa2_decode_archs; oplist._decode_fill)
     fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
     fp8_prefill_speed: float = 1.0  # the dense-prefix prefill attention runs FA3 in FP8 (_fp8_prefill_speed)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)
@@ -347,6 +348,7 @@ def context(
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         dispatch_act_bytes=sharding.dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
         decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
+        fa2_decode=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa2_decode_archs,
         fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
         mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only

@@ -12,7 +12,7 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 from __future__ import annotations
 
 from autotune.perf import efficiency as eff
-from autotune.perf import linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
@@ -186,12 +186,15 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, rows
         if c.triton_mla_split_tokens and mla.is_absorbed_mla(att):  # its split partials (perf/mla.py)
             splits = mla.triton_decode_splits(x.decode_ctx / c.phase.dcp, c.sms, c.triton_mla_split_tokens)
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
+        fill, launches = _decode_fill(ops, c, att, shape, seqs, x)
         ops.append(
-            Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-               c.attention_speed * _decode_fill(c, att, shape, seqs, x))
+            Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches, "kernels.attention",
+               c.attention_speed * fill)
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
+            if c.fa2_decode and not fa2_decode.swapped(att, shape, x):  # FA2 unswapped: one per query head too
+                ctas = tiles.fa2_unpacked_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
@@ -230,17 +233,26 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
         _attention_waves(ops, c, ctas, "paged_wave" if _fa3_paged(c, att) else "wave")
 
 
-def _decode_fill(c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput) -> float:
-    """Speed of a decode attention kernel whose KV splits are capped (Context.decode_split_cap: FA3 under vLLM's
-    CUDA graphs) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one KV head)
-    each stream at most rates.PER_SM_STREAM_GBS. 1 for uncapped kernels and sparse / compressed attention."""
-    if not c.decode_split_cap or att.compress_ratio != 1 or att.index_heads:
-        return 1.0
+def _decode_fill(
+    ops: list, c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput
+) -> tuple[float, float]:
+    """(speed, launch count) of the decode attention op. Speed: of a kernel whose KV splits are capped
+    (Context.decode_split_cap: FA3 under vLLM's CUDA graphs) or ruled by FA2 (Context.fa2_decode:
+    fa2_decode.decode_fill) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one
+    KV head) each stream at most rates.PER_SM_STREAM_GBS; 1 for kernels that split to fill the SMs and sparse /
+    compressed attention.
+    Launch count: 1 (rates.MIN_US["attention"] is a split kernel and its combine), less where FA2 runs unsplit."""
+    if att.compress_ratio != 1 or att.index_heads:
+        return 1.0, 1.0
+    if c.fa2_decode and not att.latent_shared:
+        return fa2_decode.decode_fill(ops, c, att, shape, seqs, x)
+    if not c.decode_split_cap:
+        return 1.0, 1.0
     kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
     mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
     ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
     ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
-    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs)
+    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs), 1.0
 
 
 def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -> None:

@@ -139,6 +139,102 @@ def padded_rows(rows: float, tile: int) -> float:
 FA2_PAGED_Q_BLOCK = 64
 
 
+# vLLM's FlashAttention-2 decode over its paged KV cache (the `auto` kernel on the engine profile's
+# fa2_decode_archs: sm_80 / sm_86 / sm_89 / sm_120), vllm-project/flash-attention commit 617264c,
+# csrc/flash_attn/flash_api.cpp mha_varlen_fwd. vLLM runs a step's whole batch in one call with max_seqlen_q = its
+# longest query (vllm/v1/attention/backends/flash_attn.py:1317, the call at :1427-1462) and passes num_splits =
+# max_num_splits = 0 for FA2 (its CUDA-graph split cap is set for FA3 only: :714, :722, :759-779, :864-877).
+# - Swapped (a batch of one-token queries with more query than KV heads, no sliding window: seqlenq_ngroups_swapped,
+#   :646-652): a KV head's query heads become the rows of one 64-row query block, and only then is the KV split
+#   (set_params_splitkv, :756-761): num_splits_heuristic (:307-341) over batch x KV heads x query blocks, with twice
+#   the SMs as its slots ("128 threads per block", :361), at most 128 splits over blocks of 256 / 128 / 64 keys at
+#   head dim <= 64 / <= 128 / above (:348; flash_fwd_launch_template.h:184): one split once the tiles reach 0.8 of
+#   the slots, else the fewest whose wave efficiency is within 0.85 of the best (a split count that leaves the blocks
+#   per split unchanged is skipped). The kernel counts the longest sequence's blocks; the op list has the mean's.
+# - Otherwise (MHA decode; a speculative verify; a step that carries a prompt too) the KV is never split (`num_splits
+#   <= 1` for varlen paged KV, :762-765) and the heads are not packed: one CTA per (64-row query block, sequence,
+#   query head) (flash_fwd_launch_template.h:107) walks its KV head's whole cache alone. Flash-Decoding's A100
+#   table (pytorch.org/blog/flash-decoding, FlashAttention v2.0.9, 16 query heads over 2 KV heads, batch 1, 65,536
+#   and 131,072 keys: 2,300.6 and 4,592.2 us) shows such a grid streaming at a fixed rate per CTA, 14.6 GB/s for
+#   the 33.5 MB of K and V each of its 16 CTAs walks; that release's kernel moves 64 keys a step where vLLM's
+#   paged one moves 128 at head dim 128, so the op list keeps rates.PER_SM_STREAM_GBS per CTA (decode_fill_speed).
+#   Unpacked, a KV head's cache is walked once per query head, by CTAs that share it through L2 when they run
+#   together: the op keeps its bytes at one read of the KV and its SMs at min(CTAs, SMs) x that rate over the reads.
+FA2_SPLIT_SLOTS_PER_SM = 2
+FA2_MAX_SPLITS = 128
+FA2_ONE_SPLIT_FILL = 0.8
+FA2_SPLIT_EFFICIENCY = 0.85
+
+
+def fa2_kv_block(head_dim: float) -> int:
+    """Keys per block of FA2's split-KV kernel at head dim `head_dim` (flash_fwd_launch_template.h:184)."""
+    return 256 if head_dim <= 64 else (128 if head_dim <= 128 else 64)
+
+
+@lru_cache(maxsize=4096)
+def fa2_num_splits(tiles: int, slots: int, kv_blocks: int) -> int:
+    """KV splits FA2's num_splits_heuristic picks for `tiles` (sequence, KV head, query block) tiles on `slots`
+    CTA slots (2 x SMs) over `kv_blocks` KV blocks (above); remembered, as a step asks per decode op."""
+    if tiles >= FA2_ONE_SPLIT_FILL * slots:
+        return 1
+    efficiency: dict[int, float] = {}
+    for splits in range(1, min(FA2_MAX_SPLITS, slots, kv_blocks) + 1):
+        if splits > 1 and math.ceil(kv_blocks / splits) == math.ceil(kv_blocks / (splits - 1)):
+            continue  # the same blocks per split as one split fewer
+        waves = tiles * splits / slots
+        efficiency[splits] = waves / math.ceil(waves)
+    best = max(efficiency.values(), default=0.0)
+    return next((s for s, e in efficiency.items() if e >= FA2_SPLIT_EFFICIENCY * best), 1)
+
+
+def fa2_swapped_splits(seqs: float, kv_heads: float, q_per_kv: float, entries: float, head_dim: float, sms: int) -> int:
+    """KV splits of a swapped FA2 decode call (above): fa2_num_splits over its (sequence, KV head, query block)
+    tiles at `entries` attended KV entries; 1 without an SM count."""
+    if seqs <= 0 or sms <= 0:
+        return 1
+    tiles = math.ceil(seqs * kv_heads * math.ceil(q_per_kv / FA2_PAGED_Q_BLOCK))
+    return fa2_num_splits(tiles, FA2_SPLIT_SLOTS_PER_SM * sms, max(1, math.ceil(entries / fa2_kv_block(head_dim))))
+
+
+def fa2_decode_streams(
+    seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float, splits: int, sms: int, swapped: bool
+) -> float:
+    """CTAs of vLLM's FA2 decode call that stream KV at once, per time each (sequence, KV head)'s KV is read (its
+    query heads when not swapped): min(CTAs, SMs) / reads, `splits` KV splits when swapped (fa2_swapped_splits).
+    The op list costs the KV once at rates.decode_fill_speed of this; 0 without an SM count."""
+    if seqs <= 0 or sms <= 0:
+        return 0.0
+    if swapped:
+        return min(seqs * kv_heads * math.ceil(q_per_kv / FA2_PAGED_Q_BLOCK) * splits, sms)
+    return min(fa2_unpacked_ctas(seqs, rows_per_seq, kv_heads, q_per_kv), sms) / max(1.0, q_per_kv)
+
+
+def fa2_unpacked_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_kv: float) -> float:
+    """CTAs of an unswapped FA2 call's decode rows: sequences x query heads x 64-row query blocks (above)."""
+    return seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK) if seqs > 0 else 0.0
+
+
+# Launches rates.MIN_US["attention"] stands for: a split-KV decode kernel and its combine. FA2 launches the combine
+# only when it splits (flash_fwd_launch_template.h:136, `if (params.num_splits > 1)`), so an unsplit call is one.
+ATTENTION_MIN_US_LAUNCHES = 2
+
+
+def fa2_decode_launches(splits: int) -> float:
+    """The decode attention op's launch count (Op.count, in units of rates.MIN_US["attention"]) of an FA2 call
+    with `splits` KV splits: 1 split and combine, or half that for the split kernel alone."""
+    return 1.0 if splits > 1 else 1.0 / ATTENTION_MIN_US_LAUNCHES
+
+
+# The swap's copies (flash_api.cpp mha_varlen_fwd, vLLM passing `out`): the kernel writes a temporary output that
+# one copy_ moves into `out` (:693-699, :805-815); the query's reshape of its head-transposed view (:649) and, with
+# one split, the softmax LSE's (:832) cannot be views once the batch and the KV heads both exceed one (the merged
+# dimensions' strides differ), so each runs one more copy kernel: elementwise ops at rates.MIN_US["elementwise"].
+def fa2_swap_copies(seqs: float, kv_heads: float, splits: int) -> tuple[int, int]:
+    """(copy kernels, of which moving a query-sized tensor) a swapped FA2 decode call runs (above)."""
+    strided = seqs > 1 and kv_heads > 1
+    return 1 + strided + (strided and splits <= 1), 1 + strided
+
+
 def prefill_q_block(arch: str) -> int:
     """Query rows of one prefill attention CTA on `arch`: FA3 / FA4's 128 packed rows on
     PACKED_GQA_PREFILL_ARCHS, FA2's paged split-KV tile of 64 rows of one head elsewhere."""

@@ -324,9 +324,16 @@ def serving(m, preset, gpus, isl, osl, kv="fp8", **layout) -> Callable[[], float
     """Offline max-throughput (trtllm-bench): output tok/s/GPU at the engine's batch limits."""
 
     def run() -> float:
+        hw = box(preset, gpus)
         batching = Batching(max_running=1024, chunked_prefill_tokens=8192)
-        phase = PhasePlan(gpus=tuple(range(gpus)), kernels=Kernels(kv_cache_dtype=kv), batching=batching, **layout)
-        p = predict(Plan("vllm", "aggregated", {"both": phase}), m(), box(preset, gpus), Workload(isl=isl, osl=osl))
+        # TRT-LLM's generation attention (XQA / masked MHA in multi-block mode: a sequence's KV split over CTAs,
+        # nvidia.github.io/TensorRT-LLM/advanced/gpt-attention.html) is not the vLLM proxy's FA2 on the archs where
+        # vLLM runs FA2 (its one-token-GQA-only splits, perf/tiles.py fa2_decode_streams): a kernel that splits to
+        # fill the SMs there (fa2-26)
+        attention = "flashinfer" if hw.gpu.arch in profile("vllm").fa2_decode_archs else "auto"
+        kernels = Kernels(kv_cache_dtype=kv, attention=attention)
+        phase = PhasePlan(gpus=tuple(range(gpus)), kernels=kernels, batching=batching, **layout)
+        p = predict(Plan("vllm", "aggregated", {"both": phase}), m(), hw, Workload(isl=isl, osl=osl))
         return p.output_tok_s_per_gpu if p.feasible else float("nan")
 
     return run

@@ -25,7 +25,7 @@ from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
-from autotune.perf import comm, opcore, oplist
+from autotune.perf import comm, fa2_decode, opcore, oplist
 from autotune.perf.ops import cost_ops
 from autotune.specs import Accelerator, FfnSpec, Kernels, PhasePlan
 
@@ -173,8 +173,9 @@ def attention_points(root, system, hw, model):
                 x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
             # the kernels vLLM's attention backend runs per call: the KV-cache write, then attention
             # (FlashAttentionImpl.forward: reshape_and_cache_flash, vllm/v1/attention/backends/flash_attn.py:1490)
-            ops = [op for op in oplist.attention_ops(c, att, x)
-                   if op.kind == "attention" or op.source == "kv cache write"]  # fmt: skip
+            # with the kernel call's own copies (FA2's head swap: tiles.fa2_swap_copies)
+            kept = ("kv cache write", fa2_decode.FA2_COPIES_SOURCE)
+            ops = [op for op in oplist.attention_ops(c, att, x) if op.kind == "attention" or op.source in kept]
             yield f"attn_{phase_name}", _seconds(c, ops), r.latency * 1e-3
 
 

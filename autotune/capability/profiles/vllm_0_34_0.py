@@ -308,6 +308,9 @@ PROFILE = EngineProfile(
     # flash_attn_max_num_splits_for_cuda_graph = 32 (vllm/config/attention.py:66;
     # vllm/v1/attention/backends/flash_attn.py:773-779, vllm/v1/attention/backends/mla/flashattn_mla.py:155-175)
     fa3_graph_split_cap_archs=("sm_90",),
+    # elsewhere below sm_100 FLASH_ATTN leads the non-MLA list (vllm/platforms/cuda.py:166-177) and runs FA2
+    # (vllm/v1/attention/backends/fa_utils.py:99-107: FA3 on major 9, FA4 on major 10, else FA2)
+    fa2_decode_archs=("sm_80", "sm_86", "sm_89", "sm_120"),
     # sm_90's FLASH_ATTN (FA3, above) reads the paged KV cache in blocks of 64 tokens by default
     # (vllm/config/cache.py:185 DEFAULT_BLOCK_SIZE; the backend takes any multiple of 16,
     # vllm/v1/attention/backends/flash_attn.py:357-367), shorter than FA3's 128-entry KV block at head dim 128
