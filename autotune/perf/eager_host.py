@@ -1,0 +1,67 @@
+"""Host (CPU) time of a step that replays no CUDA graph: the engine's Python launches every kernel of every layer
+itself, so the stage takes the longer of its GPU time and that host time (perf/ops.py). The host time is the
+kernel launches of the stage's layers, counted from the op list the step is costed from (oplist.layer_ops: each
+Op is `count` kernels), times the host cost of one launch (efficiency.EAGER_HOST_US_PER_LAUNCH): a dense layer
+launches fewer kernels than a MoE layer (no router, top-k, permutes or grouped GEMMs) and pays less host time."""
+
+from __future__ import annotations
+
+from autotune.perf import efficiency as eff
+from autotune.perf import tiles
+from autotune.perf.costing import BoundedMemo
+from autotune.perf.opcore import Context, StepInput
+from autotune.perf.oplist import layer_ops, step_tokens
+from autotune.specs import LayerSpec
+
+LAUNCH_MEMO_MAX = 4096  # entries of the memo of a stage's launches (stage_launches)
+_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)
+# Ops that are no kernel of their own: the fixed time of a kernel's extra waves of tiles or CTAs (opcore._gemm_waves,
+# oplist._attention_waves, _moe_waves: buckets "wave" / "paged_wave"), priced beside the kernel they belong to.
+_WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
+
+
+def op_launches(ops) -> float:
+    """Kernels the ops launch: each Op's `count`, none for the wave terms (_WAVE_BUCKETS) nor for a collective
+    within one GPU (a group of one: no communication kernel runs)."""
+    launches = 0.0
+    for op in ops:
+        if op.bucket in _WAVE_BUCKETS or (op.kind == "collective" and len(op.group) < 2):
+            continue
+        launches += op.count
+    return launches
+
+
+def launch_key(c: Context, x: StepInput) -> tuple:
+    """What of the step input the op list's kernels (not their sizes) depend on: which parts the step has (decode
+    rows, their width, prompt tokens, a prompt's cached prefix: MLA's prefix kernels, mla_ops.prefix_ops), whether
+    the norms fold into the all-reduce (oplist._fused_norms: rows per rank within Context.fused_norm_max_tokens)
+    and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule)."""
+    rank_tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp
+    absorbed = bool(
+        x.prefill_tokens
+        and c.mla_absorbed_prefill_rows
+        and tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+    )
+    fused = step_tokens(x) / c.phase.dp <= c.fused_norm_max_tokens
+    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed
+
+
+def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
+    """Kernel launches of one pipeline stage's layers for a step of `x`: every layer kind's op list
+    (oplist.layer_ops) counted (op_launches) times its layers, over the pp stages. Remembered per step prefix
+    (ops.step_fn's number, in the Context's memo_keys as "step": the Context's choices) and launch_key: the count
+    is a function of those alone (tests/perf/test_eager_host.py checks it against the op list at each input). A
+    Context that no step_fn made counts afresh."""
+    number = c.memo_keys.get("step")
+    key = None if number is None else (number, *launch_key(c, x))
+    hit = None if key is None else _LAUNCHES.get(key)
+    if hit is None:
+        hit = sum(op_launches(layer_ops(c, layer, x)) * count for layer, count in groups) / c.phase.pp
+        if key is not None:
+            _LAUNCHES.put(key, hit)
+    return hit
+
+
+def eager_host_s(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
+    """Seconds the host takes to launch one stage's kernels in a step without CUDA graph."""
+    return stage_launches(c, groups, x) * eff.EAGER_HOST_US_PER_LAUNCH * 1e-6
