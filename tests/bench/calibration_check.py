@@ -1505,6 +1505,17 @@ TORCH_MM_BF16_SM80_TFLOPS = {"a100-sxm-80gb": 264.53, "a800-sxm-80gb": 266.48}
 SM80_DEVICE_FIELDS = ("name", "memory_gib", "mem_bw_gbs", "peak_tflops", "arch", "features", "nvlink_gbs", "pcie_gen")
 
 
+# pf26: the public per-launch host costs EAGER_HOST_US_PER_LAUNCH is read against (its comment in efficiency.py)
+NOT_EXPRESSIBLE += [
+    (
+        "eager-launch-host-vllm-omni6516",
+        "SenseNova-U1.5-8B-MoT's think decode and diffusion steps: no config of the model in the catalog; a per-launch "
+        "range (15-45 us: idle and wall over the launches), not a step the model prices",
+    ),
+    ("eager-launch-host-vllm-omni7881", "a BigVGAN-style codec VAE, not an LLM of the catalog; a per-launch range"),
+]
+
+
 @cache
 def sm80_box(device: str = "a100-sxm-80gb", gpus: int = 0):
     """An HGX A100 / A800: the a100-sxm-x8 preset's box with catalog.devices `device`'s datasheet on its GPUs (the
