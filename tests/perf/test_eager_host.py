@@ -74,6 +74,8 @@ CASES = (
     ("deepseek-v3", "h200-x8", "vllm", {"tp": 4, "dp": 2, "dp_attention": True}),
     ("qwen3.5-35b-a3b", "h200-x8", "vllm", {"tp": 8}),
     ("llama-3.1-70b", "h200-x8", "sglang", {"tp": 4, "pp": 2}),
+    ("deepseek-v4.1-flash", "rtx-pro-6000-x8", "vllm", {"tp": 2, "dp": 4, "dp_attention": True}),
+    ("glm-5.3-flash", "rtx-pro-6000-x8", "sglang", {"tp": 8}),
 )
 
 
