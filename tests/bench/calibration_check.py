@@ -1513,6 +1513,8 @@ NOT_EXPRESSIBLE += [
         "range (15-45 us: idle and wall over the launches), not a step the model prices",
     ),
     ("eager-launch-host-vllm-omni7881", "a BigVGAN-style codec VAE, not an LLM of the catalog; a per-launch range"),
+    ("eager-launch-host-freetoken338", "a chain of torch ops, not an engine's step: the bare launch's host cost"),
+    ("eager-launch-host-imp1367", "a C++ GGUF engine offloading experts to the host: the driver call's CPU time"),
 ]
 
 
