@@ -20,6 +20,14 @@ _LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)
 _WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
 
 
+def micro_batches(c: Context) -> int:
+    """Forwards the host launches a step's layers in: two under two-batch overlap, where each micro-batch runs every
+    layer's ops (SGLang: one _StageExecutor per sub-batch, each through all stages,
+    srt/batch_overlap/operations.py:55-68; vLLM 0.34's DBO: one thread per micro-batch, each calling the model,
+    v1/worker/gpu/ubatch_utils.py:505-545), else one."""
+    return 2 if c.phase.overlap.two_batch else 1
+
+
 def op_launches(ops) -> float:
     """Kernels the ops launch: each Op's `count`, none for the wave terms (_WAVE_BUCKETS) nor for a collective
     within one GPU (a group of one: no communication kernel runs)."""
@@ -48,15 +56,16 @@ def launch_key(c: Context, x: StepInput) -> tuple:
 
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
     """Kernel launches of one pipeline stage's layers for a step of `x`: every layer kind's op list
-    (oplist.layer_ops) counted (op_launches) times its layers, over the pp stages. Remembered per step prefix
-    (ops.step_fn's number, in the Context's memo_keys as "step": the Context's choices) and launch_key: the count
-    is a function of those alone (tests/perf/test_eager_host.py checks it against the op list at each input). A
-    Context that no step_fn made counts afresh."""
+    (oplist.layer_ops) counted (op_launches) times its layers and the micro-batches, over the pp stages.
+    Remembered per step prefix (ops.step_fn's number, in the Context's memo_keys as "step": the Context's choices)
+    and launch_key: the count is a function of those alone (tests/perf/test_eager_host.py checks it against the op
+    list at each input). A Context that no step_fn made counts afresh."""
     number = c.memo_keys.get("step")
     key = None if number is None else (number, *launch_key(c, x))
     hit = None if key is None else _LAUNCHES.get(key)
     if hit is None:
-        hit = sum(op_launches(layer_ops(c, layer, x)) * count for layer, count in groups) / c.phase.pp
+        launches = sum(op_launches(layer_ops(c, layer, x)) * count for layer, count in groups)
+        hit = launches * micro_batches(c) / c.phase.pp
         if key is not None:
             _LAUNCHES.put(key, hit)
     return hit

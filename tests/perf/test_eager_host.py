@@ -17,7 +17,7 @@ from autotune.perf import efficiency as eff
 from autotune.perf.layers import layer_groups
 from autotune.perf.opcore import Op, StepInput, _collective, context
 from autotune.perf.ops import step_fn
-from autotune.specs import PhasePlan
+from autotune.specs import Overlap, PhasePlan
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 GRAPHLESS = (0.0, 0.0)  # step_fn's caps: every step without a graph
@@ -94,3 +94,15 @@ def test_the_remembered_launches_are_the_op_lists_at_every_input(name, preset, e
         remembered.memo_keys["step"] = -1
         for x in order:
             assert eager_host.stage_launches(remembered, groups, x) == eager_host.stage_launches(fresh, groups, x)
+
+
+def test_two_batch_overlap_launches_every_layer_once_per_micro_batch():
+    """Under two-batch overlap each micro-batch runs every layer's ops (SGLang's two stage executors, vLLM's DBO
+    threads): the host launches the layers' kernels twice."""
+    m, hw = load_model("deepseek-v3"), _box("h200-x8", 8)
+    x = StepInput(prefill_tokens=4096.0)
+    launches = {}
+    for two_batch in (False, True):
+        plan = PhasePlan(gpus=tuple(range(8)), tp=8, overlap=Overlap(two_batch=two_batch))
+        launches[two_batch] = eager_host.stage_launches(context(m, plan, "sglang", hw, plan.gpus), layer_groups(m), x)
+    assert launches[True] == pytest.approx(2 * launches[False])
