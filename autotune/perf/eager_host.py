@@ -10,11 +10,12 @@ from autotune.perf import efficiency as eff
 from autotune.perf import tiles
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import layer_ops, step_tokens
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_ops, layer_input, step_tokens
 from autotune.specs import LayerSpec
 
-LAUNCH_MEMO_MAX = 4096  # entries of the memo of a stage's launches (stage_launches)
-_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)
+LAUNCH_MEMO_MAX = 4096  # entries of each memo of launches (stage_launches, _half_launches)
+_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (step prefix number, launch_key) -> a stage's launches
+_HALF_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (half's prefix number, its spec's id, launch_key) -> its launches
 # Ops that are no kernel of their own: the fixed time of a kernel's extra waves of tiles or CTAs (opcore._gemm_waves,
 # oplist._attention_waves, _moe_waves: buckets "wave" / "paged_wave"), priced beside the kernel they belong to.
 _WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
@@ -56,18 +57,45 @@ def launch_key(c: Context, x: StepInput) -> tuple:
 
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
     """Kernel launches of one pipeline stage's layers for a step of `x`: every layer kind's op list
-    (oplist.layer_ops) counted (op_launches) times its layers and the micro-batches, over the pp stages.
-    Remembered per step prefix (ops.step_fn's number, in the Context's memo_keys as "step": the Context's choices)
-    and launch_key: the count is a function of those alone (tests/perf/test_eager_host.py checks it against the op
-    list at each input). A Context that no step_fn made counts afresh."""
+    (oplist.layer_ops: its attention half, its FFN half and the dcp gather) counted (op_launches) times its layers
+    and the micro-batches, over the pp stages. Remembered per step prefix (ops.step_fn's number, in the Context's
+    memo_keys as "step") and launch_key, and each half across plans (_half_launches); the count is a function of
+    those alone (tests/perf/test_eager_host.py checks it against the op list). A Context that no step_fn made
+    counts afresh."""
     number = c.memo_keys.get("step")
     key = None if number is None else (number, *launch_key(c, x))
     hit = None if key is None else _LAUNCHES.get(key)
     if hit is None:
-        launches = sum(op_launches(layer_ops(c, layer, x)) * count for layer, count in groups)
+        launches = 0.0
+        for layer, count in groups:
+            part = layer_input(layer, x)
+            launches += count * _half_launches(c, "attention", layer.attention, part)
+            launches += count * _half_launches(c, "ffn", layer.ffn, part)
         hit = launches * micro_batches(c) / c.phase.pp
         if key is not None:
             _LAUNCHES.put(key, hit)
+    return hit
+
+
+def _half_launches(c: Context, half: str, spec, x: StepInput) -> float:
+    """Launches of one layer half for the layer's own input `x`: the attention half with the dcp gather
+    (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops). Remembered
+    across plans by the half's prefix number in the Context's memo_keys ("attention": halves._attention_prefix, what
+    attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms' prefix, which holds what
+    ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the fused-norm limit), set once the
+    step has costed the half; counted afresh without it."""
+    if step_tokens(x) <= 0:
+        return 0.0
+    prefix = c.memo_keys.get(half)
+    key = None if prefix is None else (prefix, id(spec), *launch_key(c, x))
+    hit = None if key is None else _HALF_LAUNCHES.get(key)
+    if hit is None:
+        if half == "attention":
+            hit = op_launches(attention_ops(c, spec, x)) + op_launches(dcp_ops(c, spec, x))
+        else:
+            hit = op_launches(ffn_ops(c, spec, step_tokens(x)))
+        if key is not None:
+            _HALF_LAUNCHES.put(key, hit)
     return hit
 
 

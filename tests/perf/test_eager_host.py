@@ -106,3 +106,30 @@ def test_two_batch_overlap_launches_every_layer_once_per_micro_batch():
         plan = PhasePlan(gpus=tuple(range(8)), tp=8, overlap=Overlap(two_batch=two_batch))
         launches[two_batch] = eager_host.stage_launches(context(m, plan, "sglang", hw, plan.gpus), layer_groups(m), x)
     assert launches[True] == pytest.approx(2 * launches[False])
+
+
+@pytest.mark.parametrize("name, preset", (("deepseek-v4.1-flash", "rtx-pro-6000-x8"), ("qwen3-235b-a22b", "h200-x8")))
+def test_the_launches_remembered_across_plans_are_each_plans_own(name, preset, monkeypatch):
+    """A search's plans share the remembered halves' launches (_half_launches, keyed by the halves' prefixes): over
+    sampled plans, every graphless step's count equals its own op list's, counted afresh on a new Context."""
+    from autotune.perf import predict
+    from autotune.search.random_plans import random_plans
+    from autotune.specs import Workload
+
+    m, hw, w = load_model(name), load_preset(preset), Workload()
+    seen = []
+    count = eager_host.eager_host_s
+
+    def spy(c, groups, x):
+        seen.append((c, groups, x))
+        return count(c, groups, x)
+
+    monkeypatch.setattr(eager_host, "eager_host_s", spy)
+    eager_host._LAUNCHES.clear()
+    eager_host._HALF_LAUNCHES.clear()
+    for plan in random_plans(m, hw, w, 60, seed=1):
+        predict(plan, m, hw, w)
+    assert len(seen) > 10
+    for c, groups, x in seen:
+        fresh = context(c.model, c.phase, c.engine, c.hw, c.stage)
+        assert eager_host.stage_launches(c, groups, x) == eager_host.stage_launches(fresh, groups, x)
