@@ -82,12 +82,14 @@ def _half_launches(c: Context, half: str, spec, x: StepInput) -> float:
     (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops). Remembered
     across plans by the half's prefix number in the Context's memo_keys ("attention": halves._attention_prefix, what
     attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms' prefix, which holds what
-    ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the fused-norm limit), set once the
-    step has costed the half; counted afresh without it."""
+    ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the fused-norm limit; equal FfnSpecs
+    of different layer kinds as one), set once the step has costed the half; counted afresh without it."""
     if step_tokens(x) <= 0:
         return 0.0
     prefix = c.memo_keys.get(half)
-    key = None if prefix is None else (prefix, id(spec), *launch_key(c, x))
+    ids = c.memo_keys.get("ffn_ids") if half == "ffn" else None  # equal FfnSpecs as one (ops._ffn_cost's map)
+    spec_id = ids.get(id(spec), id(spec)) if ids else id(spec)
+    key = None if prefix is None else (prefix, spec_id, *launch_key(c, x))
     hit = None if key is None else _HALF_LAUNCHES.get(key)
     if hit is None:
         if half == "attention":
