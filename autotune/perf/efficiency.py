@@ -95,15 +95,25 @@ OVERLAP_EXPOSED_MS = 0.05
 PREFILL_LAUNCH_US_PER_LAYER = 30.0
 DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # A step above the engine's CUDA-graph sizes (engine profile graph_caps) replays no graph: the CPU launches every
-# kernel from Python, and the step takes the longer of that host time and the GPU's. Host time per layer, us, from
-# vllm-project/vllm#45709: Qwen3-30B-A3B TP4, concurrency 8, 3500/1500, decode without graphs at TPOT 33.92 ms
-# (eager) and 35.20 ms (compiled, no graph) on 4x RTX 4090D against 10.03 ms with FULL_AND_PIECEWISE; 34.4 ms
-# (compiled, cudagraph_mode NONE) on 4x L20 against 11.8 ms PIECEWISE, vLLM 0.28.1rc1: host-bound steps of
-# 34-35 ms over 48 layers (calibration.yaml eager-host-time-vllm45709-4090d, eager-host-time-vllm45709-l20).
-# Eager and compiled differ by 4%, so one figure serves vLLM's eager (breakable-graph architectures) and
-# torch.compile'd paths; SGLang's eager DeepSeek-V3 forward is near it (sglang#12160: (82.6 - 23.1) ms over 61
-# layers, 980 us, GPU not stated). A prior for a CPU of today's servers; the layer kind's op count is not in it.
-EAGER_HOST_US_PER_LAYER = 720.0
+# kernel from Python, and the step takes the longer of that host time and the GPU's (perf/eager_host.py). Host time
+# per kernel launch, us, times the kernels of the stage's layers counted from the op list.
+# Fitted on vLLM's graphless decode steps (calibration_check eager_launch_us): vllm-project/vllm#45709, Qwen3-30B-A3B
+# TP4, 34-35 ms over 48 layers of 14 modelled kernels (eager-host-time-vllm45709-4090d, -l20), and
+# vllm-project/vllm#20469's --enforce-eager Qwen3-14B-AWQ on one A100 (vllm-awq-qwen3-14b-a100-eager), 20.63 ms over
+# 40 layers of 10: 51 us a kernel in both (the rows put a per-layer term beside it at -26..+38 us: none kept). Eager and
+# compiled (no graph) differ by 4% in vllm#45709, so one figure serves both; SGLang's eager DeepSeek-V3 forward is
+# near it (sglang#12160: (82.6 - 23.1) ms over 61 layers of 24.7 modelled kernels, 40 us a kernel, GPU not stated).
+# Public per-launch figures it is read against: vllm-project/vllm-omni#6516 (1x A800, Xeon Gold 6336Y, PyTorch eager
+# decode of an 8B model): 206,149 launches in 8,259.5 ms with 5,179.2 ms of kernel time and 3,080.3 ms idle
+# (185,245 in 8,323.3 / 3,186.7 with flash_attn_varlen), the same launches in 5,196.9 ms under a CUDA graph: 15-17 us
+# of exposed host time per launch, at most 40-45 us (wall time over launches); vllm-project/vllm-omni#7881: ~2,700
+# small kernels per clip take 42-90 ms of host time, 16-33 us per launch (calibration.yaml
+# eager-launch-host-vllm-omni6516 / -7881). The bare launch beneath them is 2.5-4.6 us (FreeToken#338: 39 torch
+# launches in 143 us wall less 44.7 us of GPU work; kekzl/imp#1367: nsys median cudaLaunchKernel 4.58 us of CPU;
+# calibration.yaml eager-launch-host-freetoken338 / -imp1367). The fit sits above the sources' 15-45 us: an op of the
+# list is one fused kernel where the eager path runs more (Qwen3's q / k norms, the views and copies around each
+# custom op), and the module calls' Python runs between launches.
+EAGER_HOST_US_PER_LAUNCH = 51.0
 
 
 def graph_caps(

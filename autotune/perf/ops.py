@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from autotune.perf import ascend, halves, precision
+from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
@@ -227,7 +227,7 @@ def step_fn(
         caps,
         halves.plain(phase, STEP_FREE),
     )
-    number = halves.number(prefix, (model, hw))
+    number = c.memo_keys["step"] = halves.number(prefix, (model, hw))  # also eager_host's memo key
     stages = phase.pp
 
     def cost(x: StepInput) -> StepBreakdown:
@@ -339,8 +339,8 @@ def _step(
         _add_draft(total, c, x, 1 / phase.pp)
         launch_s += (width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / phase.pp
     if (x.decode_seqs * width + x.prefill_tokens > caps[1]) if x.prefill_tokens else (x.decode_seqs > caps[0]):
-        # no CUDA graph: the stage takes the longer of its GPU time and the host's kernel launches
-        launch_s = max(0.0, eff.EAGER_HOST_US_PER_LAYER * 1e-6 * model.num_layers / phase.pp - total.time_s)
+        # no CUDA graph: the stage takes the longer of its GPU time and the host's kernel launches (eager_host)
+        launch_s = max(0.0, eager_host.eager_host_s(c, groups, x) - total.time_s)
     if phase.pp > 1:
         rows = x.decode_seqs * width + x.prefill_tokens
         hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES

@@ -110,8 +110,9 @@ FITTED = [
     ("fused_norm_us", "FUSED_ADD_NORM_MIN_US", (2.9, 3.5, 4.0, 4.5, 5.0, 5.17, 5.5, 6.0), "MIN_US[norm]"),
     ("mtp_accept", "DRAFT_ACCEPTANCE[mtp]", (0.6, 0.7, 0.8, 0.85, 0.9, 0.95), 0.0),  # mtp-deepseek-v3-report
     ("dspark_accept", "DRAFT_ACCEPTANCE[dspark]", (0.5, 0.6, 0.65, 0.68, 0.7, 0.75, 0.8), 0.0),  # dspark-*
-    # eager-host-time-vllm45709-4090d and -l20; prior: SGLang's eager DeepSeek-V3 forward (sglang#12160, efficiency.py)
-    ("eager_host_us", "EAGER_HOST_US_PER_LAYER", (300.0, 450.0, 600.0, 650.0, 700.0, 750.0, 800.0, 900.0), 980.0),
+    # eager-host-time-vllm45709-4090d and -l20, vllm-awq-qwen3-14b-a100-eager; prior: SGLang's eager DeepSeek-V3
+    # forward (sglang#12160: 980 us a layer, efficiency.py) over the op list's 24.7 kernels of its decode layer
+    ("eager_launch_us", "EAGER_HOST_US_PER_LAUNCH", (20.0, 30.0, 40.0, 45.0, 48.0, 50.0, 52.0, 55.0, 60.0, 70.0), 40.0),
     # kernel-marlin-dense-w4a16-h100-humming2 / -h200-tileops (q4c23); prior: the fused Marlin MoE's per-SM figure
     # (kernel-marlin-moe-h20-dsv3)
     (
@@ -972,7 +973,7 @@ def graphless_decode_ms(preset: str) -> Callable[[], float]:
 
 
 def graphless_rows() -> list[Row]:
-    """Decode steps without CUDA graphs: host-bound (efficiency.EAGER_HOST_US_PER_LAYER)."""
+    """Decode steps without CUDA graphs: host-bound (efficiency.EAGER_HOST_US_PER_LAUNCH, perf/eager_host.py)."""
     d, l20 = "eager-host-time-vllm45709-4090d", "eager-host-time-vllm45709-l20"
     return [
         Row(d, "Qwen3-30B-A3B TP4 c=8 decode, eager (4x 4090D)", "TPOT ms", 33.92, graphless_decode_ms("rtx-4090-x8")),
@@ -1513,6 +1514,19 @@ TORCH_MM_BF16_SM80_TFLOPS = {"a100-sxm-80gb": 264.53, "a800-sxm-80gb": 266.48}
 SM80_DEVICE_FIELDS = ("name", "memory_gib", "mem_bw_gbs", "peak_tflops", "arch", "features", "nvlink_gbs", "pcie_gen")
 
 
+# pf26: the public per-launch host costs EAGER_HOST_US_PER_LAUNCH is read against (its comment in efficiency.py)
+NOT_EXPRESSIBLE += [
+    (
+        "eager-launch-host-vllm-omni6516",
+        "SenseNova-U1.5-8B-MoT's think decode and diffusion steps: no config of the model in the catalog; a per-launch "
+        "range (15-45 us: idle and wall over the launches), not a step the model prices",
+    ),
+    ("eager-launch-host-vllm-omni7881", "a BigVGAN-style codec VAE, not an LLM of the catalog; a per-launch range"),
+    ("eager-launch-host-freetoken338", "a chain of torch ops, not an engine's step: the bare launch's host cost"),
+    ("eager-launch-host-imp1367", "a C++ GGUF engine offloading experts to the host: the driver call's CPU time"),
+]
+
+
 @cache
 def sm80_box(device: str = "a100-sxm-80gb", gpus: int = 0):
     """An HGX A100 / A800: the a100-sxm-x8 preset's box with catalog.devices `device`'s datasheet on its GPUs (the
@@ -1521,7 +1535,7 @@ def sm80_box(device: str = "a100-sxm-80gb", gpus: int = 0):
 
 
 def sm80_rows() -> list[Row]:
-    """sm80-25's counted rows: vllm#20469's eager decode on one A100 (efficiency.EAGER_HOST_US_PER_LAYER)."""
+    """sm80-25's counted rows: vllm#20469's eager decode on one A100 (efficiency.EAGER_HOST_US_PER_LAUNCH)."""
     eager = "vllm-awq-qwen3-14b-a100-eager"
     return [Row(eager, "Qwen3-14B-AWQ TP1 c=1 16k decode, --enforce-eager (1x A100)", "TPOT ms", 20.63,
                 a100_eager_decode_ms)]  # fmt: skip

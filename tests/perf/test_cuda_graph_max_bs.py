@@ -13,9 +13,10 @@ from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.inputs import restrict_gpus
-from autotune.perf import efficiency as eff
+from autotune.perf import eager_host
+from autotune.perf.layers import layer_groups
 from autotune.perf.memory import GIB, memory_fit
-from autotune.perf.opcore import StepInput
+from autotune.perf.opcore import StepInput, context
 from autotune.perf.ops import step_fn
 from autotune.specs import Batching, PhasePlan, Speculative
 
@@ -44,7 +45,9 @@ def test_vllm_dspark_decode_above_85_requests_is_host_bound_by_default_and_graph
     def step_ms(plan: PhasePlan, caps=None) -> float:
         return step_fn(m, plan, "vllm", hw, plan.gpus, "decode", caps=caps)(x).step_ms
 
-    host_ms = eff.EAGER_HOST_US_PER_LAYER * m.num_layers / 1e3
+    plan = _dspark(None)
+    c = context(m, plan, "vllm", hw, plan.gpus)  # the host's launches of the step's layers (eager_host), 6 wide
+    host_ms = eager_host.eager_host_s(c, layer_groups(m), x._replace(decode_width=6.0)) * 1e3
     graphed = step_ms(_dspark(None), caps=(float("inf"), float("inf")))
     assert graphed < host_ms <= step_ms(_dspark(None))
     assert step_ms(_dspark(256)) == pytest.approx(graphed, rel=1e-9)

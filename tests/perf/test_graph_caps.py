@@ -1,7 +1,7 @@
 """A step above the engine's default CUDA-graph sizes replays no graph: it takes the longer of its GPU time and the
-host's kernel launches (efficiency.EAGER_HOST_US_PER_LAYER per layer). The sizes are each engine's own
-(capability/profiles graph_caps): vLLM 0.34's shared ceiling of 512 tokens off sm_100 and its wide sm_100 defaults,
-SGLang 0.5.23's decode tiers by GPU memory and its breakable prefill graph."""
+host's kernel launches (perf/eager_host.py: the op list's kernels x efficiency.EAGER_HOST_US_PER_LAUNCH). The sizes
+are each engine's own (capability/profiles graph_caps): vLLM 0.34's shared ceiling of 512 tokens off sm_100 and its
+wide sm_100 defaults, SGLang 0.5.23's decode tiers by GPU memory and its breakable prefill graph."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.inputs import restrict_gpus
+from autotune.perf import eager_host
 from autotune.perf import efficiency as eff
-from autotune.perf.opcore import StepInput
+from autotune.perf.layers import layer_groups
+from autotune.perf.opcore import StepInput, context
 from autotune.perf.ops import step_fn
 from autotune.specs import Batching, Overlap, PhasePlan, Speculative
 
@@ -59,11 +61,19 @@ def _step_ms(model: str, preset: str, x: StepInput, caps=None, **phase) -> float
     return step_fn(load_model(model), plan, "vllm", hw, plan.gpus, "mixed", caps=caps)(x).step_ms
 
 
+def _host_ms(model: str, preset: str, x: StepInput, **phase) -> float:
+    """The host's launches of the step's layers (eager_host, counted afresh), ms."""
+    hw = restrict_gpus(dataclasses.replace(load_preset(preset), measured=None), 8)
+    plan = PhasePlan(gpus=tuple(range(8)), batching=BIG, **phase)
+    m = load_model(model)
+    return eager_host.eager_host_s(context(m, plan, "vllm", hw, plan.gpus), layer_groups(m), x) * 1e3
+
+
 def test_a_prompt_chunk_above_the_graph_size_is_host_bound_on_hopper():
     """Qwen3.5-35B-A3B at TP8 on H200: a 1,024-token chunk's GPU time is below 40 layers of host launches."""
-    m, layers = "qwen3.5-35b-a3b", load_model("qwen3.5-35b-a3b").num_layers
-    host_ms = eff.EAGER_HOST_US_PER_LAYER * layers / 1e3
+    m = "qwen3.5-35b-a3b"
     chunk = StepInput(prefill_tokens=1024.0, prefill_ctx=512.0)
+    host_ms = _host_ms(m, "h200-x8", chunk, tp=8)
     eager = _step_ms(m, "h200-x8", chunk, tp=8)
     graphed = _step_ms(m, "h200-x8", chunk, caps=(float("inf"), float("inf")), tp=8)
     assert graphed < host_ms <= eager
@@ -76,7 +86,7 @@ def test_a_gpu_bound_step_without_a_graph_costs_its_gpu_time():
     big = StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0)
     eager = _step_ms(m, "h200-x8", big, caps=(0.0, 0.0), tp=8)
     layers = load_model(m).num_layers
-    assert eager > eff.EAGER_HOST_US_PER_LAYER * layers / 1e3 * 2  # far above the host time: the GPU sets it
+    assert eager > _host_ms(m, "h200-x8", big, tp=8) * 2  # far above the host time: the GPU sets it
     graphed = _step_ms(m, "h200-x8", big, caps=(float("inf"), float("inf")), tp=8)
     launches_ms = eff.PREFILL_LAUNCH_US_PER_LAYER * layers / 1e3
     assert eager == pytest.approx(graphed - launches_ms, rel=1e-9)
@@ -90,7 +100,8 @@ def test_speculative_decode_batches_above_the_request_cap_leave_the_graph():
     spec = Speculative(method="dspark", draft_tokens=5)
     plan = PhasePlan(gpus=tuple(range(4)), dp=2, tp=2, dp_attention=True, batching=BIG, speculative=spec)
     assert eff.graph_caps(m, plan, "vllm", hw, 6) == (170, 1024)
-    host_ms = eff.EAGER_HOST_US_PER_LAYER * m.num_layers / 1e3
+    verify = StepInput(decode_seqs=2.0, decode_ctx=64.0, decode_width=6.0)  # each request's 6 verified tokens
+    host_ms = _host_ms("deepseek-v4.1-flash", "rtx-pro-6000-x8", verify, tp=8, speculative=spec)
 
     def at(seqs: float, caps) -> float:
         return _step_ms("deepseek-v4.1-flash", "rtx-pro-6000-x8", StepInput(decode_seqs=seqs, decode_ctx=64.0),

@@ -34,7 +34,7 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     (vllm/config/compilation.py:65; vllm/config/vllm.py:2604-2611, :2681-2684), while the prefill sizes keep their
     own default (the shared sizes, :2645): the token ceiling of mixed steps does not move. A step above them runs
     without a graph: eager for the breakable-graph architectures, the torch.compile'd code for the rest, alike in
-    host time (autotune/perf/efficiency.py EAGER_HOST_US_PER_LAYER)."""
+    host time (autotune/perf/eager_host.py, efficiency.py EAGER_HOST_US_PER_LAUNCH)."""
     b = phase.batching
     if arch == "sm_100":
         tokens = min(8192, b.chunked_prefill_tokens)

@@ -1,0 +1,106 @@
+"""Host (CPU) time of a step that replays no CUDA graph: the engine's Python launches every kernel of every layer
+itself, so the stage takes the longer of its GPU time and that host time (perf/ops.py). The host time is the
+kernel launches of the stage's layers, counted from the op list the step is costed from (oplist.layer_ops: each
+Op is `count` kernels), times the host cost of one launch (efficiency.EAGER_HOST_US_PER_LAUNCH): a dense layer
+launches fewer kernels than a MoE layer (no router, top-k, permutes or grouped GEMMs) and pays less host time."""
+
+from __future__ import annotations
+
+from autotune.perf import efficiency as eff
+from autotune.perf import tiles
+from autotune.perf.costing import BoundedMemo
+from autotune.perf.opcore import Context, StepInput
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_ops, layer_input, step_tokens
+from autotune.specs import LayerSpec
+
+LAUNCH_MEMO_MAX = 4096  # entries of each memo of launches (stage_launches, _half_launches)
+_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (step prefix number, launch_key) -> a stage's launches
+_HALF_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (half's prefix number, its spec's id, launch_key) -> its launches
+# Ops that are no kernel of their own: the fixed time of a kernel's extra waves of tiles or CTAs (opcore._gemm_waves,
+# oplist._attention_waves, _moe_waves: buckets "wave" / "paged_wave"), priced beside the kernel they belong to.
+_WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
+
+
+def micro_batches(c: Context) -> int:
+    """Forwards the host launches a step's layers in: two under two-batch overlap, where each micro-batch runs every
+    layer's ops (SGLang: one _StageExecutor per sub-batch, each through all stages,
+    srt/batch_overlap/operations.py:55-68; vLLM 0.34's DBO: one thread per micro-batch, each calling the model,
+    v1/worker/gpu/ubatch_utils.py:505-545), else one."""
+    return 2 if c.phase.overlap.two_batch else 1
+
+
+def op_launches(ops) -> float:
+    """Kernels the ops launch: each Op's `count`, none for the wave terms (_WAVE_BUCKETS) nor for a collective
+    within one GPU (a group of one: no communication kernel runs)."""
+    launches = 0.0
+    for op in ops:
+        if op.bucket in _WAVE_BUCKETS or (op.kind == "collective" and len(op.group) < 2):
+            continue
+        launches += op.count
+    return launches
+
+
+def launch_key(c: Context, x: StepInput) -> tuple:
+    """What of the step input the op list's kernels (not their sizes) depend on: which parts the step has (decode
+    rows, their width, prompt tokens, a prompt's cached prefix: MLA's prefix kernels, mla_ops.prefix_ops), whether
+    the norms fold into the all-reduce (oplist._fused_norms: rows per rank within Context.fused_norm_max_tokens)
+    and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule)."""
+    rank_tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp
+    absorbed = bool(
+        x.prefill_tokens
+        and c.mla_absorbed_prefill_rows
+        and tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
+    )
+    fused = step_tokens(x) / c.phase.dp <= c.fused_norm_max_tokens
+    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed
+
+
+def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
+    """Kernel launches of one pipeline stage's layers for a step of `x`: every layer kind's op list
+    (oplist.layer_ops: its attention half, its FFN half and the dcp gather) counted (op_launches) times its layers
+    and the micro-batches, over the pp stages. Remembered per step prefix (ops.step_fn's number, in the Context's
+    memo_keys as "step") and launch_key, and each half across plans (_half_launches); the count is a function of
+    those alone (tests/perf/test_eager_host.py checks it against the op list). A Context that no step_fn made
+    counts afresh."""
+    number = c.memo_keys.get("step")
+    key = None if number is None else (number, *launch_key(c, x))
+    hit = None if key is None else _LAUNCHES.get(key)
+    if hit is None:
+        launches = 0.0
+        for layer, count in groups:
+            part = layer_input(layer, x)
+            launches += count * _half_launches(c, "attention", layer.attention, part)
+            launches += count * _half_launches(c, "ffn", layer.ffn, part)
+        hit = launches * micro_batches(c) / c.phase.pp
+        if key is not None:
+            _LAUNCHES.put(key, hit)
+    return hit
+
+
+def _half_launches(c: Context, half: str, spec, x: StepInput) -> float:
+    """Launches of one layer half for the layer's own input `x`: the attention half with the dcp gather
+    (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops). Remembered
+    across plans by the half's prefix number in the Context's memo_keys ("attention": halves._attention_prefix, what
+    attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms' prefix, which holds what
+    ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the fused-norm limit; equal FfnSpecs
+    of different layer kinds as one), set once the step has costed the half; counted afresh without it."""
+    if step_tokens(x) <= 0:
+        return 0.0
+    prefix = c.memo_keys.get(half)
+    ids = c.memo_keys.get("ffn_ids") if half == "ffn" else None  # equal FfnSpecs as one (ops._ffn_cost's map)
+    spec_id = ids.get(id(spec), id(spec)) if ids else id(spec)
+    key = None if prefix is None else (prefix, spec_id, *launch_key(c, x))
+    hit = None if key is None else _HALF_LAUNCHES.get(key)
+    if hit is None:
+        if half == "attention":
+            hit = op_launches(attention_ops(c, spec, x)) + op_launches(dcp_ops(c, spec, x))
+        else:
+            hit = op_launches(ffn_ops(c, spec, step_tokens(x)))
+        if key is not None:
+            _HALF_LAUNCHES.put(key, hit)
+    return hit
+
+
+def eager_host_s(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
+    """Seconds the host takes to launch one stage's kernels in a step without CUDA graph."""
+    return stage_launches(c, groups, x) * eff.EAGER_HOST_US_PER_LAUNCH * 1e-6
