@@ -164,10 +164,13 @@ _PROJECTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
 
 def _projection_terms(c: Context, att: AttentionSpec, rows: float, absorbed_rows: float) -> tuple[tuple, ...]:
     """_op_terms of oplist._projection_ops(c, att, rows, absorbed_rows), remembered across layer kinds and plans:
-    keyed on the attention prefix (what the ops read of the Context), the model's first layer kind of equal
-    projections (_attention_ids), the rows and the absorbed rows."""
-    projection = c.memo_keys["attention_ids"][1].get(id(att))
-    key = (c.memo_keys["attention"], projection, rows, absorbed_rows)
+    keyed on the Context's part (_projection_prefix), the model's first layer kind of equal projections
+    (_attention_ids), the rows and the absorbed rows."""
+    projection = c.memo_keys["attention_ids"][1].get(id(att))  # None: a layer kind not of the model (tests)
+    prefix = c.memo_keys.get("projection")
+    if prefix is None:
+        prefix = _projection_prefix(c)
+    key = (prefix, projection, rows, absorbed_rows)
     hit = _PROJECTION_TERMS.get(key) if projection is not None else None
     if hit is None:
         ops: list = []
@@ -175,6 +178,25 @@ def _projection_terms(c: Context, att: AttentionSpec, rows: float, absorbed_rows
         hit = _op_terms(c, ops)
         if projection is not None:
             _PROJECTION_TERMS.put(key, hit)
+    return hit
+
+
+def _projection_prefix(c: Context) -> int:
+    """The Context's part of _projection_terms' key, as a number (built once per Context): what oplist
+    ._projection_ops (with the shape's projection fields, oplist._attention_shape) and _op_terms read of the
+    Context, a subset of _attention_prefix's (plans that differ in the attention kernels, dp or dcp share it). That
+    is the model (by identity), the rates table (by identity) and SM count, tp, the vllm-ascend platform options
+    when the engine runs on it, the dense dtype's resolved sizes and kernel speed, the KV dtype's size (the cache
+    write), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop), the W4A16 weight-stream cap and
+    the MLA query concat."""
+    phase = c.phase
+    platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+    prefix = (
+        "projection", id(c.model), id(c.table), c.sms, phase.tp, platform, c.dense_dtype, c.dense_speed,
+        c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes, c.kv_elem_bytes, c.fp8_kloop, c.fp4_kloop,
+        c.dense_stream_gbs, c.mla_query_concat,
+    )  # fmt: skip
+    hit = c.memo_keys["projection"] = number(prefix, (c.model, c.table))
     return hit
 
 

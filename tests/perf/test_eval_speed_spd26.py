@@ -13,7 +13,7 @@ from autotune.perf import costing, halves, oplist
 from autotune.perf.layers import layer_groups
 from autotune.perf.opcore import StepInput, context
 from autotune.search.random_plans import random_plans
-from autotune.specs import Workload
+from autotune.specs import PhasePlan, Workload
 from autotune.specs.errors import MiTuneError
 
 CASES = (
@@ -135,3 +135,21 @@ def test_layer_kinds_sharing_projections_build_equal_projection_ops():
                         oplist._projection_ops(ops, c, att, rows, absorbed_rows)
                         built.append(ops)
                     assert all(ops == built[0] for ops in built)
+
+
+def test_projections_are_shared_by_plans_that_differ_beyond_them():
+    """The projections' memo key holds only what they read of the Context (_projection_prefix): a DP-2 phase whose
+    rank runs the rows of a DP-1 phase's costs them once (before: per attention prefix, which holds dp), and the
+    terms are each phase's own op list's."""
+    hw = load_preset("rtx-pro-6000-x8")
+    model = load_model("deepseek-v4.1-flash")
+    one = PhasePlan(tp=2, gpus=(0, 1))
+    two = PhasePlan(tp=2, dp=2, dp_attention=True, gpus=(0, 1, 2, 3))
+    contexts = [context(model, phase, "vllm", hw, phase.gpus) for phase in (one, two)]
+    att = _kinds(model)[0]
+    _clear()
+    for c, x in zip(contexts, (StepInput(5.0, 4608.0), StepInput(10.0, 4608.0)), strict=True):
+        assert halves.attention_terms(c, att, x) == costing._op_terms(c, oplist.attention_ops(c, att, x))
+    assert halves._projection_prefix(contexts[0]) == halves._projection_prefix(contexts[1])
+    assert halves._attention_prefix(contexts[0]) != halves._attention_prefix(contexts[1])
+    assert len(halves._PROJECTION_TERMS) == 1 and len(halves._ATTENTION_TERMS) == 2
