@@ -135,20 +135,24 @@ def plain(value, leave_out: tuple[str, ...] = ()):
 def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
     """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
     may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
-    the layer kind (the model's first equal one: _attention_ids) and the input. attention_ops issues no collective
-    (dcp_ops does). A step that carries prompt tokens and decodes on an engine whose DP ranks run them apart takes
-    _apart_terms. Built as oplist.attention_parts splits it: the projections' terms (_projection_terms), then the
-    kernels'."""
+    the layer kind and the input; a layer kind equal to the model's first of its value (_attention_ids) takes that
+    one's terms. attention_ops issues no collective (dcp_ops does). A step that carries prompt tokens and decodes
+    on an engine whose DP ranks run them apart takes _apart_terms. Built as oplist.attention_parts splits it: the
+    projections' terms (_projection_terms), then the kernels'."""
     prefix = c.memo_keys.get("attention")  # _attention_prefix's number, once the Context has it
     if prefix is None:
         prefix = _attention_prefix(c)
     if x.prefill_tokens and x.decode_seqs and c.memo_keys["dp_apart"]:
         return _apart_terms(c, att, x)
-    same = c.memo_keys["attention_ids"][0].get(id(att))  # None: a layer kind not of the model (tests)
-    key = (prefix, same or id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
+    key = (prefix, id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
     if hit is not None:
         return hit
+    same = c.memo_keys["attention_ids"][0].get(id(att), id(att))  # the model's first equal layer kind
+    if same != id(att):
+        hit = _ATTENTION_TERMS.get((prefix, same, key[2]))  # an equal layer kind's (DeepSeek-V3's dense and MoE)
+        if hit is not None:
+            return _ATTENTION_TERMS.put(key, hit)
     parts = attention_parts(c, att, x)
     if parts is None:
         return _ATTENTION_TERMS.put(key, ())
