@@ -15,9 +15,9 @@ from autotune.capability.profiles import profile
 from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, collective_term, cost_ops
 from autotune.perf.lm_head import head_kernel_ops, head_ops, logits_gather
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_kernel_ops, ffn_norm_ops
+from autotune.perf.oplist import _projection_ops, attention_parts, dcp_ops, ffn_kernel_ops, ffn_norm_ops
 from autotune.perf.sharding import dp_prefill_apart, head_over_dp
-from autotune.specs import AttentionSpec, FfnSpec
+from autotune.specs import AttentionSpec, FfnSpec, ModelSpec
 
 ATTENTION_MEMO_MAX = 16384  # entries of the memo of costed attention halves (attention_terms)
 FFN_MEMO_MAX = 16384  # entries of the memo of costed FFN kernels (ffn_kernel_terms)
@@ -53,8 +53,39 @@ def _attention_prefix(c: Context) -> int:
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
         )  # fmt: skip
+        c.memo_keys["attention_ids"] = _attention_ids(c.model)
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
+
+
+_ATTENTION_IDS = BoundedMemo(PREFIX_MEMO_MAX)  # id(model) -> (the model, _attention_ids)
+# AttentionSpec fields the projection ops (oplist._projection_ops, with the shape oplist._attention_shape gives them)
+# do not read: they shape only the kernels. `kind` is read as whether it is "gqa" (its RoPE kernel)
+PROJECTION_FREE = (
+    "kind", "kv_read_elems_per_token", "compress_ratio", "attended_cap", "window", "window_only", "index_heads",
+    "index_dim", "index_scored_cap", "index_pool",
+)  # fmt: skip
+
+
+def _attention_ids(model: ModelSpec) -> tuple[dict[int, int], dict[int, int]]:
+    """(id(AttentionSpec) -> id of the model's first equal one, id(AttentionSpec) -> id of the model's first one
+    of equal projections) over the model's layer kinds, once per model object (noted in the Context's memo_keys as
+    "attention_ids"): attention_terms keys equal layer kinds' attention alike (DeepSeek-V3's dense and MoE layers
+    have one attention), _projection_terms those whose projection ops are equal (V4's layer kinds that differ only
+    in their kernels: compression, sparsity, window). The ids stay valid while the model lives, which the attention
+    prefix (number) keeps alive."""
+    hit = _ATTENTION_IDS.get(id(model))
+    if hit is None or hit[0] is not model:
+        first: dict = {}
+        attentions = {id(layer.attention): layer.attention for layer in model.layers}
+        same = {i: id(first.setdefault(att, att)) for i, att in attentions.items()}
+        first.clear()
+        projections = {}
+        for i, att in attentions.items():
+            key = (att.kind == "gqa", plain(att, PROJECTION_FREE))
+            projections[i] = id(first.setdefault(key, att))
+        hit = _ATTENTION_IDS.put(id(model), (model, (same, projections)))
+    return hit[1]
 
 
 _PREFIXES = BoundedMemo(PREFIX_MEMO_MAX)
@@ -105,8 +136,10 @@ def plain(value, leave_out: tuple[str, ...] = ()):
 def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:
     """_op_terms of attention_ops(c, att, x), remembered across plans that resolve the attention half alike (they
     may differ in FFN, experts, collectives, batching, engine): keyed on the Context's part (_attention_prefix),
-    the layer kind and the input. attention_ops issues no collective (dcp_ops does). A step that carries prompt
-    tokens and decodes on an engine whose DP ranks run them apart takes _apart_terms."""
+    the layer kind and the input; a layer kind equal to the model's first of its value (_attention_ids) takes that
+    one's terms. attention_ops issues no collective (dcp_ops does). A step that carries prompt tokens and decodes
+    on an engine whose DP ranks run them apart takes _apart_terms. Built as oplist.attention_parts splits it: the
+    projections' terms (_projection_terms), then the kernels'."""
     prefix = c.memo_keys.get("attention")  # _attention_prefix's number, once the Context has it
     if prefix is None:
         prefix = _attention_prefix(c)
@@ -116,11 +149,60 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     hit = _ATTENTION_TERMS.get(key)
     if hit is not None:
         return hit
-    ops = attention_ops(c, att, x)
-    op_terms = _op_terms(c, ops)
-    if "collective" not in map(_KIND, ops):  # a collective's cost depends on more than the key
+    same = c.memo_keys["attention_ids"][0].get(id(att), id(att))  # the model's first equal layer kind
+    if same != id(att):
+        hit = _ATTENTION_TERMS.get((prefix, same, key[2]))  # an equal layer kind's (DeepSeek-V3's dense and MoE)
+        if hit is not None:
+            return _ATTENTION_TERMS.put(key, hit)
+    parts = attention_parts(c, att, x)
+    if parts is None:
+        return _ATTENTION_TERMS.put(key, ())
+    rows, absorbed_rows, kernels = parts
+    op_terms = _projection_terms(c, att, rows, absorbed_rows) + _op_terms(c, kernels)
+    if "collective" not in map(_KIND, kernels):  # a collective's cost depends on more than the key
         _ATTENTION_TERMS.put(key, op_terms)
     return op_terms
+
+
+_PROJECTION_TERMS = BoundedMemo(ATTENTION_MEMO_MAX)
+
+
+def _projection_terms(c: Context, att: AttentionSpec, rows: float, absorbed_rows: float) -> tuple[tuple, ...]:
+    """_op_terms of oplist._projection_ops(c, att, rows, absorbed_rows), remembered across layer kinds and plans:
+    keyed on the Context's part (_projection_prefix), the model's first layer kind of equal projections
+    (_attention_ids), the rows and the absorbed rows."""
+    projection = c.memo_keys["attention_ids"][1].get(id(att))  # None: a layer kind not of the model (tests)
+    prefix = c.memo_keys.get("projection")
+    if prefix is None:
+        prefix = _projection_prefix(c)
+    key = (prefix, projection, rows, absorbed_rows)
+    hit = _PROJECTION_TERMS.get(key) if projection is not None else None
+    if hit is None:
+        ops: list = []
+        _projection_ops(ops, c, att, rows, absorbed_rows)
+        hit = _op_terms(c, ops)
+        if projection is not None:
+            _PROJECTION_TERMS.put(key, hit)
+    return hit
+
+
+def _projection_prefix(c: Context) -> int:
+    """The Context's part of _projection_terms' key, as a number (built once per Context): what oplist
+    ._projection_ops (with the shape's projection fields, oplist._attention_shape) and _op_terms read of the
+    Context, a subset of _attention_prefix's (plans that differ in the attention kernels, dp or dcp share it). That
+    is the model (by identity), the rates table (by identity) and SM count, tp, the vllm-ascend platform options
+    when the engine runs on it, the dense dtype's resolved sizes and kernel speed, the KV dtype's size (the cache
+    write), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop), the W4A16 weight-stream cap and
+    the MLA query concat."""
+    phase = c.phase
+    platform = tuple(sorted(phase.platform.items())) if profile(c.engine).ascend_platform else None
+    prefix = (
+        "projection", id(c.model), id(c.table), c.sms, phase.tp, platform, c.dense_dtype, c.dense_speed,
+        c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes, c.kv_elem_bytes, c.fp8_kloop, c.fp4_kloop,
+        c.dense_stream_gbs, c.mla_query_concat,
+    )  # fmt: skip
+    hit = c.memo_keys["projection"] = number(prefix, (c.model, c.table))
+    return hit
 
 
 def _apart_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, ...]:

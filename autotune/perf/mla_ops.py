@@ -2,7 +2,7 @@
 module's norms, RoPE and absorbed kv_b launches, short prefills on the absorbed (decode) path, the MHA prefill's key
 concat and output copy, and its cached prefix's up-projection, each an engine fact read from the Context (the
 engine profile's MLA fields). `perf/mla.py` holds the kernels' byte counts; `perf/oplist.py` calls these while
-building a layer's attention ops (`_attention_ops`)."""
+building a layer's attention ops (`_projection_ops`, `_kernel_ops`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput
     whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
     nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
     nbytes += tokens * shape.q_o_bytes
-    if with_decodes:  # the decode op _attention_ops just appended (a latent-KV layer appends no wave op after it)
+    if with_decodes:  # the decode op _kernel_ops just appended (a latent-KV layer appends no wave op after it)
         i = next(j for j in range(len(ops) - 1, -1, -1) if ops[j].kind == "attention" and ops[j].bucket == "decode")
         decode = ops[i]
         ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)

@@ -69,8 +69,9 @@ def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> 
 
 
 def _attention_shape(c: Context, att: AttentionSpec) -> AttentionShape:
-    """The parts of _attention_ops that depend on the Context and the layer kind only, computed once per
-    (Context, attention spec): remembered by the spec's id, which the Context's model keeps alive."""
+    """The parts of the attention ops (_projection_ops, _kernel_ops) that depend on the Context and the layer kind
+    only, computed once per (Context, attention spec): remembered by the spec's id, which the Context's model keeps
+    alive."""
     hit = c.attention_shapes.get(id(att))
     if hit is not None and hit[0] is att:
         return hit[1]
@@ -126,13 +127,14 @@ def _fa3_paged(c: Context, att: AttentionSpec) -> bool:
     return c.fa3_paged_prefill and not att.latent_shared and att.compress_ratio == 1 and not att.index_heads
 
 
-def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, rows: float) -> None:
-    """Projections (split over TP, but MLA's q_a / kv_a replicated: `replicated_params`) on the busiest DP rank's
-    `rows` (attention_rows), then the attention kernels: decode rows and prefill rows are separate kernels (decode
-    reads each sequence's KV once). The step-independent parts come from _attention_shape."""
+def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, absorbed_rows: float) -> None:
+    """The attention half's ops before its kernels (attention_parts): projections (split over TP, but MLA's q_a /
+    kv_a replicated: `replicated_params`) on the busiest DP rank's `rows` (attention_rows), their quant kernels, an
+    absorbed-MLA module's kernels (`absorbed_rows` of the rows on its absorbed path: _absorbed_rows), RoPE and the
+    KV-cache write. They read of the layer kind only what halves.projection_signature lists."""
     shape = _attention_shape(c, att)
-    phase, hidden = c.phase, c.model.hidden_size
-    tp, dp = phase.tp, phase.dp
+    hidden = c.model.hidden_size
+    tp = c.phase.tp
     dense_dtype, dense_speed = c.dense_dtype, c.dense_speed
     bucket = rates.m_bucket(rows)
     split_flops = shape.split_flops * rows / tp
@@ -156,17 +158,30 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, rows
                "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
-    absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
-        absorbed_rows = x.decode_seqs * x.decode_width / dp + (
-            (x.prefill_rank_tokens or x.prefill_tokens / dp) if absorbed_prefill else 0.0  # rank_prompt_tokens
-        )
         mla_ops.module_ops(ops, att, rows, shape, absorbed_rows, c.mla_query_concat)
     if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
         ops.append(rope_op(rows, shape, att.score_dim / 2))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
         ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
                       "kv cache write"))  # fmt: skip
+
+
+def _absorbed_rows(att: AttentionSpec, x: StepInput, dp: int, absorbed_prefill: bool) -> float:
+    """Rows of step `x` on an absorbed-MLA layer's absorbed (decode) path: the rank's decode rows and, where they run
+    there (mla_ops.absorbed_prefill), its prompt tokens (rank_prompt_tokens); 0 for other layers."""
+    if not mla.is_absorbed_mla(att):
+        return 0.0
+    return x.decode_seqs * x.decode_width / dp + (
+        (x.prefill_rank_tokens or x.prefill_tokens / dp) if absorbed_prefill else 0.0  # rank_prompt_tokens
+    )
+
+
+def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape,
+                absorbed_prefill: bool) -> None:  # fmt: skip
+    """The attention kernels of step `x` (attention_parts): decode rows and prefill rows are separate kernels
+    (decode reads each sequence's KV once). The step-independent parts come from _attention_shape."""
+    dp = c.phase.dp
     heads_per_rank = shape.heads_per_rank
     index_heads_per_rank = shape.index_heads_per_rank
     kv_elem_bytes = c.kv_elem_bytes
@@ -203,7 +218,7 @@ def _attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, rows
 
 
 def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:
-    """_attention_ops' prefill rows on the prefill path: the attention kernel over each token's causal prefix (the
+    """_kernel_ops' prefill rows on the prefill path: the attention kernel over each token's causal prefix (the
     diagonal blocks computed whole), bounded by its longest CTA where the kernel is FlashAttention's; an MLA
     layer's prefill kernels; the CTA waves."""
     dp, kv_elem_bytes = c.phase.dp, c.kv_elem_bytes
@@ -371,14 +386,30 @@ def _rows(x: StepInput, tokens: float, dp: int) -> float:
 
 def attention_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
     """The attention half of a layer (projections and kernels) for the layer's own input (layer_input)."""
+    parts = attention_parts(c, att, x)
+    if parts is None:
+        return []
+    rows, absorbed_rows, kernels = parts
     ops: list[Op] = []
+    _projection_ops(ops, c, att, rows, absorbed_rows)
+    return ops + kernels
+
+
+def attention_parts(c: Context, att: AttentionSpec, x: StepInput) -> tuple[float, float, list[Op]] | None:
+    """attention_ops(c, att, x) in two parts, None for a step without tokens: (rows, absorbed_rows) that its
+    projections read of the step (_projection_ops) and its kernel ops, which follow the projections' (the kernels:
+    _kernel_ops; a linear-attention layer's scan / recurrent kernels, _linear_kernel_ops)."""
     tokens = step_tokens(x)
-    if tokens > 0 and att.is_linear:  # projections as any attention layer, then the scan / recurrent kernels
-        _attention_ops(ops, c, att, StepInput(decode_width=x.decode_width), _rows(x, tokens, c.phase.dp))
-        ops += _linear_kernel_ops(c, att, x)
-    elif tokens > 0:
-        _attention_ops(ops, c, att, x, _rows(x, tokens, c.phase.dp))
-    return ops
+    if not tokens > 0:
+        return None
+    dp = c.phase.dp
+    rows = _rows(x, tokens, dp)
+    if att.is_linear:  # projections as any attention layer (of no decode or prompt rows: no absorbed path)
+        return rows, 0.0, _linear_kernel_ops(c, att, x)
+    kernels: list[Op] = []
+    absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
+    _kernel_ops(kernels, c, att, x, _attention_shape(c, att), absorbed_prefill)
+    return rows, _absorbed_rows(att, x, dp, absorbed_prefill), kernels
 
 
 def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
