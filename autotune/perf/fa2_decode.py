@@ -1,6 +1,7 @@
-"""vLLM's FlashAttention-2 decode in the op list (Context.fa2_decode: sm_80 / sm_86 / sm_89 / sm_120): whether a
-step's call packs its heads and splits its KV, the speed and launches of its decode op, the copy kernels of the head
-swap (the kernel rules: perf/tiles.py fa2_*). Pure functions, no I/O."""
+"""The decode attention op's fill of the SMs in the op list (decode_op_fill): FA3's capped KV splits under vLLM's CUDA
+graphs, and vLLM's FlashAttention-2 decode (Context.fa2_decode: sm_80 / sm_86 / sm_89 / sm_120): whether a step's
+call packs its heads and splits its KV, the speed and launches of its decode op, the copy kernels of the head swap
+(the kernel rules: perf/tiles.py fa2_*). Pure functions, no I/O."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ FA2_COPIES_SOURCE = "kernels.attention (FA2 head-swap copies)"  # Op.source of t
 def decode_fill(
     ops: list, c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput
 ) -> tuple[float, float]:
-    """oplist._decode_fill of vLLM's FA2 (tiles.fa2_decode_streams): one call per step, so a prompt in the step or a
+    """decode_op_fill of vLLM's FA2 (tiles.fa2_decode_streams): one call per step, so a prompt in the step or a
     verify leaves the heads unswapped and the KV unsplit, one launch without the combine (tiles.fa2_decode_launches);
     a swapped call's copy kernels (tiles.fa2_swap_copies) go to `ops`, each moving a query row's Q or O per query
     (shape.q_o_bytes)."""
@@ -37,3 +38,25 @@ def swapped(att: AttentionSpec, shape: AttentionShape, x: StepInput) -> bool:
     """Whether FA2 packs the step's decode heads and may split their KV (tiles.py, seqlenq_ngroups_swapped): every
     query of the call one token (no verify, no prompt in the step), more query than KV heads, no sliding window."""
     return x.decode_width == 1 and not x.prefill_tokens and shape.q_per_kv > 1 and not att.window
+
+
+def decode_op_fill(
+    ops: list, c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput
+) -> tuple[float, float]:
+    """(speed, launch count) of the decode attention op. Speed: of a kernel whose KV splits are capped
+    (Context.decode_split_cap: FA3 under vLLM's CUDA graphs) or ruled by FA2 (Context.fa2_decode:
+    decode_fill) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one
+    KV head) each stream at most rates.PER_SM_STREAM_GBS; 1 for kernels that split to fill the SMs and sparse /
+    compressed attention.
+    Launch count: 1 (rates.MIN_US["attention"] is a split kernel and its combine), less where FA2 runs unsplit."""
+    if att.compress_ratio != 1 or att.index_heads:
+        return 1.0, 1.0
+    if c.fa2_decode and not att.latent_shared:
+        return decode_fill(ops, c, att, shape, seqs, x)
+    if not c.decode_split_cap:
+        return 1.0, 1.0
+    kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
+    mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
+    ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
+    ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
+    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs), 1.0

@@ -252,7 +252,7 @@ class Context:
     expert_quant_bytes: float = 0.0  # the same for the routed experts' grouped GEMMs
     dispatch_act_bytes: float = 0.0  # bytes per hidden element attention DP's all-gather dispatch moves (0: bf16)
     decode_split_cap: int = 0  # KV splits a decode attention kernel is capped at (0: it fills the SMs)
-    fa2_decode: bool = False  # decode attention is vLLM's FA2 (engine profile fa2_decode_archs; oplist._decode_fill)
+    fa2_decode: bool = False  # decode attention is vLLM's FA2 (profile fa2_decode_archs; fa2_decode.decode_op_fill)
     fa3_paged_prefill: bool = False  # prefill attention is FA3 over short KV pages (tiles.FA3_PAGED_CTA_FIXED_US)
     fp8_prefill_speed: float = 1.0  # the dense-prefix prefill attention runs FA3 in FP8 (_fp8_prefill_speed)
     mla_output_copy: bool = False  # an MLA prefill copies its attention output once more (vLLM: perf/mla.py)

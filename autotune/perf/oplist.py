@@ -201,7 +201,7 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
         if c.triton_mla_split_tokens and mla.is_absorbed_mla(att):  # its split partials (perf/mla.py)
             splits = mla.triton_decode_splits(x.decode_ctx / c.phase.dcp, c.sms, c.triton_mla_split_tokens)
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
-        fill, launches = _decode_fill(ops, c, att, shape, seqs, x)
+        fill, launches = fa2_decode.decode_op_fill(ops, c, att, shape, seqs, x)
         ops.append(
             Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches, "kernels.attention",
                c.attention_speed * fill)
@@ -246,28 +246,6 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
         rows = tiles.prefill_rows_per_seq(tokens_per_rank, x.prefill_ctx)
         ctas = tiles.prefill_ctas(c.table.arch, tokens_per_rank / rows, rows, shape.kv_heads_per_rank, shape.q_per_kv)
         _attention_waves(ops, c, ctas, "paged_wave" if _fa3_paged(c, att) else "wave")
-
-
-def _decode_fill(
-    ops: list, c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput
-) -> tuple[float, float]:
-    """(speed, launch count) of the decode attention op. Speed: of a kernel whose KV splits are capped
-    (Context.decode_split_cap: FA3 under vLLM's CUDA graphs) or ruled by FA2 (Context.fa2_decode:
-    fa2_decode.decode_fill) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one
-    KV head) each stream at most rates.PER_SM_STREAM_GBS; 1 for kernels that split to fill the SMs and sparse /
-    compressed attention.
-    Launch count: 1 (rates.MIN_US["attention"] is a split kernel and its combine), less where FA2 runs unsplit."""
-    if att.compress_ratio != 1 or att.index_heads:
-        return 1.0, 1.0
-    if c.fa2_decode and not att.latent_shared:
-        return fa2_decode.decode_fill(ops, c, att, shape, seqs, x)
-    if not c.decode_split_cap:
-        return 1.0, 1.0
-    kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
-    mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
-    ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
-    ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
-    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs), 1.0
 
 
 def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -> None:
