@@ -71,6 +71,21 @@ def incumbents(trials) -> list:
     return list(best.values())
 
 
+def refined_basins(basins: dict[tuple, Any], limit: int) -> list:
+    """The incumbents of the `limit` best basins (a _basin -> best trial map), best first (refining every
+    layout's basin would score ~80 neighbours per move in each of hundreds of mostly hopeless basins), then the
+    best basin of each engine and mode that has none among them, best first: no move leaves an (engine, mode),
+    so a sampler that settled on one engine's layouts would leave the other engines' best plans unrefined."""
+    ranked = sorted(basins.items(), key=lambda kv: (-kv[1].value, kv[1].number))
+    chosen = [t for _, t in ranked[:limit]]
+    held = {basin[:2] for basin, _ in ranked[:limit]}
+    for basin, t in ranked[limit:]:
+        if basin[:2] not in held:
+            held.add(basin[:2])
+            chosen.append(t)
+    return chosen
+
+
 def next_candidate(
     trials,
     score: Callable[[dict[str, Any]], float] | None = None,

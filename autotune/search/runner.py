@@ -34,7 +34,7 @@ from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
 from autotune.search.pool import NeighbourScoring
-from autotune.search.refine import _basin, _key, refine
+from autotune.search.refine import _basin, _key, refine, refined_basins
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.trial import compact, evaluate_or_reason, objective_value
 from autotune.specs import Plan, Prediction, to_dict
@@ -171,9 +171,8 @@ class Session:
             self.best = max(self.best, trial.value)
 
     def incumbents(self) -> list:
-        """The REFINE_BASINS best basins' incumbents, best first: refining every layout's basin would score
-        ~80 neighbours per move in each of hundreds of (mostly hopeless) basins."""
-        return sorted(self.basins.values(), key=lambda t: (-t.value, t.number))[:REFINE_BASINS]
+        """The incumbents refinement moves (search/refine.py refined_basins), best first."""
+        return refined_basins(self.basins, REFINE_BASINS)
 
     def stopped(self) -> bool:
         """Stop refining: an interrupt or the deadline, or the run's budget reached (a resumed run's replay can

@@ -1,6 +1,8 @@
+from types import SimpleNamespace
+
 import optuna
 
-from autotune.search.refine import coupled_neighbours, next_candidate, refine
+from autotune.search.refine import coupled_neighbours, next_candidate, refine, refined_basins
 
 
 def test_refine_walks_to_the_local_optimum_of_a_separable_objective():
@@ -68,3 +70,16 @@ def test_coupled_pairs_only_once_no_single_move_gains():
     first = next_candidate(trials, value, converged=converged)
     assert first == {"both.speculative": "dspark/5", "both.chunked_prefill_tokens": 16384, "both.max_running": 1024}
     assert not converged
+
+
+def test_each_engine_and_mode_keeps_its_best_basin_among_the_refined():
+    def basin(engine, mode, tp):
+        return engine, mode, (("both", tp, 1, 1),)
+
+    trial = SimpleNamespace
+    basins = {basin("sglang", "aggregated", tp): trial(value=100.0 - tp, number=tp) for tp in range(1, 10)}
+    basins[basin("vllm", "aggregated", 1)] = trial(value=50.0, number=20)
+    basins[basin("vllm", "aggregated", 2)] = trial(value=40.0, number=21)
+    basins[basin("sglang", "disaggregated", 1)] = trial(value=30.0, number=22)
+    chosen = [t.number for t in refined_basins(basins, limit=3)]
+    assert chosen == [1, 2, 3, 20, 22]  # the 3 best, then vLLM's best and disaggregated SGLang's best
