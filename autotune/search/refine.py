@@ -105,10 +105,10 @@ def next_candidate(
     An incumbent with no gaining single move is offered the coupled pairs (coupled_neighbours) before it counts
     as a local optimum. A long search passes `seen` (keys of the parameter sets tried) and `best` (the
     incumbents) kept up to date as trials finish, so that a move does not rescan the whole history, and
-    `converged`: the trial numbers of
-    incumbents found to be local optima (tried neighbours only grow, so they stay optima). `prefetch` (optional)
-    is handed each incumbent's untried neighbours and its parameters before `score` is asked about each: it may
-    score them all at once (search/pool.py), as long as `score` then answers what it would have answered alone."""
+    `converged`: the trial numbers of incumbents found to be local optima (tried neighbours only grow, so they
+    stay optima). `prefetch` (optional) is handed each incumbent's untried neighbours and its parameters before
+    `score` is asked about each: it may score them all at once (search/pool.py), as long as `score` then
+    answers what it would have answered alone."""
     if best is None:
         best = incumbents(trials)
     if seen is None:
