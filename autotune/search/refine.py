@@ -36,7 +36,9 @@ COUPLED = {"speculative": ("chunked_prefill_tokens", "max_running")}
 
 
 def coupled_neighbours(trial) -> Iterator[dict[str, Any]]:
-    """Parameter sets that change a COUPLED dimension and one of its partners in the same phase, in a fixed order."""
+    """Parameter sets that change a COUPLED dimension and move one of its partners in the same phase to a value
+    next to its own (the partners' choices are ordered budgets: once the pair has crossed, further budget steps
+    are single moves that gain), in a fixed order."""
     params, dists = trial.params, trial.distributions
     for name in sorted(params):
         phase, _, dim = name.rpartition(".")
@@ -44,12 +46,12 @@ def coupled_neighbours(trial) -> Iterator[dict[str, Any]]:
             other = f"{phase}.{partner}" if phase else partner
             if other not in params:
                 continue
+            options = dists[other].choices
+            at = options.index(params[other])
+            steps = [options[i] for i in (at - 1, at + 1) if 0 <= i < len(options)]
             for value in dists[name].choices:
-                if value == params[name]:
-                    continue
-                for peer in dists[other].choices:
-                    if peer != params[other]:
-                        yield {**params, name: value, other: peer}
+                if value != params[name]:
+                    yield from ({**params, name: value, other: peer} for peer in steps)
 
 
 def _basin(trial) -> tuple:

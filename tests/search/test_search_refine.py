@@ -42,7 +42,7 @@ def _token_budget_study():
 
     def objective(trial):
         trial.suggest_categorical("both.speculative", ["none", "dspark/5"])
-        trial.suggest_categorical("both.chunked_prefill_tokens", [8192, 16384])
+        trial.suggest_categorical("both.chunked_prefill_tokens", [4096, 8192, 16384])
         trial.suggest_categorical("both.max_running", [512, 1024])
         return value(trial.params)
 
@@ -63,9 +63,10 @@ def test_coupled_pairs_only_once_no_single_move_gains():
     trials = study.get_trials()
     pairs = list(coupled_neighbours(trials[0]))
     assert {(p["both.speculative"], p["both.chunked_prefill_tokens"], p["both.max_running"]) for p in pairs} == {
+        ("dspark/5", 4096, 1024),
         ("dspark/5", 16384, 1024),
         ("dspark/5", 8192, 512),
-    }
+    }  # the partner moves one step either way
     converged: set[int] = set()
     first = next_candidate(trials, value, converged=converged)
     assert first == {"both.speculative": "dspark/5", "both.chunked_prefill_tokens": 16384, "both.max_running": 1024}
