@@ -74,18 +74,18 @@ def incumbents(trials) -> list:
 
 
 def refined_basins(basins: dict[tuple, Any], limit: int) -> list:
-    """The incumbents of the `limit` best basins (a _basin -> best trial map), best first (refining every
-    layout's basin would score ~80 neighbours per move in each of hundreds of mostly hopeless basins), then the
-    best basin of each engine and mode that has none among them, best first: no move leaves an (engine, mode),
-    so a sampler that settled on one engine's layouts would leave the other engines' best plans unrefined."""
+    """The incumbents refinement moves, in order: the best basin of each engine and mode (a _basin -> best trial
+    map), best first, then the rest of the `limit` best basins, best first. No move leaves an (engine, mode), and
+    refinement takes basins in turn to a local optimum: with the heads last, a sampler that settled on one
+    engine's layouts spent the refinement budget on them and left the other engines' best plans unrefined.
+    Refining every layout's basin would score ~80 neighbours per move in hundreds of mostly hopeless basins."""
     ranked = sorted(basins.items(), key=lambda kv: (-kv[1].value, kv[1].number))
-    chosen = [t for _, t in ranked[:limit]]
-    held = {basin[:2] for basin, _ in ranked[:limit]}
-    for basin, t in ranked[limit:]:
-        if basin[:2] not in held:
-            held.add(basin[:2])
-            chosen.append(t)
-    return chosen
+    heads: dict[tuple, Any] = {}
+    for basin, t in ranked:
+        heads.setdefault(basin[:2], t)
+    chosen = list(heads.values())
+    taken = {t.number for t in chosen}
+    return chosen + [t for _, t in ranked[:limit] if t.number not in taken]
 
 
 def next_candidate(

@@ -83,4 +83,4 @@ def test_each_engine_and_mode_keeps_its_best_basin_among_the_refined():
     basins[basin("vllm", "aggregated", 2)] = trial(value=40.0, number=21)
     basins[basin("sglang", "disaggregated", 1)] = trial(value=30.0, number=22)
     chosen = [t.number for t in refined_basins(basins, limit=3)]
-    assert chosen == [1, 2, 3, 20, 22]  # the 3 best, then vLLM's best and disaggregated SGLang's best
+    assert chosen == [1, 20, 22, 2, 3]  # each engine and mode's best, then the rest of the 3 best
