@@ -74,18 +74,20 @@ def incumbents(trials) -> list:
 
 
 def refined_basins(basins: dict[tuple, Any], limit: int) -> list:
-    """The incumbents refinement moves, in order: the best basin of each engine and mode (a _basin -> best trial
-    map), best first, then the rest of the `limit` best basins, best first. No move leaves an (engine, mode), and
-    refinement takes basins in turn to a local optimum: with the heads last, a sampler that settled on one
-    engine's layouts spent the refinement budget on them and left the other engines' best plans unrefined.
-    Refining every layout's basin would score ~80 neighbours per move in hundreds of mostly hopeless basins."""
+    """The incumbents refinement moves, in order (basins: a _basin -> best trial map): the best basin, then the
+    best basin of each engine and mode that has none among the `limit` best, best first, then the rest of the
+    `limit` best. No move leaves an (engine, mode), and refinement takes basins in turn to a local optimum: when
+    the sampler settled on one engine's layouts, the other engines' best plans were never moved (refined last,
+    or not at all). Refining every layout's basin would score ~80 neighbours per move in hundreds of mostly
+    hopeless basins."""
     ranked = sorted(basins.items(), key=lambda kv: (-kv[1].value, kv[1].number))
+    held = {basin[:2] for basin, _ in ranked[:limit]}
     heads: dict[tuple, Any] = {}
-    for basin, t in ranked:
-        heads.setdefault(basin[:2], t)
-    chosen = list(heads.values())
-    taken = {t.number for t in chosen}
-    return chosen + [t for _, t in ranked[:limit] if t.number not in taken]
+    for basin, t in ranked[limit:]:
+        if basin[:2] not in held:
+            heads.setdefault(basin[:2], t)
+    top = [t for _, t in ranked[:limit]]
+    return top[:1] + list(heads.values()) + top[1:]
 
 
 def next_candidate(

@@ -83,4 +83,6 @@ def test_each_engine_and_mode_keeps_its_best_basin_among_the_refined():
     basins[basin("vllm", "aggregated", 2)] = trial(value=40.0, number=21)
     basins[basin("sglang", "disaggregated", 1)] = trial(value=30.0, number=22)
     chosen = [t.number for t in refined_basins(basins, limit=3)]
-    assert chosen == [1, 20, 22, 2, 3]  # each engine and mode's best, then the rest of the 3 best
+    assert chosen == [1, 20, 22, 2, 3]  # the best, the best of each engine and mode not among the 3 best, the rest
+    basins[basin("vllm", "aggregated", 4)] = trial(value=98.5, number=23)
+    assert [t.number for t in refined_basins(basins, limit=3)] == [1, 22, 23, 2]
