@@ -34,7 +34,7 @@ from autotune.search import storage
 from autotune.search.admit import Admission
 from autotune.search.evolve import EliteMutationSampler
 from autotune.search.pool import NeighbourScoring
-from autotune.search.refine import _basin, _key, refine
+from autotune.search.refine import _basin, _key, refine, refined_basins
 from autotune.search.sampler import CachedAdmission, sample_plan
 from autotune.search.trial import compact, evaluate_or_reason, objective_value
 from autotune.specs import Plan, Prediction, to_dict
@@ -45,7 +45,7 @@ TPE_SHARE = 0.75  # of a small budget; the rest refines the incumbents (search/r
 TPE_MAX_TRIALS = 150  # TPE's cost a trial grows with the history: past this, elite mutation takes over
 EXPLORE_SHARE = 0.1  # of the budget: elite-mutation trials between refinement passes
 EXPLORE_MIN = 25
-REFINE_BASINS = 8  # basins (engine, mode, layouts) whose incumbents are refined
+REFINE_BASINS = 8  # best basins (engine, mode, layouts) refined, with each engine and mode's best (refine.py)
 LOOKAHEAD = 16  # completions scored for a refinement move that opens parameters
 PROGRESS_S = 0.1
 REPEATS_MAX = 50  # proposals in a row already in the study before one is spent anyway
@@ -171,9 +171,8 @@ class Session:
             self.best = max(self.best, trial.value)
 
     def incumbents(self) -> list:
-        """The REFINE_BASINS best basins' incumbents, best first: refining every layout's basin would score
-        ~80 neighbours per move in each of hundreds of (mostly hopeless) basins."""
-        return sorted(self.basins.values(), key=lambda t: (-t.value, t.number))[:REFINE_BASINS]
+        """The incumbents refinement moves (search/refine.py refined_basins), best first."""
+        return refined_basins(self.basins, REFINE_BASINS)
 
     def stopped(self) -> bool:
         """Stop refining: an interrupt or the deadline, or the run's budget reached (a resumed run's replay can
