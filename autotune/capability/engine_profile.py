@@ -182,6 +182,10 @@ class EngineProfile:
     # moves the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden
     # states (perf/sharding.dispatch_act_bytes); None: bf16 rows
     quantised_dp_dispatch: Callable[[str, str, int, int], bool] | None = None
+    # how the engine reports its ranks' expert loads to `measure` (measure/expert_load.py): "balancedness_metric" (a
+    # Prometheus summary of each pass's mean / max rank load, with its recorder flags), "eplb_log" (EPLB's logged
+    # per-step loads: only where the plan runs EPLB), "" (none)
+    expert_load_report: str = ""
 
     @property
     def label(self) -> str:

@@ -30,6 +30,7 @@ import json
 import math
 import re
 
+from autotune.capability.profiles import profile
 from autotune.perf import ep_balance
 from autotune.specs import Launch, ModelSpec, PhasePlan, Plan
 from autotune.specs.workload import MAX_EXPERT_LOAD_CV
@@ -59,9 +60,10 @@ def recorder_flags(engine: str, phase: PhasePlan, argv: tuple[str, ...]) -> tupl
     """The flags that make `engine` count its ranks' expert loads for this phase (() where it cannot, or EP is 1)."""
     if phase.ep <= 1:
         return ()
-    if engine == "sglang":
+    report = profile(engine).expert_load_report
+    if report == "balancedness_metric":
         return tuple(f for f in SGLANG_RECORDER if f != "--enable-metrics" or f not in argv)
-    if engine == "vllm" and phase.eplb and "--eplb-config" not in argv:
+    if report == "eplb_log" and phase.eplb and "--eplb-config" not in argv:
         return ("--eplb-config", json.dumps(VLLM_LOG_CONFIG, separators=(",", ":")))
     return ()
 

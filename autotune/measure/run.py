@@ -10,6 +10,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+from autotune.capability.profiles import profile
 from autotune.measure import expert_load
 from autotune.measure.acceptance import draft_acceptance, metrics_text, parse_prometheus, tokens_per_step
 from autotune.measure.judge import RESIMULATED, STORED, Judge, compared, judge_of, operating_point
@@ -125,9 +126,10 @@ def _expert_load(cand: Candidate, model: ModelSpec, texts: tuple[str, str], engi
     if not model.is_moe or phase.ep <= 1:
         return {}
     engine = cand.plan.engine
-    if engine == "sglang":
+    report = profile(engine).expert_load_report
+    if report == "balancedness_metric":
         cv = expert_load.sglang_cv(*texts, model, phase.ep, tokens_per_pass, phase.eplb)
-    elif engine == "vllm" and phase.eplb:
+    elif report == "eplb_log" and phase.eplb:
         cv = expert_load.vllm_cv(
             engine_log.read_text(errors="replace") if engine_log.is_file() else "", model, phase.ep
         )

@@ -198,6 +198,9 @@ PROFILE = EngineProfile(
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     fused_allreduce_path=fused_allreduce_path,
     quantised_dp_dispatch=quantised_dp_dispatch,
+    # --expert-balancedness-report-mode prometheus starts the recorder (srt/eplb/expert_distribution.py:232-237) and
+    # exports sglang:eplb_balancedness (srt/observability/metrics_collector.py:1025-1030)
+    expert_load_report="balancedness_metric",
     decode_graph_max_bs=decode_graph_max_bs,
     auto_moe_kernel=auto_moe_kernel,
     # the down projection takes TMA where its `_down` config says USE_TMA, the up projection's is opt-in and unset

@@ -34,7 +34,7 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     (vllm/config/compilation.py:65; vllm/config/vllm.py:2604-2611, :2681-2684), while the prefill sizes keep their
     own default (the shared sizes, :2645): the token ceiling of mixed steps does not move. A step above them runs
     without a graph: eager for the breakable-graph architectures, the torch.compile'd code for the rest, alike in
-    host time (autotune/perf/eager_host.py, efficiency.py EAGER_HOST_US_PER_LAUNCH)."""
+    host time (autotune/perf/eager_host.py, autotune/perf/efficiency.py EAGER_HOST_US_PER_LAUNCH)."""
     b = phase.batching
     if arch == "sm_100":
         tokens = min(8192, b.chunked_prefill_tokens)
@@ -367,6 +367,8 @@ PROFILE = EngineProfile(
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     fused_allreduce_path=fused_allreduce_path,
     quantised_dp_dispatch=quantised_dp_dispatch,
+    # EPLB's log_balancedness lines (vllm/distributed/eplb/eplb_state.py:716-736)
+    expert_load_report="eplb_log",
     auto_moe_kernel=auto_moe_kernel,
     # the sorted-A TMA down projection runs only where the nearest key of its `_down` config sets USE_TMA
     # (vllm/model_executor/layers/fused_moe/experts/triton_moe.py:452-479); DeepSeek-R1 TP8 on H200
