@@ -9,8 +9,8 @@ import dataclasses
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import costing, halves
-from autotune.perf.oplist import ffn_kernel_ops
 from autotune.perf.opcore import context
+from autotune.perf.oplist import ffn_kernel_ops
 from autotune.specs import PhasePlan
 
 H200 = load_preset("h200-x8")
