@@ -9,14 +9,16 @@ from __future__ import annotations
 from autotune.perf import efficiency as eff
 from autotune.perf import tiles
 from autotune.perf.costing import BoundedMemo
-from autotune.perf.halves import ffn_kernel_launches, op_launches
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_comm_ops, ffn_ops, layer_input, step_tokens
+from autotune.perf.oplist import attention_ops, dcp_ops, ffn_ops, layer_input, step_tokens
 from autotune.specs import LayerSpec
 
 LAUNCH_MEMO_MAX = 4096  # entries of each memo of launches (stage_launches, _half_launches)
 _LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (step prefix number, launch_key) -> a stage's launches
 _HALF_LAUNCHES = BoundedMemo(LAUNCH_MEMO_MAX)  # (half's prefix number, its spec's id, launch_key) -> its launches
+# Ops that are no kernel of their own: the fixed time of a kernel's extra waves of tiles or CTAs (opcore._gemm_waves,
+# oplist._attention_waves, _moe_waves: buckets "wave" / "paged_wave"), priced beside the kernel they belong to.
+_WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
 
 
 def micro_batches(c: Context) -> int:
@@ -25,6 +27,17 @@ def micro_batches(c: Context) -> int:
     srt/batch_overlap/operations.py:55-68; vLLM 0.34's DBO: one thread per micro-batch, each calling the model,
     v1/worker/gpu/ubatch_utils.py:505-545), else one."""
     return 2 if c.phase.overlap.two_batch else 1
+
+
+def op_launches(ops) -> float:
+    """Kernels the ops launch: each Op's `count`, none for the wave terms (_WAVE_BUCKETS) nor for a collective
+    within one GPU (a group of one: no communication kernel runs)."""
+    launches = 0.0
+    for op in ops:
+        if op.bucket in _WAVE_BUCKETS or (op.kind == "collective" and len(op.group) < 2):
+            continue
+        launches += op.count
+    return launches
 
 
 def launch_key(c: Context, x: StepInput) -> tuple:
@@ -76,8 +89,7 @@ def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> f
     halves._attention_prefix, what attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms'
     prefix, which holds what ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the
     fused-norm limit; equal FfnSpecs of different layer kinds as one), set once the step has costed the half;
-    counted afresh without it. The FFN half's kernels and norms come as counted where ffn_kernel_terms built them
-    (halves.ffn_kernel_launches), when it remembers them: only the collectives are built here."""
+    counted afresh without it."""
     tokens = step_tokens(x)
     if tokens <= 0:
         return 0.0
@@ -90,13 +102,7 @@ def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> f
         if half == "attention":
             hit = op_launches(attention_ops(c, spec, x)) + op_launches(dcp_ops(c, spec, x))
         else:
-            counted = ffn_kernel_launches(c, spec_id, tokens) if c.platform is None else None
-            if counted is None:
-                hit = op_launches(ffn_ops(c, spec, tokens))
-            else:  # ffn_ops' order: the kernels, the collectives, the norms, added one count at a time
-                hit = op_launches(ffn_comm_ops(c, spec, tokens), counted[0])
-                for count in counted[1]:
-                    hit += count
+            hit = op_launches(ffn_ops(c, spec, tokens))
         if key is not None:
             _HALF_LAUNCHES.put(key, hit)
     return hit

@@ -260,7 +260,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     dtypes' resolved sizes and kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance
     (oplist.ep_imbalance), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop) and the routed
     GEMMs that pay tile-wave fixed time (Context.moe_tile_waves, read by ffn_shape.moe_wave_gemms). Equal FfnSpecs
-    of the model's layer kinds share their terms. The ops' launches are noted beside them (ffn_kernel_launches)."""
+    of the model's layer kinds share their terms."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
@@ -281,43 +281,9 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     hit = _FFN_KERNEL_TERMS.get(key)
     if hit is not None:
         return hit
-    kernels, norms = ffn_kernel_ops(c, ffn, tokens), ffn_norm_ops(c, ffn, tokens)
-    terms = (_op_terms(c, kernels), _op_terms(c, norms))
+    terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
     _FFN_KERNEL_TERMS.put(key, terms)
-    _FFN_LAUNCHES.put(key, (op_launches(kernels), launch_counts(norms)))
     return terms
-
-
-_FFN_LAUNCHES = BoundedMemo(FFN_MEMO_MAX)
-
-
-def ffn_kernel_launches(c: Context, ffn_id: int, tokens: float) -> tuple[float, tuple[float, ...]] | None:
-    """(launches of oplist.ffn_kernel_ops (op_launches), the launch counts of oplist.ffn_norm_ops' ops) of the FFN
-    half of id `ffn_id` (the model's first FfnSpec of its value, ops._ffn_facts), counted where ffn_kernel_terms
-    built those ops, under its key; None where it has not (or no longer remembers them). The eager host's FFN
-    launches then need build only the collectives (perf/eager_host.py)."""
-    prefix = c.memo_keys.get("ffn")
-    return None if prefix is None else _FFN_LAUNCHES.get((prefix, ffn_id, tokens))
-
-
-def op_launches(ops, launches: float = 0.0) -> float:
-    """Kernels the ops launch (added to `launches`, one op at a time in order): each Op's `count` (launch_counts)."""
-    for count in launch_counts(ops):
-        launches += count
-    return launches
-
-
-def launch_counts(ops) -> tuple[float, ...]:
-    """The `count` of each op that launches kernels, in order: none for the wave terms (WAVE_BUCKETS) nor for a
-    collective within one GPU (a group of one: no communication kernel runs)."""
-    return tuple(
-        op.count for op in ops if not (op.bucket in WAVE_BUCKETS or (op.kind == "collective" and len(op.group) < 2))
-    )
-
-
-# Ops that are no kernel of their own: the fixed time of a kernel's extra waves of tiles or CTAs (opcore._gemm_waves,
-# oplist._attention_waves, _moe_waves: buckets "wave" / "paged_wave"), priced beside the kernel they belong to.
-WAVE_BUCKETS = frozenset(("wave", "paged_wave"))
 
 
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)

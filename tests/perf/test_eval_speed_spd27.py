@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 from autotune.catalog import load_model, load_preset
-from autotune.perf import costing, eager_host, halves
-from autotune.perf.layers import layer_groups
-from autotune.perf.opcore import StepInput, context
-from autotune.perf.oplist import ffn_kernel_ops, step_tokens
+from autotune.perf import costing, halves
+from autotune.perf.opcore import context
+from autotune.perf.oplist import ffn_kernel_ops
 from autotune.perf.ops import _ffn_facts
 from autotune.specs import PhasePlan
 
@@ -35,31 +32,18 @@ def test_ffn_memo_key_carries_the_moe_tile_waves():
     assert none[0] == costing._op_terms(off, ffn_kernel_ops(off, ffn, 8192.0))  # off's own, not c's
 
 
-@pytest.mark.parametrize("name, preset", (("deepseek-v4.1-flash", "rtx-pro-6000-x8"), ("qwen3-235b-a22b", "h200-x8")))
-def test_eager_ffn_launches_come_from_the_costed_halves(name, preset, monkeypatch):
-    """Once a step has costed its FFN halves (halves.ffn_kernel_terms), the eager host counts their launches
-    without building oplist.ffn_ops again (the kernels' and norms' counts noted where the halves built them, the
-    collectives built alone), and the count is the op list's, counted afresh on a new Context (pf26's rule:
-    eager_host.op_launches)."""
-    m, hw = load_model(name), load_preset(preset)
-    plan = PhasePlan(gpus=tuple(range(8)), tp=4, dp=2, ep=8, dp_attention=True)
-    groups = layer_groups(m)
-    for x in (
-        StepInput(decode_seqs=300.0, decode_ctx=2000.0),
-        StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0),
-        StepInput(decode_seqs=12.0, decode_ctx=5000.0, prefill_tokens=700.0, prefill_ctx=350.0),
-    ):
-        fresh = eager_host.stage_launches(context(m, plan, "vllm", hw, plan.gpus), groups, x)
-        c = context(m, plan, "vllm", hw, plan.gpus)
-        ffn_groups, c.memo_keys["ffn_ids"] = _ffn_facts(m)  # as ops._step costs the FFN halves
-        decode = StepInput(x.decode_seqs, x.decode_ctx)  # the input of a layer that skips prompt tokens
-        for ffn, in_prefill, _ in ffn_groups:
-            halves.ffn_kernel_terms(c, ffn, step_tokens(x if in_prefill else decode))
-        with monkeypatch.context() as patch:
-            patch.setattr(eager_host, "ffn_ops", _not_built)
-            eager_host._HALF_LAUNCHES.clear()
-            assert eager_host.stage_launches(c, groups, x) == fresh
-
-
-def _not_built(*args):
-    raise AssertionError("ffn_ops built only to count launches")
+def test_equal_ffn_specs_share_their_costed_kernels():
+    """V4's layers that skip prompt tokens hold FfnSpecs equal to (not the same objects as) the others': once
+    ops._ffn_cost has noted the model's id map (ops._ffn_facts), halves.ffn_kernel_terms keys them as the model's
+    first, so the two step groups share one entry (the key before held each object's id: two entries, each
+    costed), and the shared terms are each spec's own."""
+    m, hw = load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")
+    plan = PhasePlan(gpus=tuple(range(4)), tp=4)
+    (first, _, _), (other, in_prefill, _) = _ffn_facts(m)[0]
+    assert first == other and first is not other and not in_prefill
+    c = context(m, plan, "vllm", hw, plan.gpus)
+    c.memo_keys["ffn_ids"] = _ffn_facts(m)[1]
+    shared = halves.ffn_kernel_terms(c, first, 96.0)
+    assert halves.ffn_kernel_terms(c, other, 96.0) is shared
+    fresh = context(m, plan, "vllm", hw, plan.gpus)
+    assert shared[0] == costing._op_terms(fresh, ffn_kernel_ops(fresh, other, 96.0))
