@@ -63,39 +63,46 @@ def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: Ste
     those alone (tests/perf/test_eager_host.py checks it against the op list). A Context that no step_fn made
     counts afresh."""
     number = c.memo_keys.get("step")
-    key = None if number is None else (number, *launch_key(c, x))
+    step_key = launch_key(c, x)
+    key = None if number is None else (number, *step_key)
     hit = None if key is None else _LAUNCHES.get(key)
     if hit is None:
         launches = 0.0
+        parts: dict = {}  # in_prefill -> (the layer's input, its launch_key): each worked out once
         for layer, count in groups:
-            part = layer_input(layer, x)
-            launches += count * _half_launches(c, "attention", layer.attention, part)
-            launches += count * _half_launches(c, "ffn", layer.ffn, part)
+            part = parts.get(layer.in_prefill)
+            if part is None:
+                part_x = layer_input(layer, x)
+                part = parts[layer.in_prefill] = (part_x, step_key if part_x is x else launch_key(c, part_x))
+            launches += count * _half_launches(c, "attention", layer.attention, *part)
+            launches += count * _half_launches(c, "ffn", layer.ffn, *part)
         hit = launches * micro_batches(c) / c.phase.pp
         if key is not None:
             _LAUNCHES.put(key, hit)
     return hit
 
 
-def _half_launches(c: Context, half: str, spec, x: StepInput) -> float:
-    """Launches of one layer half for the layer's own input `x`: the attention half with the dcp gather
-    (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops). Remembered
-    across plans by the half's prefix number in the Context's memo_keys ("attention": halves._attention_prefix, what
-    attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms' prefix, which holds what
-    ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the fused-norm limit; equal FfnSpecs
-    of different layer kinds as one), set once the step has costed the half; counted afresh without it."""
-    if step_tokens(x) <= 0:
+def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> float:
+    """Launches of one layer half for the layer's own input `x` (x_key: its launch_key): the attention half with
+    the dcp gather (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops).
+    Remembered across plans by the half's prefix number in the Context's memo_keys ("attention":
+    halves._attention_prefix, what attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms'
+    prefix, which holds what ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the
+    fused-norm limit; equal FfnSpecs of different layer kinds as one), set once the step has costed the half;
+    counted afresh without it."""
+    tokens = step_tokens(x)
+    if tokens <= 0:
         return 0.0
     prefix = c.memo_keys.get(half)
     ids = c.memo_keys.get("ffn_ids") if half == "ffn" else None  # equal FfnSpecs as one (ops._ffn_cost's map)
     spec_id = ids.get(id(spec), id(spec)) if ids else id(spec)
-    key = None if prefix is None else (prefix, spec_id, *launch_key(c, x))
+    key = None if prefix is None else (prefix, spec_id, *x_key)
     hit = None if key is None else _HALF_LAUNCHES.get(key)
     if hit is None:
         if half == "attention":
             hit = op_launches(attention_ops(c, spec, x)) + op_launches(dcp_ops(c, spec, x))
         else:
-            hit = op_launches(ffn_ops(c, spec, step_tokens(x)))
+            hit = op_launches(ffn_ops(c, spec, tokens))
         if key is not None:
             _HALF_LAUNCHES.put(key, hit)
     return hit
