@@ -1251,7 +1251,8 @@ FP4B23_APART = (
     "chunks of --chunked-prefill-size / dp beside the other ranks' decodes: 0.92 of the output, the mean TPOT 1.7x "
     "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml; 0.95 of the output "
     "and the P50 TPOT 1.62x since dpp25: the prefilling rank runs none of its own decodes, so a layer waits for the "
-    "longer of its prefill and the other ranks' decodes, not for both)."
+    "longer of its prefill and the other ranks' decodes, not for both; 0.98 and 1.53x since its FP4 all-gather "
+    "dispatch is priced, sharding.dispatch_act_bytes)."
 )
 
 
