@@ -8,7 +8,7 @@ import pytest
 from autotune.catalog.presets import load_preset
 from autotune.inputs import resolve_model
 from autotune.measure import acceptance
-from autotune.measure.judge import Judge, benched_of, measured_acceptance, with_acceptance
+from autotune.measure.judge import Judge, benched_of, measured_acceptance, with_measured
 from autotune.perf.oplist import speculation
 from autotune.search import baseline_plan
 from autotune.specs import Workload
@@ -75,9 +75,9 @@ def test_the_fit_and_the_reranking_predict_with_the_measured_acceptance():
     assert measured_acceptance(rows, [plan, plain]) == {"mtp": 0.4}
     benched = benched_of(searched, rows[0])
     assert benched.draft_acceptance == 0.4 and benched_of(searched, rows[1]) == searched
-    assert with_acceptance(searched, plain, {"mtp": 0.4}) == searched  # a plan without speculation is unchanged
+    assert with_measured(searched, plain, {"mtp": 0.4}) == searched  # a plan without speculation is unchanged
     judge = Judge(model, simulated=False, seed=0)
-    low = judge(plan, hw, with_acceptance(searched, plan, {"mtp": 0.4}))
+    low = judge(plan, hw, with_measured(searched, plan, {"mtp": 0.4}))
     default = judge(plan, hw, searched)
     assert low.output_tok_s < default.output_tok_s  # fewer accepted drafts: slower decode
 

@@ -113,7 +113,7 @@ def measured_expert_cv(rows: list[dict]) -> float:
     return round(sum(seen) / len(seen), 4) if seen else 0.0
 
 
-def with_acceptance(workload: Workload, plan: Plan, acceptance: dict[str, float], expert_cv: float = 0.0) -> Workload:
+def with_measured(workload: Workload, plan: Plan, acceptance: dict[str, float], expert_cv: float = 0.0) -> Workload:
     """`workload` with the measured acceptance of the plan's speculative method, when one was measured, and the
     measured expert-popularity CV (measured_expert_cv), when there is one."""
     accepted = acceptance.get(plan.decoding.speculative.method, 0.0)

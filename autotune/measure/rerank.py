@@ -15,7 +15,7 @@ from autotune.measure.fit import (
     row_requests,
     used_classes,
 )
-from autotune.measure.judge import Judge, benched_of, judge_of, measured_acceptance, measured_expert_cv, with_acceptance
+from autotune.measure.judge import Judge, benched_of, judge_of, measured_acceptance, measured_expert_cv, with_measured
 from autotune.measure.records import Candidate, Fit, MeasureOutcome
 from autotune.measure.rows import write_reranked
 from autotune.measure.study import candidates
@@ -99,6 +99,12 @@ def _fit(per_plan, judge: Judge, hw: HardwareProfile, notes: list[str]) -> tuple
     return Fit(corrections, len(measured), log_error(before), log_error(after)), fitted
 
 
+def _measured(best: BestConfig, plan, fit: Fit) -> Workload:
+    """The searched workload at what the engines measured for `plan`: its method's speculative acceptance and the
+    experts' popularity CV (judge.with_measured)."""
+    return with_measured(best.workload, plan, fit.acceptance, fit.expert_load_cv)
+
+
 def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, fit: Fit) -> list[dict]:
     """The study's best plans predicted again at the searched workload the way the search ranked them, without
     and with the corrections (and the speculative acceptance measured for their method, the expert-popularity CV
@@ -110,7 +116,7 @@ def _rerank(study, best, cands, judge: Judge, hw, fitted, measured_value, fit: F
     out = []
     for c in pool:
         prior = judge(c.plan, hw, best.workload)
-        corrected = judge(c.plan, fitted, with_acceptance(best.workload, c.plan, fit.acceptance, fit.expert_load_cv))
+        corrected = judge(c.plan, fitted, _measured(best, c.plan, fit))
         out.append(
             {
                 "plan": c.label,
@@ -134,18 +140,14 @@ def _best_from(best: BestConfig, winner: Candidate, judge: Judge, fitted: Hardwa
     from autotune.search.study import plan_numerics
 
     plan, model = winner.plan, judge.model
-
-    def measured(p) -> Workload:
-        return with_acceptance(best.workload, p, fit.acceptance, fit.expert_load_cv)
-
-    workload = measured(plan)
+    workload = _measured(best, plan, fit)
     prediction = judge(plan, fitted, workload)
-    base = judge(best.baseline.plan, fitted, measured(best.baseline.plan))
+    base = judge(best.baseline.plan, fitted, _measured(best, best.baseline.plan, fit))
     speedup = round(prediction.total_tok_s / base.total_tok_s, 4) if base.total_tok_s else float("inf")
     baseline = dataclasses.replace(best.baseline, prediction=base, speedup=speedup)
     if best.baseline.plan.engine != plan.engine:  # the engine default of the measured winner's engine
         base_plan = baseline_plan(plan.engine, fitted, fitted.num_gpus)
-        base = judge(base_plan, fitted, measured(base_plan))
+        base = judge(base_plan, fitted, _measured(best, base_plan, fit))
         speedup = round(prediction.total_tok_s / base.total_tok_s, 4) if base.total_tok_s else float("inf")
         baseline = dataclasses.replace(best.baseline, label=base_plan.describe(), plan=base_plan, prediction=base,
                                        speedup=speedup)  # fmt: skip

@@ -39,23 +39,28 @@ def expert_load_cv(override: float = 0.0) -> float:
     return override if override > 0 else eff.EXPERT_LOAD_CV
 
 
-def skew_cv(ep: int, num_experts: int, eplb: bool = False, expert_cv: float | None = None) -> float:
-    """Coefficient of variation of a rank's expert popularity (the mean of its n = E/ep experts' popularity)."""
-    cv = eff.EXPERT_LOAD_CV if expert_cv is None else expert_cv
+def _rank_share(ep: int, num_experts: int) -> float:
+    """A rank's popularity CV over one expert's: the mean of its n = E/ep experts drawn from E, sqrt(finite / n)
+    with the finite-population factor (E - n) / (E - 1)."""
+    per_rank = max(1.0, num_experts / ep)
+    return math.sqrt(max(0.0, (num_experts - per_rank) / (num_experts - 1)) / per_rank)
+
+
+def skew_cv(ep: int, num_experts: int, eplb: bool = False, expert_cv: float = 0.0) -> float:
+    """Coefficient of variation of a rank's expert popularity (the mean of its n = E/ep experts' popularity);
+    `expert_cv`: the experts' popularity CV (0: expert_load_cv's default)."""
     if ep <= 1 or num_experts <= 1:
         return 0.0
-    per_rank = max(1.0, num_experts / ep)
-    finite = max(0.0, (num_experts - per_rank) / (num_experts - 1))
-    rank_cv = cv * math.sqrt(finite / per_rank)
+    rank_cv = expert_load_cv(expert_cv) * _rank_share(ep, num_experts)
     return rank_cv * eff.EPLB_RESIDUAL_IMBALANCE if eplb else rank_cv
 
 
 def busiest_rank_load(
-    ep: int, num_experts: int, top_k: int, tokens: float, eplb: bool = False, expert_cv: float | None = None
+    ep: int, num_experts: int, top_k: int, tokens: float, eplb: bool = False, expert_cv: float = 0.0
 ) -> float:
     """Routed rows on the busiest of `ep` ranks over the mean for a step of `tokens` tokens (math.inf: the
     popularity skew alone); never above all the rows on one rank (ep). `expert_cv`: the experts' popularity CV
-    (None: efficiency.EXPERT_LOAD_CV)."""
+    (0: efficiency.EXPERT_LOAD_CV)."""
     if ep <= 1:
         return 1.0
     skew = skew_cv(ep, num_experts, eplb, expert_cv)
@@ -76,6 +81,5 @@ def expert_cv_from_load(ep: int, num_experts: int, max_over_mean: float, mean_ro
     skew = math.sqrt(max(0.0, excess * excess - sampling_var))
     if eplb:
         skew /= eff.EPLB_RESIDUAL_IMBALANCE
-    per_rank = max(1.0, num_experts / ep)
-    finite = max(0.0, (num_experts - per_rank) / (num_experts - 1))
-    return skew / math.sqrt(finite / per_rank) if finite > 0 else 0.0
+    share = _rank_share(ep, num_experts)
+    return skew / share if share > 0 else 0.0

@@ -317,8 +317,7 @@ def context(
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
         moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
-    cv = ep_balance.expert_load_cv(expert_cv)
-    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, cv)
+    imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, expert_cv)
     attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
     table = rates.rates_table(hw)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from autotune.capability.profiles import profile
 from autotune.perf import comm, efficiency, precision, rates, sharding
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import complete, speculation, step_fn
@@ -169,9 +168,7 @@ def _points(
             chunk=phase.batching.chunked_prefill_tokens,
             pp=phase.pp,
             spec=speculation(phase, model.family, w.draft_acceptance),
-            # SGLang: prefill-only steps (serving.separate_point), but under attention DP one rank's prompt step
-            # carries the other ranks' decodes (sharding.dp_prefill_apart)
-            mixed=profile(plan.engine).mixed_prefill_chunks or sharding.dp_prefill_apart(phase, plan.engine),
+            mixed=sharding.mixed_steps(phase, plan.engine),
             ranks=_ranks(phase, plan.engine),
             pickup=efficiency.pickup_lag_steps(plan.engine, phase.pp),  # the overlapped loop's batch ahead
         )

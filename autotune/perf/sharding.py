@@ -51,6 +51,13 @@ def dp_prefill_apart(phase: PhasePlan, engine: str) -> bool:
     return phase.dp > 1 and not profile(engine).mixed_prefill_chunks and phase.speculative.method == "none"
 
 
+def mixed_steps(phase: PhasePlan, engine: str) -> bool:
+    """Whether a step carries prompt tokens beside decodes: the engine mixes prompt chunks into decode steps (the
+    profile's `mixed_prefill_chunks`), or, under attention DP, one rank's prompt step carries the other ranks'
+    decodes (dp_prefill_apart); else prompts run in prefill-only steps (perf/serving.separate_point)."""
+    return profile(engine).mixed_prefill_chunks or dp_prefill_apart(phase, engine)
+
+
 TOPK_SLOT_BYTES = 8  # a routed slot's int32 expert id and fp32 weight (vLLM fused_moe/router/fused_topk_router.py)
 
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from autotune.capability.profiles import profile
 from autotune.perf.efficiency import pickup_lag_steps
 from autotune.perf.ops import speculation, step_fn
-from autotune.perf.sharding import dp_prefill_apart, rank_chunk
+from autotune.perf.sharding import dp_prefill_apart, mixed_steps, rank_chunk
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
 from autotune.sim.trace import make_trace
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan, Plan, Prediction, Workload
@@ -44,8 +43,7 @@ def _instance(
         width=width,
         accepted=accepted,
         prefix_hit_rate=w.prefix_hit_rate,
-        # SGLang's --enable-mixed-chunk is off by default; under attention DP the other ranks decode beside a prefill
-        mixed=profile(plan.engine).mixed_prefill_chunks or dp_prefill_apart(phase, plan.engine),
+        mixed=mixed_steps(phase, plan.engine),
         budget_apart=dp_prefill_apart(phase, plan.engine),
         dp_ranks=phase.dp,
         rank_chunk=rank_chunk(phase, plan.engine, chunk) if phase.dp > 1 else 0,  # within the pooled budget

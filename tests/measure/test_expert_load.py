@@ -140,15 +140,15 @@ def test_a_rows_measured_cv_is_the_benched_workloads():
 
 
 def test_the_rows_mean_cv_is_what_the_reranking_predicts_at():
-    from autotune.measure.judge import measured_expert_cv, with_acceptance
+    from autotune.measure.judge import measured_expert_cv, with_measured
     from autotune.specs import Workload
 
     rows = [{"measured_expert_load_cv": "1.0"}, {"measured_expert_load_cv": ""}, {"measured_expert_load_cv": "2.0"}]
     assert measured_expert_cv(rows) == 1.5
     assert measured_expert_cv([{}]) == 0.0
     plan, w = _plan("sglang", False), Workload(isl=1024, osl=256)
-    assert with_acceptance(w, plan, {}, 1.5).expert_load_cv == 1.5
-    assert with_acceptance(w, plan, {}) == w
+    assert with_measured(w, plan, {}, 1.5).expert_load_cv == 1.5
+    assert with_measured(w, plan, {}) == w
 
 
 @pytest.mark.parametrize(("engine", "eplb"), [("sglang", False), ("vllm", True), ("vllm", False)])
