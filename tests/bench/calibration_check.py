@@ -1286,6 +1286,7 @@ def apart_rows() -> list[Row]:
             out.append(Row(entry, f"vLLM AR {n} GPU NVLink {gpu} {label} symm-mem two-shot", "us", float(t), row))
     out += sm80_apart_rows()  # sm80-25
     out += fused_ar_norm_apart_rows() + arn25_apart_rows()  # arn24, arn25
+    out += hop28_apart_rows()  # hop28
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -1904,6 +1905,50 @@ def arn25_apart_rows() -> list[Row]:
     nbytes = 2048 * 7168 * 2
     row = lambda: comm_fused.fused_path_s(b200_box(), EIGHT, trtllm_fused_path(8), nbytes) * 1e6  # noqa: E731
     return [Row(FUSED_TRTLLM_B200, "fused AR + add-RMSNorm 8x B200 28 MiB (trtllm two-shot)", "us", 186.0, row)]
+
+
+# hop28: DeepSeek's own H800 decode profile, per kernel (calibration.yaml trace-deepseek-h800-decode-kernels)
+DS_TRACE = "trace-deepseek-h800-decode-kernels"
+APART += (
+    f" {DS_TRACE}: per-kernel times of DeepSeek's H800 decode trace as a third-party page transcribes them, with no "
+    "statement of whether the README's 128 requests a GPU are per micro-batch; shown at the 128 reading (4,096 cached "
+    "tokens, 128 heads a GPU, 2 experts x 512 balanced rows at EP128) to measure the model's kernel prices against "
+    "them, not counted."
+)
+
+
+def hop28_apart_rows() -> list[Row]:
+    """The model's price of the kernels of DeepSeek's H800 decode trace (DS_TRACE) at the 128-requests reading: one
+    micro-batch of 128 decodes at 4,096 tokens on a GPU of the H100 SXM datasheet (H800 compute), DP attention (128
+    heads a GPU, BF16 latent KV), SGLang's DeepEP MoE kernel speed; the grouped GEMMs as 2 experts x 512 rows each."""
+    seqs, ctx, rows = 128, 4096.0, 512.0
+
+    def context():
+        m = model("deepseek-v3")
+        phase = PhasePlan(gpus=EIGHT, comm=Comm(all2all="deepep"), **dep(8))
+        hw = with_device(box("h200-x8"), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")
+        return m, opcore.context(m, phase, "sglang", hw, EIGHT)
+
+    def attention_us() -> float:
+        m, c = context()
+        ops = oplist.attention_ops(c, m.layers[-1].attention, opcore.StepInput(decode_seqs=seqs * 8, decode_ctx=ctx))
+        return cost_ops(c, [op for op in ops if op.kind == "attention" and op.bucket == "decode"]).time_s * 1e6
+
+    def grouped_us(n: int, k: int) -> Callable[[], float]:
+        def run() -> float:
+            _, c = context()
+            flops, nbytes = 2 * 2 * rows * n * k, 2 * n * k * c.expert_bytes + 2 * rows * (k + 2 * n)
+            op = opcore.Op("grouped_moe", c.expert_dtype, rates.m_bucket(rows), rows, n, k, flops, nbytes, 1.0, "",
+                           c.moe_speed)  # fmt: skip
+            return cost_ops(c, [op]).time_s * 1e6
+
+        return run
+
+    return [
+        Row(DS_TRACE, "H800 FlashMLA decode 128 seqs x 4k, 128 heads", "us", 255.0, attention_us),
+        Row(DS_TRACE, "H800 DeepGEMM masked up_gate 2 x 512 rows N4096 K7168", "us", 81.0, grouped_us(4096, 7168)),
+        Row(DS_TRACE, "H800 DeepGEMM masked down 2 x 512 rows N7168 K2048", "us", 39.0, grouped_us(7168, 2048)),
+    ]
 
 
 if __name__ == "__main__":
