@@ -1913,8 +1913,16 @@ APART += (
     f" {DS_TRACE}: per-kernel times of DeepSeek's H800 decode trace as a third-party page transcribes them, with no "
     "statement of whether the README's 128 requests a GPU are per micro-batch; shown at the 128 reading (4,096 cached "
     "tokens, 128 heads a GPU, 2 experts x 512 balanced rows at EP128) to measure the model's kernel prices against "
-    "them, not counted."
+    "them, not counted. kernel-deepgemm-h800-grouped dense rows: the source of tiles.GEMM_WAVE_FIXED_US; shown to "
+    "measure the model's FP8 linears of DeepSeek-V3's shapes against DeepGEMM on the same H800, not counted."
 )
+
+
+# calibration.yaml kernel-deepgemm-h800-grouped, metrics dense_m4096 / dense_m128: (n, k) -> TFLOPS
+DEEPGEMM_DENSE_M4096 = {(2112, 7168): 1058, (24576, 1536): 990, (32768, 512): 590, (7168, 16384): 1358,
+                        (4096, 7168): 1304, (7168, 2048): 1025}  # fmt: skip
+DEEPGEMM_DENSE_M128 = {(2112, 7168): 352, (24576, 1536): 535, (32768, 512): 358, (7168, 16384): 645,
+                       (4096, 7168): 533, (7168, 2048): 510}  # fmt: skip
 
 
 def hop28_apart_rows() -> list[Row]:
@@ -1944,7 +1952,28 @@ def hop28_apart_rows() -> list[Row]:
 
         return run
 
-    return [
+    def dense_us(m_rows: int, n: int, k: int) -> Callable[[], float]:
+        def run() -> float:
+            m, c = context()
+            ops = [op for op in oplist.linear_ops(c, m_rows, n, k, "") if op.kind == "gemm"]
+            return cost_ops(c, ops).time_s * 1e6
+
+        return run
+
+    # kernel-deepgemm-h800-grouped's dense table (TFLOPS, DeepSeek-V3 shapes), as times: the same H800 and kernel
+    # family as DS_TRACE's linears; the source of tiles.GEMM_WAVE_FIXED_US, so shown beside it, not counted
+    dense = [
+        Row(
+            "kernel-deepgemm-h800-grouped",
+            f"H800 DeepGEMM dense FP8 m{m_rows} n{n} k{k}",
+            "us",
+            2.0 * m_rows * n * k / (tflops * 1e6),
+            dense_us(m_rows, n, k),
+        )
+        for m_rows, table in ((4096, DEEPGEMM_DENSE_M4096), (128, DEEPGEMM_DENSE_M128))
+        for (n, k), tflops in table.items()
+    ]
+    return dense + [
         Row(DS_TRACE, "H800 FlashMLA decode 128 seqs x 4k, 128 heads", "us", 255.0, attention_us),
         Row(DS_TRACE, "H800 DeepGEMM masked up_gate 2 x 512 rows N4096 K7168", "us", 81.0, grouped_us(4096, 7168)),
         Row(DS_TRACE, "H800 DeepGEMM masked down 2 x 512 rows N7168 K2048", "us", 39.0, grouped_us(7168, 2048)),
