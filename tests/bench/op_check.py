@@ -80,10 +80,23 @@ APART = {
     "number of ranks'); "
     "the same table's 2-GPU rows reach 18.8-19.2 GB/s each. The system file (systems/l40s.yaml) records no "
     "topology; the same directory's NCCL table (comm/nccl/2.27.3) shows the same p x busbw fall",
+    "moe old-defaults": "vLLM's Triton fused MoE before vllm-project/vllm#34846 (merged 2026-02-18; the A100 table: "
+    "vLLM 0.14.0, released January 2026) ran a shape without a tuned config file on the old default config, "
+    "BLOCK_SIZE 64 x 64 x 32 (16 x 32 x 64 while M <= E) with num_warps / num_stages never set; #34846 made it "
+    "batch-aware (BLOCK_SIZE_M 16 -> 128, BLOCK_SIZE_K 64 / 128, 8 warps above M = 128: vLLM 0.34 fused_moe.py:"
+    "1461-1507) and reports 'up to 2x speedup at large batch size'. No (E, N) of that table has an A100 file in "
+    "vLLM 0.34's fused_moe/configs, so vLLM 0.34 runs the new default on every row. vllm-project/vllm#40542 "
+    "times that default on an A100 SXM4 80GB (E=64, N=1408, K=2048, top-6, bf16): 542.6 / 698.1 / 769.5 / 1022.5 / "
+    "2919.0 us at M = 16 / 64 / 256 / 1,024 / 4,096, where the op list prices 518 / 695 / 715 / 1,009 / 3,052 us "
+    "(at M = 1 / 4 it measures 183.5 / 266.2 us against the op list's 83 / 232: the new default's first rows are "
+    "slower than the weight stream)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
 }
+# Tables of a vLLM whose Triton fused MoE ran the pre-#34846 default config (APART "moe old-defaults"): 0.14.x, the
+# A100 table's, predates the merge; the other tables are 0.24.0.
+OLD_MOE_DEFAULTS_BEFORE = (0, 15)
 POINTS_PER_GROUP = 150  # every k-th row of a group, so a run takes seconds
 
 
@@ -241,6 +254,7 @@ def moe_points(root, system, hw, model):
         return
     frame = pd.read_parquet(path)
     frame = frame[(frame.distribution == "power_law_1.01") & (frame.moe_tp_size == 1)]
+    old = _version_key(path) < OLD_MOE_DEFAULTS_BEFORE  # APART "moe old-defaults"
     for dtype_name, dtype in MOE_DTYPES.items():
         rows = frame[frame.moe_dtype == dtype_name]
         if rows.empty:
@@ -256,7 +270,8 @@ def moe_points(root, system, hw, model):
             ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
             ops = [op for op in ops if op.kind != "norm"]
             untuned = kernel == "flashinfer_cutlass" and hw.gpu.arch == "sm_90" and dtype_name != "fp8_block"
-            tags = ["moe untuned"] * untuned + ["moe ep>1"] * (ep > 1)
+            triton = kernel == "triton" or r.kernel_source == "vllm_fused_moe"  # vLLM's Triton fused_moe
+            tags = ["moe untuned"] * untuned + ["moe ep>1"] * (ep > 1) + ["moe old-defaults"] * (old and triton)
             yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3, *tags
 
 
