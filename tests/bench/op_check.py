@@ -86,10 +86,10 @@ APART = {
     "batch-aware (BLOCK_SIZE_M 16 -> 128, BLOCK_SIZE_K 64 / 128, 8 warps above M = 128: vLLM 0.34 fused_moe.py:"
     "1461-1507) and reports 'up to 2x speedup at large batch size'. No (E, N) of that table has an A100 file in "
     "vLLM 0.34's fused_moe/configs, so vLLM 0.34 runs the new default on every row. vllm-project/vllm#40542 "
-    "times that default on an A100 SXM4 80GB (E=64, N=1408, K=2048, top-6, bf16): 542.6 / 698.1 / 769.5 / 1022.5 / "
-    "2919.0 us at M = 16 / 64 / 256 / 1,024 / 4,096, where the op list prices 518 / 695 / 715 / 1,009 / 3,052 us "
-    "(at M = 1 / 4 it measures 183.5 / 266.2 us against the op list's 83 / 232: the new default's first rows are "
-    "slower than the weight stream)",
+    "times that default on an A100 SXM4 80GB (calibration.yaml kernel-vllm-fused-moe-default-a100-e64: E=64, N=1408, "
+    "K=2048, top-6, bf16): 542.6 / 698.1 / 769.5 / 1022.5 / 2919.0 us at M = 16 / 64 / 256 / 1,024 / 4,096, where "
+    "the op list prices 515 / 692 / 711 / 1,003 / 3,038 us (calibration_check op28_rows; at M = 1 / 4 it measures "
+    "183.5 / 266.2 us against 80 / 229)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
