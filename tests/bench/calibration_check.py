@@ -841,6 +841,7 @@ def rows() -> list[Row]:
     out += pf24_rows()
     out += sm80_rows()  # sm80-25
     out += arn25_rows()
+    out += op28_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1978,6 +1979,35 @@ def hop28_apart_rows() -> list[Row]:
         Row(DS_TRACE, "H800 DeepGEMM masked up_gate 2 x 512 rows N4096 K7168", "us", 81.0, grouped_us(4096, 7168)),
         Row(DS_TRACE, "H800 DeepGEMM masked down 2 x 512 rows N7168 K2048", "us", 39.0, grouped_us(7168, 2048)),
     ]
+# kernel-vllm-fused-moe-default-a100-e64 (vllm-project/vllm#40542): the default config's kernel time by M tokens, us
+VLLM40542_DEFAULT_US = {1: 183.5, 4: 266.2, 16: 542.6, 64: 698.1, 256: 769.5, 1024: 1022.5, 4096: 2919.0}
+
+
+def fused_moe_a100_us(tokens: int) -> Callable[[], float]:
+    """vLLM's Triton fused MoE (top-k, alignment, both grouped GEMMs, activation, sum) of 64 experts of 2048 x 1408,
+    top 6, bf16, on one A100 SXM4 80GB at `tokens` tokens: the op list's routed-expert ops without the router GEMM
+    (vLLM's benchmark_moe passes the gating output in) and without the layer's norm and collectives, us."""
+
+    def run() -> float:
+        from autotune.specs import FfnSpec
+
+        phase = PhasePlan(gpus=(0,), tp=1, kernels=Kernels(moe="triton"))
+        c = opcore.context(model("qwen3-30b-a3b"), phase, "vllm", sm80_box("a100-sxm-80gb", 1), phase.gpus)
+        ops = oplist.ffn_ops(c, FfnSpec("moe", 0, 64, 6, 3 * 2048 * 1408), float(tokens))
+        return cost_ops(c, [op for op in ops if op.kind not in ("gemm", "norm", "collective")]).time_s * 1e6
+
+    return run
+
+
+def op28_rows() -> list[Row]:
+    """op28: vLLM's post-#34846 default fused-MoE config on an A100 (qwen3-30b-a3b's hidden size, 2048, with the
+    entry's 64 experts of 1408 columns, top 6)."""
+    moe = "kernel-vllm-fused-moe-default-a100-e64"
+    return [
+        Row(moe, f"A100 vLLM Triton fused MoE default config, E=64 N=1408 K=2048 top-6 bf16, M={m}", "us", us,
+            fused_moe_a100_us(m))
+        for m, us in VLLM40542_DEFAULT_US.items()
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

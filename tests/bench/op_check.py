@@ -15,7 +15,9 @@ its median overall and per (GPU, op family) group, the signed median (bias) and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import functools
 import glob
 import os
 import statistics
@@ -25,7 +27,8 @@ from autotune.capability.profiles import profile
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
-from autotune.perf import comm, fa2_decode, opcore, oplist
+from autotune.perf import comm, fa2_decode, opcore, oplist, routing
+from autotune.perf import efficiency as eff
 from autotune.perf.ops import cost_ops
 from autotune.specs import Accelerator, FfnSpec, Kernels, PhasePlan
 
@@ -80,10 +83,23 @@ APART = {
     "number of ranks'); "
     "the same table's 2-GPU rows reach 18.8-19.2 GB/s each. The system file (systems/l40s.yaml) records no "
     "topology; the same directory's NCCL table (comm/nccl/2.27.3) shows the same p x busbw fall",
+    "moe old-defaults": "vLLM's Triton fused MoE before vllm-project/vllm#34846 (merged 2026-02-18; the A100 table: "
+    "vLLM 0.14.0, released January 2026) ran a shape without a tuned config file on the old default config, "
+    "BLOCK_SIZE 64 x 64 x 32 (16 x 32 x 64 while M <= E) with num_warps / num_stages never set; #34846 made it "
+    "batch-aware (BLOCK_SIZE_M 16 -> 128, BLOCK_SIZE_K 64 / 128, 8 warps above M = 128: vLLM 0.34 fused_moe.py:"
+    "1461-1507) and reports 'up to 2x speedup at large batch size'. No (E, N) of that table has an A100 file in "
+    "vLLM 0.34's fused_moe/configs, so vLLM 0.34 runs the new default on every row. vllm-project/vllm#40542 "
+    "times that default on an A100 SXM4 80GB (calibration.yaml kernel-vllm-fused-moe-default-a100-e64: E=64, N=1408, "
+    "K=2048, top-6, bf16): 542.6 / 698.1 / 769.5 / 1022.5 / 2919.0 us at M = 16 / 64 / 256 / 1,024 / 4,096, where "
+    "the op list prices 515 / 692 / 711 / 1,003 / 3,038 us (calibration_check op28_rows; at M = 1 / 4 it measures "
+    "183.5 / 266.2 us against 80 / 229)",
     "moe ep>1": "vLLM before 0.34 (the tables: 0.24) launches GEMM blocks for every routed slot on every EP rank "
     "and zero-fills the remote ones (vllm-0.23.0 fused_moe.py:160-161; activation and moe_sum over all M x top-k "
     "rows); vLLM 0.34, which mi-tune models, skips them at alignment (fused_moe/experts/triton_moe.py:398-416)",
 }
+# Tables of a vLLM whose Triton fused MoE ran the pre-#34846 default config (APART "moe old-defaults"): 0.14.x, the
+# A100 table's, predates the merge; the other tables are 0.24.0.
+OLD_MOE_DEFAULTS_BEFORE = (0, 15)
 POINTS_PER_GROUP = 150  # every k-th row of a group, so a run takes seconds
 
 
@@ -233,6 +249,70 @@ def _fused_norms(path: str, filename: str) -> bool:
     return bool(table.get("norm_dispatch"))
 
 
+# How AIConfigurator's MoE tables route: the power_law_1.01 rows draw each expert's token count from a power law
+# (collector/helper.py _generate_power_law_distribution, which vllm/collect_moe.py's power_law_logits_v3 calls;
+# github.com/ai-dynamo/aiconfigurator): E samples x ~ x^-alpha on [1, 0.8 T] (on [0.01, 2] when T x top-k <= E),
+# scaled to T x top-k routed rows and rounded (half to even), the rounding residue added one by one to the largest
+# counts or taken from the smallest. Many experts round to none, so a batch hits fewer experts than the model's
+# routing prior (efficiency.ROUTING_SKEW, 0.5): at E=384, top-8 it hits 266 / 292 / 310 experts at T = 128 / 256 /
+# 512 where the prior hits 334 / 375 / 384. A weight-bound MoE row streams the experts it hits, so the check prices
+# each row at the table's routing: the rank-popularity skew whose routing.distinct_experts equals the generator's
+# expected hit count (a property of the measurement's input, read from its source, not of its timings). Why it
+# matters: RTX PRO 6000 Server, int4_wo, E=384 top-8 h7168 i2048, 256-1,024 tokens (weight-bound, 0.53 B a weight):
+# at the prior's ~375-384 experts the rows would stream 1.5-1.7 TB/s, above the part's 1.6 TB/s datasheet; at the
+# generator's 292-324 they stream 1.24-1.30 TB/s, 0.78-0.81 of it (rates.STREAM_FRACTION is 0.80). Left out: a
+# token given the same expert twice (an expert with more than T rows) takes another at vLLM's top-k over tied logits.
+TABLE_ROUTING_ALPHA = 1.01
+TABLE_ROUTING_DRAWS = 64
+
+
+@functools.lru_cache(maxsize=4096)
+def table_experts_hit(tokens: int, experts: int, top_k: int) -> float:
+    """Mean experts with at least one routed row over TABLE_ROUTING_DRAWS seeded draws of the table's generator."""
+    import numpy as np
+
+    rng, routed, a = np.random.default_rng(0), tokens * top_k, 1.0 - TABLE_ROUTING_ALPHA
+    lo, hi = (1.0, 0.8 * tokens) if routed > experts else (0.01, 2.0)
+    hits = []
+    for _ in range(TABLE_ROUTING_DRAWS):
+        x = ((hi**a - lo**a) * rng.random(experts) + lo**a) ** (1.0 / a)
+        counts = np.rint(x / x.sum() * routed).astype(np.int64)
+        delta = int(routed - counts.sum())
+        order = np.argsort(-counts, kind="stable")
+        if delta > 0:
+            np.add.at(counts, order[np.arange(delta) % experts], 1)
+        for i in range(-delta):
+            idx = order[-(i % experts) - 1]
+            counts[idx if counts[idx] > 0 else int(np.argmax(counts))] -= 1
+        hits.append(np.count_nonzero(counts))
+    return float(np.mean(hits))
+
+
+@functools.lru_cache(maxsize=4096)
+def table_routing_skew(tokens: int, experts: int, top_k: int) -> float:
+    """The routing skew at which routing.distinct_experts hits table_experts_hit's count (bisection; 0 where the
+    table hits as many as uniform routing, the bracket's end where it hits fewer than any skew in it gives)."""
+    target = table_experts_hit(tokens, experts, top_k)
+    lo, hi = 0.0, 8.0
+    if routing.distinct_experts(experts, top_k, tokens, lo) <= target:
+        return lo
+    for _ in range(24):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if routing.distinct_experts(experts, top_k, tokens, mid) > target else (lo, mid)
+    return (lo + hi) / 2
+
+
+@contextlib.contextmanager
+def routing_skew(skew: float):
+    """efficiency.ROUTING_SKEW set to `skew` while the op list of one row is built (a new FfnSpec per row, so the
+    Context's FfnShape is computed under it)."""
+    saved, eff.ROUTING_SKEW = eff.ROUTING_SKEW, skew
+    try:
+        yield
+    finally:
+        eff.ROUTING_SKEW = saved
+
+
 def moe_points(root, system, hw, model):
     import pandas as pd
 
@@ -241,6 +321,7 @@ def moe_points(root, system, hw, model):
         return
     frame = pd.read_parquet(path)
     frame = frame[(frame.distribution == "power_law_1.01") & (frame.moe_tp_size == 1)]
+    old = _version_key(path) < OLD_MOE_DEFAULTS_BEFORE  # APART "moe old-defaults"
     for dtype_name, dtype in MOE_DTYPES.items():
         rows = frame[frame.moe_dtype == dtype_name]
         if rows.empty:
@@ -253,10 +334,12 @@ def moe_points(root, system, hw, model):
             spec = dataclasses.replace(model, hidden_size=hidden, expert_dtype=dtype,
                                        expert_format=FORMATS.get(dtype_name, dtype))  # fmt: skip
             c = _context(spec, hw, dp=ep, ep=ep, kernels=Kernels(moe=kernel))
-            ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
+            with routing_skew(table_routing_skew(int(r.num_tokens), int(r.num_experts), int(r.topk))):
+                ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind != "collective"]
             ops = [op for op in ops if op.kind != "norm"]
             untuned = kernel == "flashinfer_cutlass" and hw.gpu.arch == "sm_90" and dtype_name != "fp8_block"
-            tags = ["moe untuned"] * untuned + ["moe ep>1"] * (ep > 1)
+            triton = kernel == "triton" or r.kernel_source == "vllm_fused_moe"  # vLLM's Triton fused_moe
+            tags = ["moe untuned"] * untuned + ["moe ep>1"] * (ep > 1) + ["moe old-defaults"] * (old and triton)
             yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3, *tags
 
 
