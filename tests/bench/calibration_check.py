@@ -1979,6 +1979,8 @@ def hop28_apart_rows() -> list[Row]:
         Row(DS_TRACE, "H800 DeepGEMM masked up_gate 2 x 512 rows N4096 K7168", "us", 81.0, grouped_us(4096, 7168)),
         Row(DS_TRACE, "H800 DeepGEMM masked down 2 x 512 rows N7168 K2048", "us", 39.0, grouped_us(7168, 2048)),
     ]
+
+
 # kernel-vllm-fused-moe-default-a100-e64 (vllm-project/vllm#40542): the default config's kernel time by M tokens, us
 VLLM40542_DEFAULT_US = {1: 183.5, 4: 266.2, 16: 542.6, 64: 698.1, 256: 769.5, 1024: 1022.5, 4096: 2919.0}
 
