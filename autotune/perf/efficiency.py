@@ -89,7 +89,14 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 
 # Per-step CPU cost of the engine's scheduler (batch assembly, sampling bookkeeping, graph replay), ms: the engine
 # profile's `scheduler_cpu_ms` (priors). Whether it adds to the step depends on the engine's scheduler
-# (scheduler_overhead_ms below).
+# (scheduler_overhead_ms below). Flat in the batch: the public per-step host figures found (hst28) are per-loop
+# components, ~1 us a running request each (vLLM's update_from_output 0.142 / 0.287 ms at 128 / 256, calibration id
+# sched-host-vllm46112-update-from-output; TRT-LLM's scheduler 2.0 ms at ~1,536 a rank, calibration id
+# sched-host-trtllm10273-host-step-time) and ~0.4 ms a decode step for vLLM's schedule + input preparation on B200
+# (calibration id sched-host-vllm42131-decode-fast-path), none a step's whole host time at a known batch. They stay
+# far under the overlapped GPU steps where the serving rows read optimistic (DeepSeek-R1 DEP8 H200 at 384 a rank:
+# ~90 ms modelled, 1.58x optimistic, would need ~370 us a request of host time to be exposed). Measured (hst28, not
+# shipped): base + 30 us a request (the TRT-LLM wall-time bound) moves no calibration row while overlapped.
 # What an overlapped scheduler still exposes per step (the sync between the CPU and the GPU stream), ms. Prior.
 OVERLAP_EXPOSED_MS = 0.05
 PREFILL_LAUNCH_US_PER_LAYER = 30.0

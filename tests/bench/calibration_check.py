@@ -2012,5 +2012,23 @@ def op28_rows() -> list[Row]:
     ]  # fmt: skip
 
 
+# hst28: component timings of the engines' per-step host loops (calibration.yaml, the hst28 block)
+NOT_EXPRESSIBLE += [
+    (
+        "sched-host-vllm46112-update-from-output",
+        "one per-step loop of vLLM's engine core (1.1 us a request), not the step's host time the profile prices",
+    ),
+    ("sched-host-vllm42131-decode-fast-path", "a component split of vLLM's per-step host work, batch not stated"),
+    (
+        "sched-host-trtllm10273-host-step-time",
+        "TensorRT-LLM's executor loop wall time (GPU waits included), not its host time; no TRT-LLM profile",
+    ),
+    (
+        "sched-host-trtllm13957-exposed-host",
+        "TensorRT-LLM's exposed host time at batch 64 against vLLM with other kernels: no TRT-LLM profile",
+    ),
+]
+
+
 if __name__ == "__main__":
     main()
