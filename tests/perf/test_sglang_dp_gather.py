@@ -1,0 +1,98 @@
+"""SGLang's attention-DP gather before the FFN and return after it, by step (capability/profiles/sglang_0_5_23.py
+dp_gather, perf/dp_gather.py): a prompt-carrying step that replays the breakable prefill graph all-gathers every rank's
+rows padded to the graph bucket of the longest rank (MAX_LEN); an eager prompt-carrying step or a verify step
+all-reduces a buffer of all ranks' rows (SUM_LEN); a decode-only step does too while the custom all-reduce holds
+that buffer. The return is a reduce-scatter(v) under DEP or on a MAX_LEN batch, else an all-reduce of the buffer.
+vLLM keeps one all-gather and one reduce-scatter of the step's rows."""
+
+import pytest
+
+from autotune.capability.engine_profile import DpStep
+from autotune.capability.profiles.sglang_0_5_23 import V2_MAX_BYTES, dp_gather
+from autotune.catalog import load_model, load_preset
+from autotune.perf import efficiency as eff
+from autotune.perf.dp_gather import dp_gather as step_gather
+from autotune.perf.opcore import StepInput, context
+from autotune.perf.oplist import ffn_comm_ops
+from autotune.perf.ops import step_fn
+from autotune.specs import Comm, PhasePlan, Speculative
+
+H200 = load_preset("h200-x8")
+DSV3 = load_model("deepseek-v3")
+ROW = DSV3.hidden_size * 2  # a bf16 hidden row
+PROMPT = StepInput(56, 2000.0, 1024, 0.0, 1.0, 1024)  # one rank prefills 1024 tokens beside 56 decodes elsewhere
+DECODE = StepInput(64, 2000.0)
+
+
+def _phase(tp=1, dp=8, ep=8, **kw) -> PhasePlan:
+    return PhasePlan(gpus=tuple(range(8)), tp=tp, dp=dp, ep=ep, dp_attention=True, **kw)
+
+
+def _dp_ops(engine: str, phase: PhasePlan, x: StepInput, caps: tuple | None = None) -> list:
+    """The DP collectives (source "dp") of the MoE layer's FFN half for step `x`, as the step prices them."""
+    c = context(DSV3, phase, engine, H200, phase.gpus)
+    caps = caps or eff.graph_caps(DSV3, phase, engine, H200, 1)
+    gather = step_gather(c, x, bool(x.prefill_tokens), caps[1])
+    tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
+    return [(op.bucket, op.nbytes) for op in ffn_comm_ops(c, DSV3.layers[-1].ffn, tokens, gather) if op.source == "dp"]
+
+
+def test_a_graphed_prompt_step_all_gathers_every_rank_padded_to_the_longest_ranks_bucket():
+    ops = _dp_ops("sglang", _phase(), PROMPT)
+    padded = 8 * 1024 * ROW  # the prompt rank's 1024 rows are the longest: every rank sends a 1024-row block
+    assert ops == [("allgather", pytest.approx(padded)), ("reducescatter", pytest.approx(padded))]
+    assert padded > 5 * (56 + 1024) * ROW  # the old model moved the step's rows only
+
+
+def test_an_eager_prompt_step_all_reduces_the_summed_buffer():
+    rows = (56 + 1024) * ROW
+    eager = (2048, 0)  # no prompt-carrying CUDA graph (pp > 1, two-batch overlap, DeepSeek-V4)
+    assert _dp_ops("sglang", _phase(), PROMPT, eager) == [("allreduce", rows), ("reducescatter", rows)]  # DEP: rsv
+    # experts tensor-sharded (ep 1) or attention TP 2: no reduce_scatterv, the FFN output is all-reduced
+    assert _dp_ops("sglang", _phase(ep=1), PROMPT, eager) == [("allreduce", rows), ("allreduce", rows)]
+    assert _dp_ops("sglang", _phase(tp=2, dp=4), PROMPT, eager) == [("allreduce", rows), ("allreduce", rows)]
+
+
+def test_a_decode_step_all_reduces_while_the_custom_all_reduce_holds_the_buffer():
+    rows = 64 * ROW
+    assert _dp_ops("sglang", _phase(), DECODE) == [("allreduce", rows), ("reducescatter", rows)]
+    big = StepInput(2048, 2000.0)  # 2048 x 14 KiB = 28 MiB: past the v2 workspace, MAX_LEN as before
+    assert 2048 * ROW > V2_MAX_BYTES
+    assert _dp_ops("sglang", _phase(), big) == [("allgather", 2048 * ROW), ("reducescatter", 2048 * ROW)]
+
+
+def test_speculative_verify_steps_sum_len_and_a2a_decode_steps_keep_max_len():
+    spec = _phase(speculative=Speculative(method="mtp", draft_tokens=1))
+    verify = StepInput(64, 2000.0, decode_width=2.0)
+    assert _dp_ops("sglang", spec, verify) == [("allreduce", 128 * ROW), ("reducescatter", 128 * ROW)]
+    # a dense layer of a DeepEP plan keeps the gather: no custom-all-reduce SUM_LEN with an a2a backend
+    deepep = _phase(comm=Comm(all2all="deepep"))
+    c = context(DSV3, deepep, "sglang", H200, deepep.gpus)
+    assert step_gather(c, DECODE, False, 0.0) is None
+
+
+def test_vllm_keeps_the_all_gather_and_reduce_scatter_of_the_steps_rows():
+    for x in (PROMPT, DECODE):
+        rows = (x.decode_seqs + x.prefill_tokens) * ROW
+        assert _dp_ops("vllm", _phase(), x) == [("allgather", rows), ("reducescatter", rows)]
+
+
+def test_the_padded_gather_makes_sglangs_dp_prompt_step_slower():
+    phase = _phase()
+    sglang = step_fn(DSV3, phase, "sglang", H200, phase.gpus, "p")(PROMPT)
+    vllm = step_fn(DSV3, phase, "vllm", H200, phase.gpus, "p")(PROMPT)
+    assert sglang.comm_ms["allgather"] > 4 * vllm.comm_ms["allgather"]  # 8 x 1024 rows against 1080
+    assert sglang.step_ms > 1.2 * vllm.step_ms
+
+
+def test_the_rule_reads_the_step():
+    base = DpStep(False, False, False, True, False, False, False, "nvlink", 8, 1e6)
+    assert dp_gather(base) == ("allreduce", "reducescatter")
+    assert dp_gather(base._replace(dep=False)) == ("allreduce", "allreduce")
+    assert dp_gather(base._replace(sum_bytes=2 * V2_MAX_BYTES)) == ("allgather", "reducescatter")
+    assert dp_gather(base._replace(link="p2p")) == ("allgather", "reducescatter")  # legacy kernel: not v2
+    assert dp_gather(base._replace(idle=True)) == ("allgather", "reducescatter")
+    assert dp_gather(base._replace(idle=True, sparse=True, dep=False)) == ("allreduce", "allreduce")
+    assert dp_gather(base._replace(prompt=True, graph=True, dep=False)) == ("allgather", "reducescatter")
+    assert dp_gather(base._replace(prompt=True, dep=False)) == ("allreduce", "allreduce")
+    assert dp_gather(base._replace(prompt=True, graph=True, verify=True)) == ("allreduce", "reducescatter")
