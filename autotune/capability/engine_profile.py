@@ -88,6 +88,8 @@ class DpStep(NamedTuple):
     link: str  # transport of the stage's GPUs (nvlink / p2p / shm: perf/topology.transport)
     world: int  # the stage's GPUs (the gather's group: tp x dp)
     sum_bytes: float  # bytes of a buffer of every rank's rows (the step's rows x one hidden row)
+    family: str  # the model's family (ModelSpec.family: its HF model_type), where the return differs by model
+    two_batch: bool  # two-batch overlap (overlap.two_batch)
 
 
 # a DpStep -> (the gather before the FFN: "allgather" of every rank's rows padded to the longest (MAX_LEN) or

@@ -12,7 +12,7 @@ from autotune.capability.engine_profile import DpStep
 from autotune.capability.profiles import profile
 from autotune.capability.profiles.sglang_0_5_23 import prefill_graph_sizes
 from autotune.perf import precision
-from autotune.perf.opcore import Context, StepInput, attention_rows, rank_prompt_tokens
+from autotune.perf.opcore import Context, StepInput, _collective, attention_rows, rank_prompt_tokens
 from autotune.perf.sharding import dp_prefill_apart
 from autotune.perf.topology import topology, transport
 
@@ -79,8 +79,21 @@ def dp_gather(c: Context, x: StepInput, prompt: bool, graph_tokens: float) -> Dp
         link=link,
         world=len(c.stage),
         sum_bytes=rows * c.model.hidden_size * precision.ACTIVATION_BYTES,
+        family=c.model.family,
+        two_batch=c.phase.overlap.two_batch,
     )
     gather, combine = rule(step)
     if gather == "allgather" and combine == "reducescatter" and not bucket:
         return None  # the default pair over the step's rows
     return DpGather(gather, combine, float(dp * bucket if gather == "allgather" else rows))
+
+
+def dp_pair(ops: list, stage: tuple, tokens: float, gathered: float, row_bytes: float, gather: DpGather | None) -> None:
+    """Attention DP's gather (`gathered` bytes a row) and return (`row_bytes` a row) over the stage: `gather`'s
+    collectives over its buffer's rows, else an all-gather and a reduce-scatter of the step's `tokens` rows."""
+    if gather is None:
+        ops.append(_collective("allgather", stage, tokens * gathered, "dp"))
+        ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))
+        return
+    ops.append(_collective(gather.gather, stage, gather.rows * gathered, "dp"))
+    ops.append(_collective(gather.combine, stage, gather.rows * row_bytes, "dp"))

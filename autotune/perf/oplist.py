@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from autotune.perf import efficiency as eff
 from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
-from autotune.perf.dp_gather import DpGather
+from autotune.perf.dp_gather import DpGather, dp_pair
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
@@ -319,7 +319,7 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str, ga
         if dense == "tp":
             ops.append(_collective("allreduce", tp_group, tokens / dp * row_bytes, "tp"))
         elif dense == "all":  # dense MLP sharded over every rank (dense_layout); "dp" has nothing to reduce
-            _dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
+            dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
         return
     if phase.comm.all2all == "deepep" and phase.ep > 1:
         per_rank = tokens / len(stage) * ffn.experts_per_token * c.model.hidden_size
@@ -327,24 +327,11 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str, ga
         ops.append(_collective("all2all", stage, per_rank * precision.ACTIVATION_BYTES, "comm.all2all"))  # combine
     elif dp > 1 and c.dispatch_act_bytes:  # rows quantised for the experts, with their routing slots
         gathered = c.model.hidden_size * c.dispatch_act_bytes + ffn.experts_per_token * TOPK_SLOT_BYTES
-        _dp_pair(ops, stage, tokens, gathered, row_bytes, None)  # (sharding.dispatch_act_bytes)
+        dp_pair(ops, stage, tokens, gathered, row_bytes, None)  # (sharding.dispatch_act_bytes)
     elif dp > 1:  # gather every token to every rank of the MoE group, return the outputs
-        _dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
+        dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
     else:
         ops.append(_collective("allreduce", stage, tokens * row_bytes, "ep"))
-
-
-def _dp_pair(
-    ops: list, stage: tuple, tokens: float, gathered: float, row_bytes: float, gather: DpGather | None
-) -> None:
-    """Attention DP's gather (`gathered` bytes a row) and return (`row_bytes` a row) over the stage: `gather`'s
-    collectives over its buffer's rows, else an all-gather and a reduce-scatter of the step's `tokens` rows."""
-    if gather is None:
-        ops.append(_collective("allgather", stage, tokens * gathered, "dp"))
-        ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))
-        return
-    ops.append(_collective(gather.gather, stage, gather.rows * gathered, "dp"))
-    ops.append(_collective(gather.combine, stage, gather.rows * row_bytes, "dp"))
 
 
 def _fused_norms(c: Context, ffn: FfnSpec, dense: str, rows: float) -> int:

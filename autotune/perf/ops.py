@@ -326,8 +326,11 @@ def _step(
         x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
     decode_only = StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width) if x.prefill_tokens else x
     inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
-    prompt = bool(x.prefill_tokens)  # attention DP's gather and return by layer input (perf/dp_gather.py)
-    gathers = {k: dp_gather(c, v, prompt, caps[1]) for k, v in inputs.items()} if phase.dp > 1 else _NO_GATHER
+    gathers = _NO_GATHER  # attention DP's gather and return by layer input (perf/dp_gather.py)
+    if phase.dp > 1:
+        prompt = bool(x.prefill_tokens)
+        gather = dp_gather(c, x, prompt, caps[1])
+        gathers = {True: gather, False: dp_gather(c, decode_only, prompt, caps[1]) if prompt else gather}
     total = Cost()
     if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
         for layer, count in groups:

@@ -86,7 +86,20 @@ def test_the_padded_gather_makes_sglangs_dp_prompt_step_slower():
 
 
 def test_the_rule_reads_the_step():
-    base = DpStep(False, False, False, True, False, False, False, "nvlink", 8, 1e6)
+    base = DpStep(
+        prompt=False,
+        verify=False,
+        graph=False,
+        dep=True,
+        a2a=False,
+        idle=False,
+        sparse=False,
+        link="nvlink",
+        world=8,
+        sum_bytes=1e6,
+        family="deepseek_v3",
+        two_batch=False,
+    )
     assert dp_gather(base) == ("allreduce", "reducescatter")
     assert dp_gather(base._replace(dep=False)) == ("allreduce", "allreduce")
     assert dp_gather(base._replace(sum_bytes=2 * V2_MAX_BYTES)) == ("allgather", "reducescatter")
@@ -96,3 +109,24 @@ def test_the_rule_reads_the_step():
     assert dp_gather(base._replace(prompt=True, graph=True, dep=False)) == ("allgather", "reducescatter")
     assert dp_gather(base._replace(prompt=True, dep=False)) == ("allreduce", "allreduce")
     assert dp_gather(base._replace(prompt=True, graph=True, verify=True)) == ("allreduce", "reducescatter")
+
+
+def test_the_return_by_model_family():
+    step = DpStep(True, False, True, True, False, False, False, "nvlink", 8, 1e6, "deepseek_v41", False)
+    assert dp_gather(step) == ("allgather", "reducescatter")  # DEP: reduce_scatterv
+    # V4's MoE transport all-reduces off DEP, on a MAX_LEN batch too, and reduce-scatters under two-batch overlap
+    assert dp_gather(step._replace(dep=False)) == ("allgather", "allreduce")
+    assert dp_gather(step._replace(dep=False, two_batch=True)) == ("allgather", "reducescatter")
+    assert dp_gather(step._replace(dep=False, family="deepseek_v3")) == ("allgather", "reducescatter")
+    assert dp_gather(step._replace(family="qwen3")) == ("allgather", "allreduce")  # the "ar" boundary
+
+
+def test_v41_on_pcie_prices_an_all_reduce_gather_and_return_on_its_eager_prompt_steps():
+    v41, box = load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")
+    phase = PhasePlan(gpus=tuple(range(4)), tp=1, dp=4, ep=1, dp_attention=True)
+    c = context(v41, phase, "sglang", box, phase.gpus)
+    caps = eff.graph_caps(v41, phase, "sglang", box, 1)
+    assert caps[1] == 0  # no breakable prefill graph for V4.x
+    x = StepInput(24, 2000.0, 1024, 0.0, 1.0, 1024)
+    gather = step_gather(c, x, True, caps[1])
+    assert (gather.gather, gather.combine, gather.rows) == ("allreduce", "allreduce", 1048.0)

@@ -157,8 +157,8 @@ def dp_gather(step: DpStep) -> tuple[str, str]:
     (srt/layers/moe/utils.py:707-750); a reduce-scatter on a MAX_LEN batch; else the FFN output's all-reduce over
     the whole buffer and a copy of this rank's slice (srt/layers/layer_boundary/exit.py:366-389,
     srt/layers/layer_boundary/ops.py:326-358). An a2a backend (DeepEP) moves the MoE layers' rows itself
-    (autotune/perf/oplist.py _comm_ops); pplx forces MAX_LEN (no plan runs it). The "ar" boundary of Qwen3 dense
-    and Kimi-K3 (an all-reduce return on MAX_LEN batches too) is not modelled: no such model in the catalog."""
+    (autotune/perf/oplist.py _comm_ops); pplx forces MAX_LEN (no plan runs it). Two families return otherwise:
+    DP_AR_RETURN_FAMILIES, DP_MOE_TRANSPORT_FAMILIES."""
     if step.prompt or step.verify:
         padding = "max" if step.prompt and step.graph and not step.verify else "sum"
     elif not step.a2a and not step.idle and _v2_group(step.link, step.world) and step.sum_bytes <= V2_MAX_BYTES:
@@ -166,8 +166,22 @@ def dp_gather(step: DpStep) -> tuple[str, str]:
     else:
         padding = "sum" if step.sparse else "max"
     gather = "allgather" if padding == "max" else "allreduce"
-    combine = "reducescatter" if step.dep or padding == "max" else "allreduce"
-    return gather, combine
+    if step.family in DP_AR_RETURN_FAMILIES:
+        return gather, "allreduce"
+    if step.family in DP_MOE_TRANSPORT_FAMILIES:
+        return gather, "reducescatter" if step.dep or step.two_batch else "allreduce"
+    return gather, "reducescatter" if step.dep or padding == "max" else "allreduce"
+
+
+# The "ar" boundary reduction (an all-reduce, then this rank's rows) is the default of a Qwen3 dense model
+# (model_type qwen3 / qwen3_vl_text; srt/arg_groups/boundary_reduction.py:14-25, :41-44)
+DP_AR_RETURN_FAMILIES = ("qwen3", "qwen3_vl_text")
+# DeepSeek-V4 (V4.1 loads as V4: srt/configs/deepseek_v41.py:38-39) returns its MoE rows through its own transport
+# (srt/models/deepseek_v4_boundary.py:500-546, srt/models/deepseek_common/moe_transport.py:99-255): a reduce_scatterv
+# under DEP (:151-156, :242-247) and under two-batch overlap (:320-330, srt/layers/dp_attention.py:1244-1281), else the
+# experts' all-reduce and a copy of this rank's slice (:251), on a MAX_LEN batch too (its equal reduce-scatter needs
+# SGLANG_DP_USE_REDUCE_SCATTER, :141-149, on by default on HIP only: srt/environ.py:976)
+DP_MOE_TRANSPORT_FAMILIES = ("deepseek_v4", "deepseek_v41")
 
 
 # Largest batch (tokens) the FlashInfer all-reduce + residual RMSNorm fusion runs on; larger steps run the unfused
