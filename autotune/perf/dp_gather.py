@@ -85,7 +85,7 @@ def dp_gather(c: Context, x: StepInput, prompt: bool, graph_tokens: float) -> Dp
     gather, combine = rule(step)
     if gather == "allgather" and combine == "reducescatter" and not bucket:
         return None  # the default pair over the step's rows
-    return DpGather(gather, combine, float(dp * bucket if gather == "allgather" else rows))
+    return DpGather(gather, combine, float(dp * bucket if gather == "allgather" and bucket else rows))
 
 
 def dp_pair(ops: list, stage: tuple, tokens: float, gathered: float, row_bytes: float, gather: DpGather | None) -> None:

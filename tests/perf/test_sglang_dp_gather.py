@@ -130,3 +130,14 @@ def test_v41_on_pcie_prices_an_all_reduce_gather_and_return_on_its_eager_prompt_
     x = StepInput(24, 2000.0, 1024, 0.0, 1.0, 1024)
     gather = step_gather(c, x, True, caps[1])
     assert (gather.gather, gather.combine, gather.rows) == ("allreduce", "allreduce", 1048.0)
+
+
+def test_a_v41_decode_step_off_nvlink_all_gathers_its_rows_and_all_reduces_them_back():
+    v41, box = load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")  # PCIe: no custom all-reduce v2
+    phase = PhasePlan(gpus=tuple(range(4)), tp=2, dp=2, ep=4, dp_attention=True)
+    c = context(v41, phase, "sglang", box, phase.gpus)
+    gather = step_gather(c, StepInput(512, 2000.0), False, 0.0)
+    assert gather == ("allgather", "allreduce", 512.0)  # MAX_LEN over the step's rows; V4's MoE transport off DEP
+    rows = 512 * v41.hidden_size * 2
+    ops = [(op.bucket, op.nbytes) for op in ffn_comm_ops(c, v41.layers[-1].ffn, 512.0, gather) if op.source == "dp"]
+    assert ops == [("allgather", rows), ("allreduce", rows)]
