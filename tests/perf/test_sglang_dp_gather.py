@@ -12,6 +12,7 @@ from autotune.capability.profiles.sglang_0_5_23 import V2_MAX_BYTES, dp_gather
 from autotune.catalog import load_model, load_preset
 from autotune.perf import efficiency as eff
 from autotune.perf.dp_gather import dp_gather as step_gather
+from autotune.perf.lm_head import head_ops
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import ffn_comm_ops
 from autotune.perf.ops import step_fn
@@ -141,3 +142,13 @@ def test_a_v41_decode_step_off_nvlink_all_gathers_its_rows_and_all_reduces_them_
     rows = 512 * v41.hidden_size * 2
     ops = [(op.bucket, op.nbytes) for op in ffn_comm_ops(c, v41.layers[-1].ffn, 512.0, gather) if op.source == "dp"]
     assert ops == [("allgather", rows), ("allreduce", rows)]
+
+
+def test_the_head_over_the_dp_ranks_all_reduces_its_rows_hidden_states():
+    phase = _phase()  # no --enable-dp-lm-head: the head is vocab-parallel over all tp x dp ranks
+    c = context(DSV3, phase, "sglang", H200, phase.gpus)
+    ops = [(op.bucket, op.nbytes) for op in head_ops(c, 64.0) if op.source == "dp_lm_head" and op.kind == "collective"]
+    assert ops == [("allreduce", 64 * ROW), ("allgather", 64 * DSV3.vocab_size * 2)]
+    head = _phase(dp_lm_head=True)  # vocab-parallel over attention TP (1 here): no DP collective
+    c = context(DSV3, head, "sglang", H200, head.gpus)
+    assert not [op for op in head_ops(c, 64.0) if op.kind == "collective"]
