@@ -142,7 +142,9 @@ def dp_gather(step: DpStep) -> tuple[str, str]:
       default on CUDA, srt/model_executor/cuda_graph_config.py:119-123; the ranks' vote,
       srt/managers/scheduler_components/dp_attn.py:384-470, refuses a verify batch): MAX_LEN, every rank padded to
       the captured bucket of the longest rank (srt/model_executor/forward_batch_info.py:1793-1810); a decoding rank
-      joins as one-token extends (srt/managers/scheduler_components/dp_attn.py:777-800);
+      joins as one-token extends (srt/managers/scheduler_components/dp_attn.py:777-800). sgl-project/sglang#30898
+      (2026-07-11) enabled the graph under DP attention with one padded bucket across the ranks; #37933: its body is
+      captured with MAX_LEN geometry, so every rank must replay the same bucket;
     - any other prompt-carrying or verify step: SUM_LEN (srt/layers/dp_attention.py:183-192);
     - a decode-only step: SUM_LEN while the custom all-reduce v2 holds the summed buffer, without speculative decoding,
       an a2a backend or an idle rank (srt/layers/dp_attention.py:222-243; its comm.max_size is V2_MAX_BYTES), else
