@@ -80,7 +80,8 @@ class DpStep(NamedTuple):
 
     prompt: bool  # some DP rank runs prompt tokens (an extend or mixed batch)
     verify: bool  # the decodes verify draft tokens (speculative decoding)
-    graph: bool  # every rank's rows fit the engine's prompt-carrying CUDA graph (a prompt step replays it)
+    graph: bool  # the step replays a CUDA graph: a prompt step the prompt-carrying one (every rank's rows fit it), else
+    # the decode one
     dep: bool  # attention TP 1 and the experts spread over exactly the DP ranks
     a2a: bool  # an a2a MoE backend (comm.all2all deepep)
     idle: bool  # some DP rank has no rows (fewer decode rows than ranks)

@@ -50,10 +50,10 @@ def _bucket(rows: float, graph_rank_tokens: float) -> int:
     return next((s for s in prefill_graph_sizes(int(graph_rank_tokens)) if s >= need), 0)
 
 
-def dp_gather(c: Context, x: StepInput, prompt: bool, graph_tokens: float) -> DpGather | None:
+def dp_gather(c: Context, x: StepInput, prompt: bool, caps: tuple[float, float]) -> DpGather | None:
     """The gather and return of a step whose layer input is `x` (`prompt`: the step carries prompt tokens, on this
-    layer or not), `graph_tokens`: the prompt-carrying CUDA-graph cap of the instance (efficiency.graph_caps, per
-    rank x dp). None: the default pair over the step's rows (oplist._comm_ops)."""
+    layer or not), `caps`: the instance's CUDA-graph caps (efficiency.graph_caps: decode sequences, prompt-carrying
+    step tokens; per rank x dp). None: the default pair over the step's rows (oplist._comm_ops)."""
     facts = _facts(c)
     if facts is None:
         return None
@@ -66,12 +66,13 @@ def dp_gather(c: Context, x: StepInput, prompt: bool, graph_tokens: float) -> Dp
     verify = x.decode_width > 1 and x.decode_seqs > 0
     # the busiest rank's rows: a prompt rank apart from its decodes (sharding.dp_prefill_apart) or both together
     longest = max(rank_prompt_tokens(x, dp), decode_rows / dp) if apart and prompt else attention_rows(x, dp)
+    graph_tokens = caps[1]
     bucket = _bucket(longest, graph_tokens / dp) if prompt and 0 < graph_tokens < math.inf else 0
     idle = not prompt and decode_rows < dp
     step = DpStep(
         prompt=prompt,
         verify=verify,
-        graph=bucket > 0,
+        graph=bucket > 0 if prompt else x.decode_seqs <= caps[0],  # ops._step's decode-graph rule
         dep=dep,
         a2a=a2a,
         idle=idle,

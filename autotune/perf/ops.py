@@ -329,8 +329,8 @@ def _step(
     gathers = _NO_GATHER  # attention DP's gather and return by layer input (perf/dp_gather.py)
     if phase.dp > 1:
         prompt = bool(x.prefill_tokens)
-        gather = dp_gather(c, x, prompt, caps[1])
-        gathers = {True: gather, False: dp_gather(c, decode_only, prompt, caps[1]) if prompt else gather}
+        gather = dp_gather(c, x, prompt, caps)
+        gathers = {True: gather, False: dp_gather(c, decode_only, prompt, caps) if prompt else gather}
     total = Cost()
     if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
         for layer, count in groups:

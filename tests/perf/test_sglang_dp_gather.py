@@ -33,7 +33,7 @@ def _dp_ops(engine: str, phase: PhasePlan, x: StepInput, caps: tuple | None = No
     """The DP collectives (source "dp") of the MoE layer's FFN half for step `x`, as the step prices them."""
     c = context(DSV3, phase, engine, H200, phase.gpus)
     caps = caps or eff.graph_caps(DSV3, phase, engine, H200, 1)
-    gather = step_gather(c, x, bool(x.prefill_tokens), caps[1])
+    gather = step_gather(c, x, bool(x.prefill_tokens), caps)
     tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
     return [(op.bucket, op.nbytes) for op in ffn_comm_ops(c, DSV3.layers[-1].ffn, tokens, gather) if op.source == "dp"]
 
@@ -62,14 +62,17 @@ def test_a_decode_step_all_reduces_while_the_custom_all_reduce_holds_the_buffer(
     assert _dp_ops("sglang", _phase(), big) == [("allgather", 2048 * ROW), ("reducescatter", 2048 * ROW)]
 
 
-def test_speculative_verify_steps_sum_len_and_a2a_decode_steps_keep_max_len():
+def test_speculative_verify_steps_keep_their_graphs_max_len_and_sum_len_eagerly():
     spec = _phase(speculative=Speculative(method="mtp", draft_tokens=1))
     verify = StepInput(64, 2000.0, decode_width=2.0)
-    assert _dp_ops("sglang", spec, verify) == [("allreduce", 128 * ROW), ("reducescatter", 128 * ROW)]
+    # in the decode graph: captured MAX_LEN under speculative decoding, the default pair
+    assert _dp_ops("sglang", spec, verify) == [("allgather", 128 * ROW), ("reducescatter", 128 * ROW)]
+    eager = (0, 0)  # no graph: a verify batch counts as extend, SUM_LEN
+    assert _dp_ops("sglang", spec, verify, eager) == [("allreduce", 128 * ROW), ("reducescatter", 128 * ROW)]
     # a dense layer of a DeepEP plan keeps the gather: no custom-all-reduce SUM_LEN with an a2a backend
     deepep = _phase(comm=Comm(all2all="deepep"))
     c = context(DSV3, deepep, "sglang", H200, deepep.gpus)
-    assert step_gather(c, DECODE, False, 0.0) is None
+    assert step_gather(c, DECODE, False, eff.graph_caps(DSV3, deepep, "sglang", H200, 1)) is None
 
 
 def test_vllm_keeps_the_all_gather_and_reduce_scatter_of_the_steps_rows():
@@ -110,6 +113,10 @@ def test_the_rule_reads_the_step():
     assert dp_gather(base._replace(prompt=True, graph=True, dep=False)) == ("allgather", "reducescatter")
     assert dp_gather(base._replace(prompt=True, dep=False)) == ("allreduce", "allreduce")
     assert dp_gather(base._replace(prompt=True, graph=True, verify=True)) == ("allreduce", "reducescatter")
+    assert dp_gather(base._replace(verify=True)) == ("allreduce", "reducescatter")  # eager verify: SUM_LEN
+    assert dp_gather(base._replace(verify=True, graph=True)) == ("allgather", "reducescatter")  # its graph's MAX_LEN
+    assert dp_gather(base._replace(graph=True, idle=True)) == ("allreduce", "reducescatter")  # captured SUM_LEN
+    assert dp_gather(base._replace(graph=True, a2a=True, dep=False)) == ("allgather", "reducescatter")
 
 
 def test_the_return_by_model_family():
@@ -129,7 +136,7 @@ def test_v41_on_pcie_prices_an_all_reduce_gather_and_return_on_its_eager_prompt_
     caps = eff.graph_caps(v41, phase, "sglang", box, 1)
     assert caps[1] == 0  # no breakable prefill graph for V4.x
     x = StepInput(24, 2000.0, 1024, 0.0, 1.0, 1024)
-    gather = step_gather(c, x, True, caps[1])
+    gather = step_gather(c, x, True, caps)
     assert (gather.gather, gather.combine, gather.rows) == ("allreduce", "allreduce", 1048.0)
 
 
@@ -137,7 +144,7 @@ def test_a_v41_decode_step_off_nvlink_all_gathers_its_rows_and_all_reduces_them_
     v41, box = load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")  # PCIe: no custom all-reduce v2
     phase = PhasePlan(gpus=tuple(range(4)), tp=2, dp=2, ep=4, dp_attention=True)
     c = context(v41, phase, "sglang", box, phase.gpus)
-    gather = step_gather(c, StepInput(512, 2000.0), False, 0.0)
+    gather = step_gather(c, StepInput(512, 2000.0), False, eff.graph_caps(v41, phase, "sglang", box, 1))
     assert gather == ("allgather", "allreduce", 512.0)  # MAX_LEN over the step's rows; V4's MoE transport off DEP
     rows = 512 * v41.hidden_size * 2
     ops = [(op.bucket, op.nbytes) for op in ffn_comm_ops(c, v41.layers[-1].ffn, 512.0, gather) if op.source == "dp"]

@@ -145,11 +145,16 @@ def dp_gather(step: DpStep) -> tuple[str, str]:
       joins as one-token extends (srt/managers/scheduler_components/dp_attn.py:777-800). sgl-project/sglang#30898
       (2026-07-11) enabled the graph under DP attention with one padded bucket across the ranks; #37933: its body is
       captured with MAX_LEN geometry, so every rank must replay the same bucket;
-    - any other prompt-carrying or verify step: SUM_LEN (srt/layers/dp_attention.py:183-192);
+    - any other prompt-carrying step, and a verify step run eagerly: SUM_LEN (srt/layers/dp_attention.py:183-192);
     - a decode-only step: SUM_LEN while the custom all-reduce v2 holds the summed buffer, without speculative decoding,
       an a2a backend or an idle rank (srt/layers/dp_attention.py:222-243; its comm.max_size is V2_MAX_BYTES), else
       the cheaper of the two (srt/layers/dp_attention.py:196-204): MAX_LEN unless the ranks' rows sum to under half
-      of the longest rank's x ranks.
+      of the longest rank's x ranks;
+    - a decode or verify step that replays the decode graph runs the mode the graph was captured with, equal counts
+      on every rank (srt/model_executor/runner/decode_cuda_graph_runner.py:740-745, :1154-1217;
+      DpPaddingMode.get_default_mode_in_cuda_graph, srt/layers/dp_attention.py:207-219): SUM_LEN where the custom
+      all-reduce v2 holds the buffer without speculative decoding or an a2a backend, else MAX_LEN (a verify step
+      so: its graph is captured under speculative decoding).
     MAX_LEN gathers with all_gather_into_tensor (srt/layers/dp_attention.py:716-755); SUM_LEN writes each rank's rows
     at its offset of a zeroed buffer and all-reduces it (srt/layers/dp_attention.py:661-713, chosen at :987-1043;
     the all_gatherv path is off unless SGLANG_DP_USE_GATHERV is set, :760, :896-914). The return
@@ -161,12 +166,15 @@ def dp_gather(step: DpStep) -> tuple[str, str]:
     srt/layers/layer_boundary/ops.py:326-358). An a2a backend (DeepEP) moves the MoE layers' rows itself
     (autotune/perf/oplist.py _comm_ops); pplx forces MAX_LEN (no plan runs it). Two families return otherwise:
     DP_AR_RETURN_FAMILIES, DP_MOE_TRANSPORT_FAMILIES."""
-    if step.prompt or step.verify:
-        padding = "max" if step.prompt and step.graph and not step.verify else "sum"
-    elif not step.a2a and not step.idle and _v2_group(step.link, step.world) and step.sum_bytes <= V2_MAX_BYTES:
+    fits = not step.a2a and _v2_group(step.link, step.world) and step.sum_bytes <= V2_MAX_BYTES
+    if step.prompt:
+        padding = "max" if step.graph and not step.verify else "sum"
+    elif step.verify:
+        padding = "max" if step.graph else "sum"
+    elif fits and (step.graph or not step.idle):
         padding = "sum"
     else:
-        padding = "sum" if step.sparse else "max"
+        padding = "sum" if step.sparse and not step.graph else "max"
     gather = "allgather" if padding == "max" else "allreduce"
     if step.family in DP_AR_RETURN_FAMILIES:
         return gather, "allreduce"
