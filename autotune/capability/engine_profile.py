@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from autotune.capability.rules import RuleTable
 from autotune.specs import Batching, ModelSpec, PhasePlan
@@ -72,6 +72,31 @@ GraphCaps = Callable[[str, float, ModelSpec, PhasePlan, int], tuple[int, int]]
 FusionMaxTokens = Callable[[str, int, int], int]
 # (arch, world size, transport of the group) -> the fused all-reduce + RMSNorm kernel the engine calls (None: none)
 FusedAllReduceDispatch = Callable[[str, int, str], "AllReducePath | None"]
+
+
+class DpStep(NamedTuple):
+    """What an engine's attention-DP gather rule (EngineProfile.dp_gather) reads of one step (perf/sharding.dp_gather
+    builds it)."""
+
+    prompt: bool  # some DP rank runs prompt tokens (an extend or mixed batch)
+    verify: bool  # the decodes verify draft tokens (speculative decoding)
+    graph: bool  # the step replays a CUDA graph: a prompt step the prompt-carrying one (every rank's rows fit it), else
+    # the decode one
+    dep: bool  # attention TP 1 and the experts spread over exactly the DP ranks
+    a2a: bool  # an a2a MoE backend (comm.all2all deepep)
+    idle: bool  # some DP rank has no rows (fewer decode rows than ranks)
+    sparse: bool  # the ranks' rows sum to under half of the longest rank's x ranks (only with idle ranks)
+    link: str  # transport of the stage's GPUs (nvlink / p2p / shm: perf/topology.transport)
+    world: int  # the stage's GPUs (the gather's group: tp x dp)
+    sum_bytes: float  # bytes of a buffer of every rank's rows (the step's rows x one hidden row)
+    family: str  # the model's family (ModelSpec.family: its HF model_type), where the return differs by model
+    two_batch: bool  # two-batch overlap (overlap.two_batch)
+
+
+# a DpStep -> (the gather before the FFN: "allgather" of every rank's rows padded to the longest (MAX_LEN) or
+# "allreduce" of a buffer of all ranks' rows, each rank's at its offset and zeros elsewhere (SUM_LEN); the return after
+# it: "reducescatter" or "allreduce" of that buffer, then this rank's slice)
+DpGatherRule = Callable[[DpStep], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -182,6 +207,9 @@ class EngineProfile:
     # moves the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden
     # states (perf/sharding.dispatch_act_bytes); None: bf16 rows
     quantised_dp_dispatch: Callable[[str, str, int, int], bool] | None = None
+    # attention DP's gather before the FFN and return after it, by step (DpGatherRule; perf/sharding.dp_gather); None:
+    # an all-gather of the ranks' rows and a reduce-scatter back on every step
+    dp_gather: DpGatherRule | None = None
     # how the engine reports its ranks' expert loads to `measure` (measure/expert_load.py): "balancedness_metric" (a
     # Prometheus summary of each pass's mean / max rank load, with its recorder flags), "eplb_log" (EPLB's logged
     # per-step loads: only where the plan runs EPLB), "" (none)

@@ -94,7 +94,9 @@ def head_kernel_ops(c: Context, rows: float) -> list[Op]:
     act = precision.ACTIVATION_BYTES
     if s.over_dp:
         dp = c.phase.dp
-        ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
+        # the rows' hidden states gathered SUM_LEN (SGLang 0.5.23 srt/layers/logits_processor.py:419, every step): each
+        # rank's rows at its offset of a zeroed buffer, all-reduced (srt/layers/dp_attention.py:661-713, perf/dp_gather)
+        ops.append(_collective("allreduce", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
         ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
         # each DP rank keeps its own rows of the gathered logits, whole vocabulary (SGLang 0.5.23
         # srt/layers/logits_processor.py:1045-1047 -> _scatter_dp_attn_logits, :1320-1333: dp_scatter into a

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from autotune.capability.profiles import profile
+from autotune.capability.profiles.sglang_0_5_23 import prefill_graph_sizes
 from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
@@ -280,9 +281,3 @@ def _sglang_reserved_bytes(
     if deepep and role != "prefill":
         working_mb += SGLANG_DEEPEP_DECODE_GRAPH_MB
     return working_mb * mb, slack_mb * mb
-
-
-def prefill_graph_sizes(max_tokens: int) -> tuple[int, ...]:
-    """SGLang's breakable prefill graph capture sizes up to max_tokens (srt/arg_groups/cuda_graph_hook.py:480-497)."""
-    steps = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256), (4608, max_tokens + 1, 512))
-    return tuple(s for lo, hi, step in steps for s in range(lo, hi, step) if s <= max_tokens)

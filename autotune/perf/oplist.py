@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from autotune.perf import efficiency as eff
 from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf.dp_gather import DpGather, dp_pair
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
@@ -305,7 +306,10 @@ def _moe_waves(ops: list, c: Context, s: FfnShape, rows: float) -> None:
         _gemm_waves(ops, c, c.expert_dtype, rows, n, 1.0, source)
 
 
-def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) -> None:
+def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str, gather: DpGather | None = None) -> None:
+    """The layer's collectives: attention's TP all-reduce, then the FFN's: its TP all-reduce, DeepEP's all-to-alls,
+    or attention DP's gather before it and return after it, `gather`'s pair where the engine picks them per step
+    (perf/dp_gather.py), else an all-gather and a reduce-scatter of the step's rows."""
     phase, stage = c.phase, c.stage
     tp, dp = phase.tp, phase.dp
     tp_group = stage[:tp]
@@ -315,21 +319,17 @@ def _comm_ops(ops: list, c: Context, ffn: FfnSpec, tokens: float, dense: str) ->
         if dense == "tp":
             ops.append(_collective("allreduce", tp_group, tokens / dp * row_bytes, "tp"))
         elif dense == "all":  # dense MLP sharded over every rank (dense_layout); "dp" has nothing to reduce
-            ops.append(_collective("allgather", stage, tokens * row_bytes, "dp"))
-            ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))
+            dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
         return
     if phase.comm.all2all == "deepep" and phase.ep > 1:
         per_rank = tokens / len(stage) * ffn.experts_per_token * c.model.hidden_size
         ops.append(_collective("all2all", stage, per_rank * DTYPE_BYTES["fp8"], "comm.all2all"))  # fp8 dispatch
         ops.append(_collective("all2all", stage, per_rank * precision.ACTIVATION_BYTES, "comm.all2all"))  # combine
-    elif dp > 1:  # gather every token to every rank of the MoE group, reduce-scatter the outputs back
-        gathered = row_bytes
-        if (
-            c.dispatch_act_bytes
-        ):  # rows quantised for the experts, with their routing slots (sharding.dispatch_act_bytes)
-            gathered = c.model.hidden_size * c.dispatch_act_bytes + ffn.experts_per_token * TOPK_SLOT_BYTES
-        ops.append(_collective("allgather", stage, tokens * gathered, "dp"))
-        ops.append(_collective("reducescatter", stage, tokens * row_bytes, "dp"))
+    elif dp > 1 and c.dispatch_act_bytes:  # rows quantised for the experts, with their routing slots
+        gathered = c.model.hidden_size * c.dispatch_act_bytes + ffn.experts_per_token * TOPK_SLOT_BYTES
+        dp_pair(ops, stage, tokens, gathered, row_bytes, None)  # (sharding.dispatch_act_bytes)
+    elif dp > 1:  # gather every token to every rank of the MoE group, return the outputs
+        dp_pair(ops, stage, tokens, row_bytes, row_bytes, gather)
     else:
         ops.append(_collective("allreduce", stage, tokens * row_bytes, "ep"))
 
@@ -433,12 +433,13 @@ def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     return ops
 
 
-def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
-    """ffn_ops' collectives (tokens > 0); the all-reduces whose norm is fused (_fused_norms: the first ones, in
-    _comm_ops' order) are the fused kernel's (opcore.FUSED_ALLREDUCE)."""
+def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None = None) -> list[Op]:
+    """ffn_ops' collectives (tokens > 0), attention DP's gather and return as `gather` says (perf/dp_gather.py; None:
+    the default pair); the all-reduces whose norm is fused (_fused_norms: the first ones, in _comm_ops' order) are
+    the fused kernel's (opcore.FUSED_ALLREDUCE)."""
     ops: list[Op] = []
     dense = dense_layout(ffn, c.phase, c.engine)
-    _comm_ops(ops, c, ffn, tokens, dense)
+    _comm_ops(ops, c, ffn, tokens, dense, gather)
     if c.fused_norm_max_tokens:
         for i, op in enumerate(ops[: _fused_norms(c, ffn, dense, tokens / c.phase.dp)]):
             if op.bucket == "allreduce":

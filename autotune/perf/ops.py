@@ -13,6 +13,7 @@ from collections.abc import Callable
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.dp_gather import DpGather, dp_gather
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
 from autotune.perf.opcore import Context, Op, StepInput, _collective, context
@@ -54,28 +55,30 @@ __all__ = [  # the op list's names stay importable from here (tests, memory.py, 
 OVERLAP_RESIDUE = 0.1  # two-batch overlap still pays this share of the shorter of compute and communication
 STEP_MEMO_MAX = 16384  # step costs remembered across plans (step_fn), by phase and step input
 STEP_FREE = ("gpus", "replicas", "batching")  # PhasePlan fields a step reads only through its Context (step_fn)
+_NO_GATHER = {True: None, False: None}  # _step's DP gathers without attention DP
 _STEPS = halves.BoundedMemo(STEP_MEMO_MAX)  # (step_fn's prefix number, step input) -> StepBreakdown, or step_ms
 # (a float) while only step_fn's `pending` path has timed it (TimedStep)
 
 
-def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
-    """The costed FFN half of a layer (oplist.ffn_ops), remembered per Context: layer kinds that differ only in
-    attention (V4's compressed / sparse / windowed layers) share it within a step. Callers must not mutate it."""
+def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None = None) -> Cost:
+    """The costed FFN half of a layer (oplist.ffn_ops; `gather`: attention DP's gather and return where the engine
+    picks them per step, perf/dp_gather.py), remembered per Context: layer kinds that differ only in attention
+    (V4's compressed / sparse / windowed layers) share it within a step. Callers must not mutate it."""
     # by value: equal FfnSpecs of different layer kinds are different objects, keyed as the model's first equal one
     # (_ffn_facts' id map, noted in the Context's memo_keys: one dict lookup a call)
     ids = c.memo_keys.get("ffn_ids")
     if ids is None:
         ids = c.memo_keys["ffn_ids"] = _ffn_facts(c.model)[1]
-    key = (ids[id(ffn)], tokens)
+    key = (ids[id(ffn)], tokens) if gather is None else (ids[id(ffn)], tokens, gather)
     hit = c.ffn_memo.get(key)
     if hit is None:
         if len(c.ffn_memo) >= MEMO_MAX:
             c.ffn_memo.clear()
-        hit = c.ffn_memo[key] = _shared_ffn_cost(c, ffn, tokens)
+        hit = c.ffn_memo[key] = _shared_ffn_cost(c, ffn, tokens, gather)
     return hit
 
 
-def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
+def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None = None) -> Cost:
     """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
     collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
     (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
@@ -83,7 +86,7 @@ def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float) -> Cost:
     if tokens <= 0 or c.platform is not None:
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
     kernels, norms = ffn_kernel_terms(c, ffn, tokens)
-    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens)) + norms, 1.0)
+    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather)) + norms, 1.0)
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
@@ -101,11 +104,14 @@ def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
     return total
 
 
-def _add_layer(total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: float) -> None:
+def _add_layer(
+    total: Cost, c: Context, layer: LayerSpec, x: StepInput, times: float, gather: DpGather | None = None
+) -> None:
     """Add `times` x one layer's cost for its own input `x` (oplist.layer_input) to `total`: layer_ops costed as
-    the attention half, the FFN half (_ffn_cost) and the dcp gather, less what two-batch overlap hides."""
+    the attention half, the FFN half (_ffn_cost, with the step's DP `gather`) and the dcp gather, less what two-batch
+    overlap hides."""
     att = layer.attention
-    ffn_half = _ffn_cost(c, layer.ffn, step_tokens(x))
+    ffn_half = _ffn_cost(c, layer.ffn, step_tokens(x), gather)
     dcp = dcp_ops(c, att, x)
     if c.phase.overlap.two_batch:  # overlap transform: communication hidden behind the other micro-batch
         parts = [_add_terms(Cost(), attention_terms(c, att, x), 1.0), ffn_half] + ([cost_ops(c, dcp)] if dcp else [])
@@ -320,14 +326,19 @@ def _step(
         x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
     decode_only = StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width) if x.prefill_tokens else x
     inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
+    gathers = _NO_GATHER  # attention DP's gather and return by layer input (perf/dp_gather.py)
+    if phase.dp > 1:
+        prompt = bool(x.prefill_tokens)
+        gather = dp_gather(c, x, prompt, caps)
+        gathers = {True: gather, False: dp_gather(c, decode_only, prompt, caps) if prompt else gather}
     total = Cost()
     if phase.overlap.two_batch:  # overlap is per layer kind: each kind's halves together (_add_layer)
         for layer, count in groups:
-            _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp)
+            _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp, gathers[layer.in_prefill])
     else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
         add_attention_halves(total, c, groups, inputs, x)
         for ffn, in_prefill, count in ffn_groups:
-            total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill])), count / phase.pp)
+            total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill]), gathers[in_prefill]), count / phase.pp)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
     head = halves.head_cost(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0))
     total.add(head, 1 / phase.pp)

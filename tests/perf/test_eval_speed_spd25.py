@@ -179,7 +179,8 @@ def _head_kernel_ops_before(c, rows: float) -> list:
     if not rows:
         return ops
     if over_dp:
-        ops.append(_collective("allgather", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
+        # an all-reduce since sgdp28 (SGLang's SUM_LEN hidden-state gather of the head; was an all-gather)
+        ops.append(_collective("allreduce", c.stage, rows * model.hidden_size * act, "dp_lm_head"))
         ops.append(_collective("allgather", c.stage, rows * model.vocab_size * act, "dp_lm_head"))
         own = rows / phase.dp * model.vocab_size
         ops.append(Op("elementwise", "bf16", "any", rows / phase.dp, 0.0, 0.0, 0.0, 2 * own * act, 1.0,

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from autotune.capability import sglang_0_5_23 as rules
-from autotune.capability.engine_profile import CUDA_VISIBLE_DEVICES, AllReducePath, EngineProfile, MoeConfigFiles
+from autotune.capability.engine_profile import (
+    CUDA_VISIBLE_DEVICES,
+    AllReducePath,
+    DpStep,
+    EngineProfile,
+    MoeConfigFiles,
+)
 from autotune.capability.flashinfer_comm import mnnvl_fused_path, trtllm_fused_path
 from autotune.specs import Batching, ModelSpec, PhasePlan
 
@@ -59,6 +65,12 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     return min(decode_graph_max_bs(memory_gib, phase), b.max_running), prefill
 
 
+def prefill_graph_sizes(max_tokens: int) -> tuple[int, ...]:
+    """SGLang's breakable prefill graph capture sizes up to max_tokens (srt/arg_groups/cuda_graph_hook.py:480-497)."""
+    steps = ((4, 33, 4), (48, 257, 16), (288, 513, 32), (576, 1025, 64), (1280, 4097, 256), (4608, max_tokens + 1, 512))
+    return tuple(s for lo, hi, step in steps for s in range(lo, hi, step) if s <= max_tokens)
+
+
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto: FP8 = DeepGEMM only with an a2a backend (DeepEP), else Triton
     (srt/layers/quantization/fp8.py:1520-1542); FP4 (V4.x MXFP4) experts = flashinfer_mxfp4
@@ -103,17 +115,83 @@ V2_DEFAULT_ONE_SHOT_MAX_BYTES = 1 * MIB
 LEGACY_MAX_BYTES = 8 * MIB
 
 
+def _v2_group(link: str, world: int) -> bool:
+    """The group runs the custom all-reduce v2 (see V2_MAX_BYTES): a full-NVLink group of 2 to 8 GPUs."""
+    return link == "nvlink" and 2 <= world <= 8
+
+
 def allreduce_paths(arch: str, world: int, link: str) -> tuple[AllReducePath, ...]:
     """SGLang's tensor-parallel all-reduce dispatch: its custom all-reduce, then NCCL (the PCIe-IPC kernel is a plan
     choice of its own, comm.pcie_ipc). Both of its kernels synchronise once around the reads: the v2 pull kernels
     arrive at one barrier before and one after (sglang/kernels/jit/csrc/distributed/custom_all_reduce.cuh:324-382,
     the two-shot pull included: its reduced part is pushed to the peers, no second round)."""
-    if link == "nvlink" and 2 <= world <= 8:
+    if _v2_group(link, world):
         one_shot = V2_ONE_SHOT_MAX_BYTES.get(arch, {}).get(world, V2_DEFAULT_ONE_SHOT_MAX_BYTES)
         return (AllReducePath("custom", V2_MAX_BYTES, min(one_shot, V2_MAX_BYTES)),)
     if world == 2 and link == "p2p":
         return (AllReducePath("custom", LEGACY_MAX_BYTES, float("inf")),)
     return ()
+
+
+def dp_gather(step: DpStep) -> tuple[str, str]:
+    """Attention DP's gather before the FFN and return after it (the layer-boundary decoders: DeepSeek, Qwen3-MoE,
+    GLM, Llama ...). The padding mode is chosen per forward (srt/model_executor/forward_batch_info.py:1774-1828;
+    DpPaddingMode.get_dp_padding_mode, srt/layers/dp_attention.py:165-204):
+    - a prompt-carrying step (an extend or mixed batch on some rank; a verify batch of speculative decoding counts
+      as extend, srt/model_executor/forward_batch_info.py:227-235) that replays the breakable prefill graph (on by
+      default on CUDA, srt/model_executor/cuda_graph_config.py:119-123; the ranks' vote,
+      srt/managers/scheduler_components/dp_attn.py:384-470, refuses a verify batch): MAX_LEN, every rank padded to
+      the captured bucket of the longest rank (srt/model_executor/forward_batch_info.py:1793-1810); a decoding rank
+      joins as one-token extends (srt/managers/scheduler_components/dp_attn.py:777-800). sgl-project/sglang#30898
+      (2026-07-11) enabled the graph under DP attention with one padded bucket across the ranks; #37933: its body is
+      captured with MAX_LEN geometry, so every rank must replay the same bucket;
+    - any other prompt-carrying step, and a verify step run eagerly: SUM_LEN (srt/layers/dp_attention.py:183-192);
+    - a decode-only step: SUM_LEN while the custom all-reduce v2 holds the summed buffer, without speculative decoding,
+      an a2a backend or an idle rank (srt/layers/dp_attention.py:222-243; its comm.max_size is V2_MAX_BYTES), else
+      the cheaper of the two (srt/layers/dp_attention.py:196-204): MAX_LEN unless the ranks' rows sum to under half
+      of the longest rank's x ranks;
+    - a decode or verify step that replays the decode graph runs the mode the graph was captured with, equal counts
+      on every rank (srt/model_executor/runner/decode_cuda_graph_runner.py:740-745, :1154-1217;
+      DpPaddingMode.get_default_mode_in_cuda_graph, srt/layers/dp_attention.py:207-219): SUM_LEN where the custom
+      all-reduce v2 holds the buffer without speculative decoding or an a2a backend, else MAX_LEN (a verify step
+      so: its graph is captured under speculative decoding).
+    MAX_LEN gathers with all_gather_into_tensor (srt/layers/dp_attention.py:716-755); SUM_LEN writes each rank's rows
+    at its offset of a zeroed buffer and all-reduces it (srt/layers/dp_attention.py:661-713, chosen at :987-1043;
+    the all_gatherv path is off unless SGLANG_DP_USE_GATHERV is set, :760, :896-914). The return
+    (srt/layers/layer_boundary/exit.py:76-95): a reduce_scatterv where the boundary reduction allows rsv (rs+rsv,
+    these models' default: srt/arg_groups/boundary_reduction.py:28-54) and the layout is DEP, attention TP 1 with
+    the experts over exactly the DP ranks, no a2a backend and no FP4 all-gather of FlashInfer's
+    (srt/layers/moe/utils.py:707-750); a reduce-scatter on a MAX_LEN batch; else the FFN output's all-reduce over
+    the whole buffer and a copy of this rank's slice (srt/layers/layer_boundary/exit.py:366-389,
+    srt/layers/layer_boundary/ops.py:326-358). An a2a backend (DeepEP) moves the MoE layers' rows itself
+    (autotune/perf/oplist.py _comm_ops); pplx forces MAX_LEN (no plan runs it). Two families return otherwise:
+    DP_AR_RETURN_FAMILIES, DP_MOE_TRANSPORT_FAMILIES."""
+    fits = not step.a2a and _v2_group(step.link, step.world) and step.sum_bytes <= V2_MAX_BYTES
+    if step.prompt:
+        padding = "max" if step.graph and not step.verify else "sum"
+    elif step.verify:
+        padding = "max" if step.graph else "sum"
+    elif fits and (step.graph or not step.idle):
+        padding = "sum"
+    else:
+        padding = "sum" if step.sparse and not step.graph else "max"
+    gather = "allgather" if padding == "max" else "allreduce"
+    if step.family in DP_AR_RETURN_FAMILIES:
+        return gather, "allreduce"
+    if step.family in DP_MOE_TRANSPORT_FAMILIES:
+        return gather, "reducescatter" if step.dep or step.two_batch else "allreduce"
+    return gather, "reducescatter" if step.dep or padding == "max" else "allreduce"
+
+
+# The "ar" boundary reduction (an all-reduce, then this rank's rows) is the default of a Qwen3 dense model
+# (model_type qwen3 / qwen3_vl_text; srt/arg_groups/boundary_reduction.py:14-25, :41-44)
+DP_AR_RETURN_FAMILIES = ("qwen3", "qwen3_vl_text")
+# DeepSeek-V4 (V4.1 loads as V4: srt/configs/deepseek_v41.py:38-39) returns its MoE rows through its own transport
+# (srt/models/deepseek_v4_boundary.py:500-546, srt/models/deepseek_common/moe_transport.py:99-255): a reduce_scatterv
+# under DEP (:151-156, :242-247) and under two-batch overlap (:320-330, srt/layers/dp_attention.py:1244-1281), else the
+# experts' all-reduce and a copy of this rank's slice (:251), on a MAX_LEN batch too (its equal reduce-scatter needs
+# SGLANG_DP_USE_REDUCE_SCATTER, :141-149, on by default on HIP only: srt/environ.py:976)
+DP_MOE_TRANSPORT_FAMILIES = ("deepseek_v4", "deepseek_v41")
 
 
 # Largest batch (tokens) the FlashInfer all-reduce + residual RMSNorm fusion runs on; larger steps run the unfused
@@ -198,6 +276,7 @@ PROFILE = EngineProfile(
     allreduce_rmsnorm_max_tokens=allreduce_rmsnorm_max_tokens,
     fused_allreduce_path=fused_allreduce_path,
     quantised_dp_dispatch=quantised_dp_dispatch,
+    dp_gather=dp_gather,
     # --expert-balancedness-report-mode prometheus starts the recorder (srt/eplb/expert_distribution.py:232-237) and
     # exports sglang:eplb_balancedness (srt/observability/metrics_collector.py:1025-1030)
     expert_load_report="balancedness_metric",
