@@ -101,10 +101,12 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # TP4, 34-35 ms over 48 layers of 14 modelled kernels (eager-host-time-vllm45709-4090d, -l20), and
 # vllm-project/vllm#20469's --enforce-eager Qwen3-14B-AWQ on one A100 (vllm-awq-qwen3-14b-a100-eager), 20.63 ms over
 # 40 layers of 10: 51 us a kernel in both (the rows put a per-layer term beside it at -26..+38 us: none kept); 48 us
-# since FA2's packed-GQA decode counts its output copies (perf/fa2_decode.py: one more kernel a layer on the A100
-# row, one or two on the sm_89 ones), all four rows then within 3% (calibration_check eager_launch_us grid). Eager and
+# once FA2's packed-GQA decode counted its output copies (perf/fa2_decode.py: one more kernel a layer on the A100
+# row, one or two on the sm_89 ones); 45 us since the split decode call counts its combine kernel too
+# (tiles.ATTENTION_DECODE_LAUNCHES: 12 kernels a layer on the A100 row, 20.63 ms / 40 / 12 = 43 us; 16 on the
+# vllm#45709 rows, 44-46 us), all four rows then within 5% (calibration_check eager_launch_us grid). Eager and
 # compiled (no graph) differ by 4% in vllm#45709, so one figure serves both; SGLang's eager DeepSeek-V3 forward is
-# near it (sglang#12160: (82.6 - 23.1) ms over 61 layers of 24.7 modelled kernels, 40 us a kernel, GPU not stated).
+# near it (sglang#12160: (82.6 - 23.1) ms over 61 layers of 25.7 modelled kernels, 38 us a kernel, GPU not stated).
 # Public per-launch figures it is read against: vllm-project/vllm-omni#6516 (1x A800, Xeon Gold 6336Y, PyTorch eager
 # decode of an 8B model): 206,149 launches in 8,259.5 ms with 5,179.2 ms of kernel time and 3,080.3 ms idle
 # (185,245 in 8,323.3 / 3,186.7 with flash_attn_varlen), the same launches in 5,196.9 ms under a CUDA graph: 15-17 us
@@ -115,7 +117,7 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # calibration.yaml eager-launch-host-freetoken338 / -imp1367). The fit sits above the sources' 15-45 us: an op of the
 # list is one fused kernel where the eager path runs more (Qwen3's q / k norms, the views and copies around each
 # custom op), and the module calls' Python runs between launches.
-EAGER_HOST_US_PER_LAUNCH = 48.0
+EAGER_HOST_US_PER_LAUNCH = 45.0
 
 
 def graph_caps(
