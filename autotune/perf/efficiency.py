@@ -92,8 +92,25 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 # (scheduler_overhead_ms below).
 # What an overlapped scheduler still exposes per step (the sync between the CPU and the GPU stream), ms. Prior.
 OVERLAP_EXPOSED_MS = 0.05
-PREFILL_LAUNCH_US_PER_LAYER = 30.0
-DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
+# Per-layer time a CUDA-graph replay adds to a step beyond its kernels' GPU time (the gaps between the graph's kernel
+# nodes), us, on a decode step inside the graph sizes and each draft step of a speculative decode (ops._step): a
+# prior. Read against one public node-level trace (calibration.yaml graph-replay-gap-localai-nsys: nsys
+# --cuda-graph-trace=node of one steady llama.cpp decode step graphed whole, Qwen3.6-27B NVFP4, 64 layers, batch 128:
+# 0.225 ms of inter-kernel idle, 3.5 us a layer; another engine's graph, GPU not stated).
+DECODE_LAUNCH_US_PER_LAYER = 3.0
+# A prompt-carrying step inside the graph sizes replays a piecewise graph: vLLM's default FULL_AND_PIECEWISE graphs
+# decode batches whole and prefill / mixed batches in pieces split at the attention ops, which run eagerly between
+# them (vllm/config/compilation.py:722-724, the split ops :925-; the -O2 default, config/vllm.py:339); SGLang's
+# breakable prefill graph (srt/model_executor/cuda_graph_config.py:119-123) runs RadixAttention eagerly at its break
+# points the same way (srt/layers/radix_attention.py:133-140). What the eager attention call and the pieces' replays
+# add per layer over a whole graph: vllm-project/vllm#20059 (A100 40G, FA2, Qwen2.5-1.5B-Instruct, 28 layers,
+# ShareGPT at 1 QPS): median ITL 5.39 ms with piecewise graphs against 4.97 ms with a full decode graph over the same
+# piecewise split, (5.39 - 4.97) / 28 = 15 us a layer (median TPOT 5.42 against 5.02: 14 us; calibration.yaml
+# piecewise-graph-itl-vllm20059). Added to the replay gap above on every such step; measured where the step is
+# small (host-exposed), so an upper bound on a chunk whose GPU time hides the host's attention calls. Before: 30 us
+# a layer, no source. A step above the graph sizes replaces both with the eager host's excess (below).
+PIECEWISE_EXTRA_US_PER_LAYER = 15.0
+PREFILL_LAUNCH_US_PER_LAYER = DECODE_LAUNCH_US_PER_LAYER + PIECEWISE_EXTRA_US_PER_LAYER
 # A step above the engine's CUDA-graph sizes (engine profile graph_caps) replays no graph: the CPU launches every
 # kernel from Python, and the step takes the longer of that host time and the GPU's (perf/eager_host.py). Host time
 # per kernel launch, us, times the kernels of the stage's layers counted from the op list.
