@@ -405,6 +405,7 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
     if x.decode_seqs:
         seqs = x.decode_seqs / dp
         cost = linear_attention.decode_cost(att, seqs, x.decode_width, tp, dtype)
+        # one kernel: vLLM's fused recurrent / sigmoid-gating decode (layers/mamba/gdn/qwen_gdn_linear_attn.py:82-83)
         ops.append(Op("attention", "bf16", "decode", seqs * x.decode_width, 0.0, 0.0, cost.flops, cost.nbytes,
                       1.0, f"linear attention ({att.kind})"))  # fmt: skip
     if x.prefill_tokens:
