@@ -103,12 +103,13 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0
 # them (vllm/config/compilation.py:722-724, the split ops :925-; the -O2 default, config/vllm.py:339); SGLang's
 # breakable prefill graph (srt/model_executor/cuda_graph_config.py:119-123) runs RadixAttention eagerly at its break
 # points the same way (srt/layers/radix_attention.py:133-140). What the eager attention call and the pieces' replays
-# add per layer over a whole graph: vllm-project/vllm#20059 (A100 40G, FA2, Qwen2.5-1.5B-Instruct, 28 layers,
-# ShareGPT at 1 QPS): median ITL 5.39 ms with piecewise graphs against 4.97 ms with a full decode graph over the same
-# piecewise split, (5.39 - 4.97) / 28 = 15 us a layer (median TPOT 5.42 against 5.02: 14 us; calibration.yaml
-# piecewise-graph-itl-vllm20059). Added to the replay gap above on every such step; measured where the step is
-# small (host-exposed), so an upper bound on a chunk whose GPU time hides the host's attention calls. Before: 30 us
-# a layer, no source. A step above the graph sizes replaces both with the eager host's excess (below).
+# add per layer over a whole graph: vllm-project/vllm#20059 (Qwen2.5-1.5B-Instruct, 28 layers, ShareGPT at 1 QPS;
+# no GPU named, the author's companion vllm#20050 ran an A100 40G): median ITL 5.39 ms with piecewise graphs
+# against 4.97 ms with a full decode graph over the same piecewise split, (5.39 - 4.97) / 28 = 15 us a layer
+# (median TPOT 5.42 against 5.02: 14 us; calibration.yaml piecewise-graph-itl-vllm20059). Added to the replay gap
+# above on every such step; measured where the step is small (host-exposed), so an upper bound on a chunk whose GPU
+# time hides the host's attention calls. Before: 30 us a layer, no source. A step above the graph sizes replaces
+# both with the eager host's excess (below).
 PIECEWISE_EXTRA_US_PER_LAYER = 15.0
 PREFILL_LAUNCH_US_PER_LAYER = DECODE_LAUNCH_US_PER_LAYER + PIECEWISE_EXTRA_US_PER_LAYER
 # A step above the engine's CUDA-graph sizes (engine profile graph_caps) replays no graph: the CPU launches every
