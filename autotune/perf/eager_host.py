@@ -2,7 +2,9 @@
 itself, so the stage takes the longer of its GPU time and that host time (perf/ops.py). The host time is the
 kernel launches of the stage's layers, counted from the op list the step is costed from (oplist.layer_ops: each
 Op is `count` kernels), times the host cost of one launch (efficiency.EAGER_HOST_US_PER_LAUNCH): a dense layer
-launches fewer kernels than a MoE layer (no router, top-k, permutes or grouped GEMMs) and pays less host time."""
+launches fewer kernels than a MoE layer (no router, top-k, permutes or grouped GEMMs) and pays less host time. On
+such a step the host's excess over the GPU time stands in for the graph-replay terms of a graphed step
+(efficiency.DECODE_LAUNCH_US_PER_LAYER, PREFILL_LAUNCH_US_PER_LAYER): ops._step counts one or the other, never both."""
 
 from __future__ import annotations
 

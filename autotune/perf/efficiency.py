@@ -99,8 +99,26 @@ NVLINK_COLLECTIVE_EFFICIENCY = 0.80
 # shipped): base + 30 us a request (the TRT-LLM wall-time bound) moves no calibration row while overlapped.
 # What an overlapped scheduler still exposes per step (the sync between the CPU and the GPU stream), ms. Prior.
 OVERLAP_EXPOSED_MS = 0.05
-PREFILL_LAUNCH_US_PER_LAYER = 30.0
-DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
+# Per-layer time a CUDA-graph replay adds to a step beyond its kernels' GPU time (the gaps between the graph's kernel
+# nodes), us, on a decode step inside the graph sizes and each draft step of a speculative decode (ops._step): a
+# prior. Read against one public node-level trace (calibration.yaml graph-replay-gap-localai-nsys: nsys
+# --cuda-graph-trace=node of one steady llama.cpp decode step graphed whole, Qwen3.6-27B NVFP4, 64 layers, batch 128:
+# 0.225 ms of inter-kernel idle, 3.5 us a layer; another engine's graph, GPU not stated).
+DECODE_LAUNCH_US_PER_LAYER = 3.0
+# A prompt-carrying step inside the graph sizes replays a piecewise graph: vLLM's default FULL_AND_PIECEWISE graphs
+# decode batches whole and prefill / mixed batches in pieces split at the attention ops, which run eagerly between
+# them (vllm/config/compilation.py:722-724, the split ops :925-; the -O2 default, config/vllm.py:339); SGLang's
+# breakable prefill graph (srt/model_executor/cuda_graph_config.py:119-123) runs RadixAttention eagerly at its break
+# points the same way (srt/layers/radix_attention.py:133-140). What the eager attention call and the pieces' replays
+# add per layer over a whole graph: vllm-project/vllm#20059 (Qwen2.5-1.5B-Instruct, 28 layers, ShareGPT at 1 QPS;
+# no GPU named, the author's companion vllm#20050 ran an A100 40G): median ITL 5.39 ms with piecewise graphs
+# against 4.97 ms with a full decode graph over the same piecewise split, (5.39 - 4.97) / 28 = 15 us a layer
+# (median TPOT 5.42 against 5.02: 14 us; calibration.yaml piecewise-graph-itl-vllm20059). Added to the replay gap
+# above on every such step; measured where the step is small (host-exposed), so an upper bound on a chunk whose GPU
+# time hides the host's attention calls. Before: 30 us a layer, no source. A step above the graph sizes replaces
+# both with the eager host's excess (below).
+PIECEWISE_EXTRA_US_PER_LAYER = 15.0
+PREFILL_LAUNCH_US_PER_LAYER = DECODE_LAUNCH_US_PER_LAYER + PIECEWISE_EXTRA_US_PER_LAYER
 # A step above the engine's CUDA-graph sizes (engine profile graph_caps) replays no graph: the CPU launches every
 # kernel from Python, and the step takes the longer of that host time and the GPU's (perf/eager_host.py). Host time
 # per kernel launch, us, times the kernels of the stage's layers counted from the op list.
@@ -108,10 +126,12 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # TP4, 34-35 ms over 48 layers of 14 modelled kernels (eager-host-time-vllm45709-4090d, -l20), and
 # vllm-project/vllm#20469's --enforce-eager Qwen3-14B-AWQ on one A100 (vllm-awq-qwen3-14b-a100-eager), 20.63 ms over
 # 40 layers of 10: 51 us a kernel in both (the rows put a per-layer term beside it at -26..+38 us: none kept); 48 us
-# since FA2's packed-GQA decode counts its output copies (perf/fa2_decode.py: one more kernel a layer on the A100
-# row, one or two on the sm_89 ones), all four rows then within 3% (calibration_check eager_launch_us grid). Eager and
+# once FA2's packed-GQA decode counted its output copies (perf/fa2_decode.py: one more kernel a layer on the A100
+# row, one or two on the sm_89 ones); 45 us since the split decode call counts its combine kernel too
+# (tiles.ATTENTION_DECODE_LAUNCHES: 12 kernels a layer on the A100 row, 20.63 ms / 40 / 12 = 43 us; 16 on the
+# vllm#45709 rows, 44-46 us), all four rows then within 5% (calibration_check eager_launch_us grid). Eager and
 # compiled (no graph) differ by 4% in vllm#45709, so one figure serves both; SGLang's eager DeepSeek-V3 forward is
-# near it (sglang#12160: (82.6 - 23.1) ms over 61 layers of 24.7 modelled kernels, 40 us a kernel, GPU not stated).
+# near it (sglang#12160: (82.6 - 23.1) ms over 61 layers of 25.7 modelled kernels, 38 us a kernel, GPU not stated).
 # Public per-launch figures it is read against: vllm-project/vllm-omni#6516 (1x A800, Xeon Gold 6336Y, PyTorch eager
 # decode of an 8B model): 206,149 launches in 8,259.5 ms with 5,179.2 ms of kernel time and 3,080.3 ms idle
 # (185,245 in 8,323.3 / 3,186.7 with flash_attn_varlen), the same launches in 5,196.9 ms under a CUDA graph: 15-17 us
@@ -122,7 +142,7 @@ DECODE_LAUNCH_US_PER_LAYER = 3.0  # CUDA-graph replay
 # calibration.yaml eager-launch-host-freetoken338 / -imp1367). The fit sits above the sources' 15-45 us: an op of the
 # list is one fused kernel where the eager path runs more (Qwen3's q / k norms, the views and copies around each
 # custom op), and the module calls' Python runs between launches.
-EAGER_HOST_US_PER_LAUNCH = 48.0
+EAGER_HOST_US_PER_LAUNCH = 45.0
 
 
 def graph_caps(

@@ -17,7 +17,7 @@ def decode_fill(
     ops: list, c: Context, att: AttentionSpec, shape: AttentionShape, seqs: float, x: StepInput
 ) -> tuple[float, float]:
     """decode_op_fill of vLLM's FA2 (tiles.fa2_decode_streams): one call per step, so a prompt in the step or a
-    verify leaves the heads unswapped and the KV unsplit, one launch without the combine (tiles.fa2_decode_launches);
+    verify leaves the heads unswapped and the KV unsplit, one kernel without the combine (tiles.fa2_decode_launches);
     a swapped call's copy kernels (tiles.fa2_swap_copies) go to `ops`, each moving a query row's Q or O per query
     (shape.q_o_bytes)."""
     q_per_kv, width, kv_heads = shape.q_per_kv, x.decode_width, shape.kv_heads_per_rank
@@ -48,15 +48,17 @@ def decode_op_fill(
     decode_fill) for the SMs it leaves idle: its CTAs (tiles.decode_split_ctas; a latent-KV layer has one
     KV head) each stream at most rates.PER_SM_STREAM_GBS; 1 for kernels that split to fill the SMs and sparse /
     compressed attention.
-    Launch count: 1 (rates.MIN_US["attention"] is a split kernel and its combine), less where FA2 runs unsplit."""
+    Launch count: the kernels of a split-KV call (tiles.ATTENTION_DECODE_LAUNCHES: the split kernel and its
+    combine), one where FA2 runs unsplit (tiles.fa2_decode_launches)."""
+    launches = float(tiles.ATTENTION_DECODE_LAUNCHES)
     if att.compress_ratio != 1 or att.index_heads:
-        return 1.0, 1.0
+        return 1.0, launches
     if c.fa2_decode and not att.latent_shared:
         return decode_fill(ops, c, att, shape, seqs, x)
     if not c.decode_split_cap:
-        return 1.0, 1.0
+        return 1.0, launches
     kv_heads, q_per_kv = (1.0, shape.heads_per_rank) if att.latent_shared else (shape.kv_heads_per_rank, shape.q_per_kv)
     mblocks = tiles.attention_ctas(seqs, x.decode_width, kv_heads, q_per_kv)
     ctx = x.decode_ctx / c.phase.dcp if att.latent_shared else x.decode_ctx  # a rank's share of each sequence
     ctas = tiles.decode_split_ctas(mblocks, ctx, c.sms, c.decode_split_cap)
-    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs), 1.0
+    return rates.decode_fill_speed(ctas, c.table.get("attention", "bf16", "decode").gbs), launches

@@ -43,7 +43,7 @@ def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput
         decode = ops[i]
         ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)
     else:
-        ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, 1.0,
+        ops.append(Op("attention", "bf16", "decode", tokens, 0.0, 0.0, flops, nbytes, tiles.ATTENTION_DECODE_LAUNCHES,
                       "kernels.attention (absorbed prefill)", c.attention_speed))  # fmt: skip
 
 

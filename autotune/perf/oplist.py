@@ -235,9 +235,9 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
     speed = shape.prefill_speed
     if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
         speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
-    ops.append(
-        Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-           speed)
+    ops.append(  # one kernel: FA splits a prompt's KV only below 0.8 of the SMs' tiles (tiles.PREFILL_LAUNCHES)
+        Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
+           "kernels.attention", speed)
     )  # fmt: skip
     if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
@@ -405,6 +405,7 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
     if x.decode_seqs:
         seqs = x.decode_seqs / dp
         cost = linear_attention.decode_cost(att, seqs, x.decode_width, tp, dtype)
+        # one kernel: vLLM's fused recurrent / sigmoid-gating decode (layers/mamba/gdn/qwen_gdn_linear_attn.py:82-83)
         ops.append(Op("attention", "bf16", "decode", seqs * x.decode_width, 0.0, 0.0, cost.flops, cost.nbytes,
                       1.0, f"linear attention ({att.kind})"))  # fmt: skip
     if x.prefill_tokens:

@@ -118,16 +118,16 @@ MARLIN_DENSE_PROVENANCE = "public:kernel-marlin-dense-w4a16-h100-humming2, kerne
 # --- minimum kernel latency (GPU time of a tiny launch), microseconds --------------------------------------------
 # gemm: sglang PR #3047 (calibration id kernel-min-time-small-gemm): FP8 scaled-mm N=384 K=2048 at m=1 runs at
 # 0.51-0.88 TFLOPS = 1.8-3.1 us for 1.6 MFLOP; 3 us is used. grouped_moe: a fused-MoE step is at least a routing /
-# permute kernel + two grouped GEMMs + unpermute: 4 x the GEMM floor, a prior. attention: paged decode kernels
-# (split-KV + combine) are two launches: 2 x 3 us, a prior. norm / elementwise: kernel-min-time-rmsnorm-decode
-# (Megatron-LM#6463): TransformerEngine rmsnorm_fwd 2.9 us (a plain RMSNorm: MLA's q_a / kv_a norms), a fused add
-# 1.5 us; the layer's fused residual add + RMSNorm is FUSED_ADD_NORM_MIN_US below. quant: per-token FP8 activation
-# quant is an elementwise kernel (1.5 us). sampling: top-k/top-p + argmax over the vocab, several launches: 10 us,
-# a prior.
+# permute kernel + two grouped GEMMs + unpermute: 4 x the GEMM floor, a prior. attention: 3 us a decode kernel, a prior
+# (a split call: tiles.ATTENTION_DECODE_LAUNCHES; prefill: tiles.PREFILL_ATTENTION_MIN_US). norm / elementwise:
+# kernel-min-time-rmsnorm-decode (Megatron-LM#6463): TransformerEngine rmsnorm_fwd 2.9 us (a plain RMSNorm: MLA's
+# q_a / kv_a norms), a fused add 1.5 us; the layer's fused residual add + RMSNorm is FUSED_ADD_NORM_MIN_US below.
+# quant: per-token FP8 activation quant is an elementwise kernel (1.5 us). sampling: top-k/top-p + argmax over the
+# vocab, several launches: 10 us, a prior.
 MIN_US = {
     "gemm": 3.0,
     "grouped_moe": 12.0,
-    "attention": 6.0,
+    "attention": 3.0,
     "norm": 2.9,
     "elementwise": 1.5,
     "quant": 1.5,
@@ -434,7 +434,7 @@ def build(hw: HardwareProfile) -> RatesTable:
     )
     prefill_prov = att_prov if probed_bw else PREFILL_HEAD_DIM_PROVENANCE.get(arch, att_prov)
     entries[("attention", "bf16", "prefill")] = Rate(
-        prefill_tflops, decode_bw, MIN_US["attention"], "probe" if prefill else prefill_prov
+        prefill_tflops, decode_bw, tiles.PREFILL_ATTENTION_MIN_US, "probe" if prefill else prefill_prov
     )
     # one wave of attention CTAs: a fixed latency only (perf/tiles.py CTA_FIXED_US, a prior)
     entries[("attention", "bf16", "wave")] = Rate(0.0, decode_bw, tiles.CTA_FIXED_US, "datasheet-prior")

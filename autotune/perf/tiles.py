@@ -214,15 +214,25 @@ def fa2_unpacked_ctas(seqs: float, rows_per_seq: float, kv_heads: float, q_per_k
     return seqs * kv_heads * q_per_kv * math.ceil(rows_per_seq / FA2_PAGED_Q_BLOCK) if seqs > 0 else 0.0
 
 
-# Launches rates.MIN_US["attention"] stands for: a split-KV decode kernel and its combine. FA2 launches the combine
-# only when it splits (flash_fwd_launch_template.h:136, `if (params.num_splits > 1)`), so an unsplit call is one.
-ATTENTION_MIN_US_LAUNCHES = 2
+# Kernels of one split-KV decode attention call: the split kernel and the combine that merges its partial outputs
+# (FA3: hopper/flash_api.cpp mha_fwd, `if (params.num_splits > 1) { ... run_mha_fwd_combine(...) }`; FA2:
+# flash_fwd_launch_template.h:136, `if (params.num_splits > 1)`), each an Op.count launch at rates.MIN_US["attention"].
+# Kernels that split to fill the SMs are taken to split (the prior's two launches); FA2's own split rule below.
+ATTENTION_DECODE_LAUNCHES = 2
+# Kernels of one prefill attention call: one. FA2 over vLLM's paged KV runs one split (FA2_PAGED_Q_BLOCK above:
+# `num_splits <= 1` for varlen paged KV), so no combine; FA3 splits only when the tiles fill under 0.8 of the SMs and
+# the KV exceeds 4 blocks (hopper/heuristics.h num_splits_heuristic: a short chunk over a long cached prefix at high
+# TP); that combine is not counted, a simplification. Its floor (rates' attention/bf16/prefill min_us) is a prior of
+# its own, the 6 us the model gave a whole attention call before kernels were counted (rates.MIN_US["attention"] x
+# ATTENTION_DECODE_LAUNCHES): no public small-prefill kernel time is at hand.
+PREFILL_LAUNCHES = 1.0
+PREFILL_ATTENTION_MIN_US = 6.0
 
 
 def fa2_decode_launches(splits: int) -> float:
-    """The decode attention op's launch count (Op.count, in units of rates.MIN_US["attention"]) of an FA2 call
-    with `splits` KV splits: 1 split and combine, or half that for the split kernel alone."""
-    return 1.0 if splits > 1 else 1.0 / ATTENTION_MIN_US_LAUNCHES
+    """Kernels an FA2 decode call with `splits` KV splits launches (Op.count): the split kernel and its combine, or
+    the one kernel unsplit."""
+    return float(ATTENTION_DECODE_LAUNCHES) if splits > 1 else 1.0
 
 
 # The swap's copies (flash_api.cpp mha_varlen_fwd, vLLM passing `out`): the kernel writes a temporary output that

@@ -1528,6 +1528,16 @@ NOT_EXPRESSIBLE += [
     ("eager-launch-host-freetoken338", "a chain of torch ops, not an engine's step: the bare launch's host cost"),
     ("eager-launch-host-imp1367", "a C++ GGUF engine offloading experts to the host: the driver call's CPU time"),
 ]
+# cite28: the public figures of the per-layer graph-replay terms (efficiency.DECODE_LAUNCH_US_PER_LAYER,
+# PIECEWISE_EXTRA_US_PER_LAYER)
+NOT_EXPRESSIBLE += [
+    (
+        "piecewise-graph-itl-vllm20059",
+        "Qwen2.5-1.5B: no config of the model in the catalog, and no plan knob for a piecewise-graphed decode (the "
+        "figure is the difference of two graph modes)",
+    ),
+    ("graph-replay-gap-localai-nsys", "llama.cpp's decode graph on an unstated GPU: no such engine in the model"),
+]
 
 
 @cache
