@@ -95,8 +95,9 @@ def test_mla_down_projections_are_not_divided_by_tp():
 
     def projection_bytes(tp):
         c = context(DSV3, phase(n=tp, tp=tp), "vllm", H200, tuple(range(tp)))
-        sources = ("tp", "tp (replicated q_a/kv_a)", "mla absorb")
-        return sum(op.nbytes for op in layer_ops(c, DSV3.layers[-1], x) if op.kind == "gemm" and op.source in sources)
+        gemms = [op for op in layer_ops(c, DSV3.layers[-1], x) if op.kind == "gemm"][:3]  # the attention's
+        assert [op.source for op in gemms] == ["tp", "tp (replicated q_a/kv_a)", "mla absorb"]
+        return sum(op.nbytes for op in gemms)
 
     w = 1  # fp8 checkpoint
     split = att.params - att.replicated_params
