@@ -90,3 +90,18 @@ def test_bf16_checkpoint_moves_kv_b_at_equal_weight_bytes():
     c, ops = _ops(DECODE, model=bf16)
     assert c.dense_bytes == 2
     assert ops["tp"].count == 2 and ops["mla absorb"].nbytes >= KV_B / TP * 2
+
+
+def test_memoised_attention_terms_follow_the_split():
+    """The attention memo (halves.attention_terms) keys the projections on the rows and the absorbed rows, the
+    layer kind's fields and the dense dtype's sizes: decode, prefill and mixed steps of the FP8 and the bf16
+    checkpoint, asked in turn on one memo, each give their own op list's terms."""
+    from autotune.perf import halves
+    from autotune.perf.costing import _op_terms
+
+    bf16 = dataclasses.replace(DSV3, dense_dtype="bf16")
+    for model in (DSV3, bf16, DSV3):
+        c = context(model, PHASE, "vllm", H200, PHASE.gpus)
+        att = model.layers[-1].attention
+        for x in (DECODE, PREFILL, MIXED, DECODE):
+            assert halves.attention_terms(c, att, x) == _op_terms(c, attention_ops(c, att, x))
