@@ -6,12 +6,22 @@ model_executor/layers/attention/mla_attention.py):
 - the rotary embedding of the queries' and the key's rope part (mla.py:229-232);
 - in decode, the absorbed kv_b: the query's nope part times W_UK_T before the kernel and the latent output times
   W_UV after it, two batched GEMMs (mla_attention.py:1362 torch.bmm(mqa_q_nope, W_UK_T), :1633 torch.bmm(x, W_UV))
-  where the op list's projection op counts one kv_b launch. Their FLOPs and weights are the projection op's; their
-  activations are their own: the first reads the nope part (qk_nope_head_dim per head) and writes the latent
-  query (kv_lora_rank), the second reads the latent output and writes the value (v_head_dim), per row and head.
+  in place of kv_b_proj, which runs only in forward_mha (:3469, and over a cached prefix in
+  _compute_prefill_context, :3260): vLLM splits a batch's rows, decodes first (:1096-1097), the MHA path on the
+  rest (:1129-1138) and the absorbed one on the decodes (:1165); SGLang's forward_absorb runs the same two bmms
+  (srt/models/deepseek_common/attention_forward_methods/forward_mla.py:586, :926) and calls kv_b_proj only in
+  forward_normal (forward_mha.py:288, forward_normal_prepare; :461 and :509 over a cached prefix). Their FLOPs
+  are kv_b's on those rows (W_UK: nope -> kv_lora, W_UV: kv_lora -> v, per head); their weights are kv_b's in
+  the activation dtype, whatever the checkpoint's: vLLM dequantises kv_b_proj to act_dtype for them
+  (split_kv_b_proj, :416-431, called at :1457-1464), SGLang dequantises a 128 x 128 block-FP8 kv_b to bf16
+  unless SGLANG_USE_DEEPGEMM_BMM is set (srt/models/deepseek_common/deepseek_weight_loader.py:691-708; default
+  False, srt/environ.py:1375), and vllm-ascend takes kv_b unquantised (vllm_ascend/attention/mla_v1.py:922-924).
+  Their activations: the first reads the nope part (qk_nope_head_dim per head) and writes the latent query
+  (kv_lora_rank), the second reads the latent output and writes the value (v_head_dim), per row and head. The TP-split
+  projection op leaves kv_b out of these rows (mla_ops.split_projections).
 The KV-cache write (concat_and_cache_mla) is the op list's `kv cache write`. A prefill row takes the MHA path
 instead of the absorbed one (mla_attention.py:3444-3526, forward_mha): kv_b up-projects the new tokens' latent KV
-(the projection op's kv_b), then
+(the projection op's kv_b, FP8 where the checkpoint's is), then
 - the key is built whole in memory, its nope part from the up-projection and the shared rope part broadcast to
   every head (_concat_k_nope_k_pe, :3139-3172; SGLang the same: srt/models/deepseek_common/
   attention_forward_methods/forward_mha.py:718-750), one kernel (FlashInfer's concat_mla_k at 128 heads per rank,
@@ -26,12 +36,15 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from autotune.perf import precision
 from autotune.specs import AttentionSpec
 
 ROPE_DIM = 64  # qk_rope_head_dim of DeepSeek-V3 and GLM-5 (their config.json), the rope part of the latent key
 NORM_KERNELS = 2  # q_a_layernorm, kv_a_layernorm (vLLM's default path, fuse_qkv_rmsnorm off)
 ROPE_KERNELS = 1
-DECODE_EXTRA_GEMMS = 1  # W_UK_T and W_UV batched GEMMs in place of the one kv_b launch the projection op counts
+ABSORB_GEMMS = 2  # the W_UK_T and W_UV batched GEMMs (above)
+# their weights' bytes per element: the activation dtype's (bf16) in every engine (above)
+ABSORB_WEIGHT_BYTES = precision.ACTIVATION_BYTES
 
 
 class ModuleKernels(NamedTuple):
@@ -39,8 +52,9 @@ class ModuleKernels(NamedTuple):
     norm_bytes: float  # read + write of the down-projections' outputs
     rope_kernels: int
     rope_bytes: float  # read + write of the rope parts of the queries and the key
-    extra_gemms: int  # launches beyond the projection op's count (decode only)
-    absorb_bytes: float  # the two absorbed batched GEMMs' activation reads and writes (decode only)
+    absorb_gemms: int  # the absorbed batched GEMMs' launches (absorbed rows only)
+    absorb_flops: float  # their FLOPs
+    absorb_bytes: float  # their weights (ABSORB_WEIGHT_BYTES) and activation reads and writes
 
 
 def is_absorbed_mla(att: AttentionSpec) -> bool:
@@ -57,12 +71,21 @@ def module_kernels(att: AttentionSpec, rows: float, heads_per_rank: float, down_
     norm_bytes = 2 * rows * down_width * act_bytes
     rope_bytes = 2 * rows * (heads_per_rank + 1) * ROPE_DIM * act_bytes
     if not absorbed_rows:
-        return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, 0, 0.0)
+        return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, 0, 0.0, 0.0)
     k_width = (att.score_dim + ROPE_DIM) / 2
     nope, v_width = k_width - ROPE_DIM, att.score_dim - k_width
     kv_lora = (att.score_dim_decode - ROPE_DIM) / 2
+    weights = kv_b_params(att) * heads_per_rank / att.num_heads  # the rank's heads' W_UK and W_UV
     absorb = absorbed_rows * heads_per_rank * (nope + 2 * kv_lora + v_width) * act_bytes
-    return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, DECODE_EXTRA_GEMMS, absorb)
+    absorb += weights * ABSORB_WEIGHT_BYTES
+    flops = 2 * absorbed_rows * weights
+    return ModuleKernels(NORM_KERNELS, norm_bytes, ROPE_KERNELS, rope_bytes, ABSORB_GEMMS, flops, absorb)
+
+
+def kv_b_params(att: AttentionSpec) -> float:
+    """kv_b_proj's parameters: kv_lora x heads x (nope + v) (DeepSeek-V3: 512 x 128 x 256); nope + v is score_dim
+    less the rope part, kv_lora score_dim_decode's (kv_lora + rope + kv_lora)."""
+    return (att.score_dim_decode - ROPE_DIM) / 2 * att.num_heads * (att.score_dim - ROPE_DIM)
 
 
 class PrefixKernels(NamedTuple):

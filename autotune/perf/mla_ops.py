@@ -55,12 +55,30 @@ def module_ops(ops: list, att: AttentionSpec, rows: float, shape: AttentionShape
     k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
     ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
     ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
-    if k.extra_gemms:  # launches and activations: the absorbed kv_b's FLOPs and weights are in the projection op
-        ops.append(Op("gemm", "bf16", rates.m_bucket(rows), rows, 0.0, 0.0, 0.0, k.absorb_bytes, k.extra_gemms,
-                      "mla absorb"))  # fmt: skip
+    if k.absorb_gemms:  # the W_UK_T / W_UV batched GEMMs on the absorbed rows, in bf16 (mla.py)
+        ops.append(Op("gemm", "bf16", rates.m_bucket(absorbed_rows), absorbed_rows, 0.0, 0.0, k.absorb_flops,
+                      k.absorb_bytes, k.absorb_gemms, "mla absorb"))  # fmt: skip
     if absorbed_rows and concat:  # the decode backend joins the latent query and its rope part (mla.py)
         nbytes = mla.query_concat_bytes(att, absorbed_rows, shape.heads_per_rank, precision.ACTIVATION_BYTES)
         ops.append(Op("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0, "mla query concat"))
+
+
+def split_projections(att: AttentionSpec, shape: AttentionShape, rows: float, absorbed_rows: float, tp: int,
+                      hidden: int, weight_bytes: float) -> tuple[float, float, float, int]:  # fmt: skip
+    """(output width per rank, FLOPs, weight bytes per rank, kernels) of an absorbed-MLA layer's TP-split
+    projections (q_b, kv_b, o_proj) on `rows` rows, `absorbed_rows` of them on the absorbed path, where kv_b_proj
+    does not run (its W_UK / W_UV batched GEMMs do: module_ops, mla.py): kv_b's FLOPs on the other rows only, and
+    its weights and launch only where there are such rows (an MHA prefill in the step: vLLM's split batch)."""
+    kv_b = mla.kv_b_params(att)
+    flops = (shape.split_flops * rows - 2 * kv_b * absorbed_rows) / tp
+    if rows - absorbed_rows > 1e-9 * rows:  # MHA-path rows (above the rounding of rows' own sum)
+        return shape.split_n, flops, shape.split_bytes, shape.split_count
+    return (
+        shape.split_n - kv_b / tp / hidden,
+        flops,
+        shape.split_bytes - kv_b * weight_bytes / tp,
+        shape.split_count - 1,
+    )
 
 
 def prefill_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, shape: AttentionShape) -> None:

@@ -138,14 +138,17 @@ def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, abso
     tp = c.phase.tp
     dense_dtype, dense_speed = c.dense_dtype, c.dense_speed
     bucket = rates.m_bucket(rows)
-    split_flops = shape.split_flops * rows / tp
-    split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
-    split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count)
+    split_n, split_flops, split_bytes, count = (
+        mla_ops.split_projections(att, shape, rows, absorbed_rows, tp, hidden, c.dense_bytes)
+        if absorbed_rows and mla.is_absorbed_mla(att)  # kv_b runs on the MHA-path rows only
+        else (shape.split_n, shape.split_flops * rows / tp, shape.split_bytes, shape.split_count)
+    )
+    split_bytes += _act_bytes(rows, split_n, hidden, count, c.act_in_bytes)
+    split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, split_n / count)
     ops.append(
-        Op("gemm", dense_op_dtype(c), bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
-           shape.split_count, "tp", split_speed)
+        Op("gemm", dense_op_dtype(c), bucket, rows, split_n, hidden, split_flops, split_bytes, count, "tp", split_speed)
     )  # fmt: skip
-    _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
+    _gemm_waves(ops, c, dense_dtype, rows, split_n / count, count, "tp")
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
             Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,

@@ -235,6 +235,29 @@ def mla_points(root, system, hw, model):
             yield f"mla_{phase_name}", _seconds(c, oplist.attention_ops(c, att, x)), r.latency * 1e-3, *tag
 
 
+def mla_bmm_points(root, system, hw, model):
+    """The absorbed MLA's two batched GEMMs of a decode step (W_UK_T before the kernel, mla_gen_pre; W_UV after
+    it, mla_gen_post; vLLM's torch.bmm on kv_b dequantised to bf16) against the op list's 'mla absorb' op: the
+    pair at one (tokens, heads per rank) measured as the sum of the two rows."""
+    import pandas as pd
+
+    path = latest(root, system, "mla_bmm", "mla_bmm_perf.parquet")
+    if not path:
+        return
+    frame = pd.read_parquet(path)
+    frame = frame[frame.bmm_dtype == "bfloat16"]
+    pre, post = (frame[frame.op_name == name].set_index(["num_tokens", "num_heads"]).latency
+                 for name in ("mla_gen_pre", "mla_gen_post"))  # fmt: skip
+    pairs = (pre + post).dropna().reset_index()
+    spec = dataclasses.replace(model, dense_dtype="bf16")
+    c = _context(spec, hw)
+    for r in _thin(pairs).itertuples():
+        att = _heads(spec.layers[-1].attention, int(r.num_heads))
+        x = opcore.StepInput(decode_seqs=float(r.num_tokens), decode_ctx=1024.0)
+        ops = [op for op in oplist.attention_ops(c, att, x) if op.source == "mla absorb"]
+        yield "mla_bmm", _seconds(c, ops), r.latency * 1e-3
+
+
 def _fused_norms(path: str, filename: str) -> bool:
     """Whether the module table at `path` was measured with vLLM's fused CUDA norm / rotary kernels: its
     collection_meta.yaml records the norm dispatch for the table (APART's "mla native-ops")."""
@@ -372,7 +395,7 @@ def table_dispatch_s(hw, group: tuple[int, ...], nbytes: float) -> float:
     return comm.all_reduce(hw, group, nbytes, "nccl")[1]
 
 
-CHECKS = (gemm_points, attention_points, mla_points, moe_points, allreduce_points)
+CHECKS = (gemm_points, attention_points, mla_points, mla_bmm_points, moe_points, allreduce_points)
 
 
 def main(argv=None) -> int:
@@ -389,7 +412,7 @@ def main(argv=None) -> int:
     for system in args.systems:
         hw = box(system)
         for check in CHECKS:
-            model = mla if check in (mla_points, moe_points) else gqa
+            model = mla if check in (mla_points, mla_bmm_points, moe_points) else gqa
             for family, predicted, measured, *tag in check(args.data, system, hw, model):
                 if measured <= 0 or predicted <= 0:
                     continue

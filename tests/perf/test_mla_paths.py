@@ -124,16 +124,18 @@ def test_triton_mla_decode_writes_and_reads_its_split_partials():
 def test_absorbed_gemms_move_their_activations():
     """The absorbed kv_b's two batched GEMMs read the nope query (128 per head) and write the latent query (512),
     then read the latent output (512) and write the value (128), per decode row and head
-    (model_executor/layers/attention/mla_attention.py:1362, :1633; old: launches only, no bytes). Rows of an MHA
-    prefill in the same step do not run them."""
+    (model_executor/layers/attention/mla_attention.py:1362, :1633; old: launches only, no bytes), besides their
+    bf16 weights, kv_b's 512 x 128 x (128 + 128) (tests/perf/test_mla_kv_b.py). Rows of an MHA prefill in the same
+    step do not run them."""
     c = context(DSV3, PHASE, "vllm", H200, (0,))
     heads = DSV3.layers[-1].attention.num_heads
+    weights = 512 * heads * (128 + 128) * 2
     decode = _ops(c, StepInput(decode_seqs=64.0, decode_ctx=4096.0))
-    assert decode["mla absorb"].nbytes == 64 * heads * (128 + 512 + 512 + 128) * 2
+    assert decode["mla absorb"].nbytes == 64 * heads * (128 + 512 + 512 + 128) * 2 + weights
     mixed = _ops(c, StepInput(decode_seqs=64.0, decode_ctx=4096.0, prefill_tokens=2048.0, prefill_ctx=1024.0))
     assert mixed["mla absorb"].nbytes == decode["mla absorb"].nbytes
     short = _ops(c, StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0))  # absorbed prefill: every row
-    assert short["mla absorb"].nbytes == 8 * 256 * heads * (128 + 512 + 512 + 128) * 2
+    assert short["mla absorb"].nbytes == 8 * 256 * heads * (128 + 512 + 512 + 128) * 2 + weights
 
 
 def test_decode_query_concat_where_the_backend_joins_the_parts():

@@ -9,7 +9,7 @@ import pytest
 from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
 from autotune.perf import efficiency as eff
-from autotune.perf import predict, rates
+from autotune.perf import mla, predict, rates
 from autotune.perf.ops import StepInput, context, cost_ops, layer_ops, step_cost
 from autotune.specs import Measured, PhasePlan, Plan, Workload
 
@@ -95,12 +95,16 @@ def test_mla_down_projections_are_not_divided_by_tp():
 
     def projection_bytes(tp):
         c = context(DSV3, phase(n=tp, tp=tp), "vllm", H200, tuple(range(tp)))
-        return sum(op.nbytes for op in [op for op in layer_ops(c, DSV3.layers[-1], x) if op.kind == "gemm"][:2])
+        gemms = [op for op in layer_ops(c, DSV3.layers[-1], x) if op.kind == "gemm"][:3]  # the attention's
+        assert [op.source for op in gemms] == ["tp", "tp (replicated q_a/kv_a)", "mla absorb"]
+        return sum(op.nbytes for op in gemms)
 
     w = 1  # fp8 checkpoint
     split = att.params - att.replicated_params
+    kv_b = mla.kv_b_params(att)  # split over TP too, but decode reads it in bf16 (the absorbed bmms, perf/mla.py)
     # the weights, plus the 8 rows' input / output activations (under 1% here)
-    assert projection_bytes(8) == pytest.approx(att.replicated_params * w + split * w / 8, rel=0.02)
+    expected = att.replicated_params * w + (split - kv_b) * w / 8 + kv_b * 2 / 8
+    assert projection_bytes(8) == pytest.approx(expected, rel=0.02)
     assert projection_bytes(8) > projection_bytes(1) / 8
 
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.perf import tiles
+from autotune.perf import mla, tiles
 from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops, linear_ops
 from autotune.perf.ops import StepInput, cost_ops
@@ -78,14 +78,15 @@ def test_fp8_gemm_pays_wave_quantisation_bf16_does_not():
 
 def test_mla_decode_runs_the_modules_norms_rope_and_absorb_gemms():
     """DeepSeek-V3's decode attention is costed as vLLM's MLA module runs it: the q_a / kv_a norms, RoPE and the
-    absorbed kv_b's two batched GEMMs are kernels of their own (old: projections + attention kernel only)."""
+    absorbed kv_b's two batched GEMMs are kernels of their own (old: projections + attention kernel only), with
+    kv_b's FLOPs (the projection op leaves them out: tests/perf/test_mla_kv_b.py)."""
     dsv3 = load_model("deepseek-v3")
     c = context(dsv3, phase(), "vllm", H200, (0,))
     att = dsv3.layers[-1].attention
     ops = attention_ops(c, att, StepInput(decode_seqs=1, decode_ctx=1000))
     by_source = {op.source: op for op in ops}
     assert by_source["mla q_a/kv_a norms"].count == 2 and by_source["mla rope"].count == 1
-    assert by_source["mla absorb"].count == 1 and by_source["mla absorb"].flops == 0  # launch only
+    assert by_source["mla absorb"].count == 2 and by_source["mla absorb"].flops == 2 * mla.kv_b_params(att)
     # a 2048-token prompt: above the 512 query rows vLLM's FLASH_ATTN_MLA runs on the absorbed path (test_mla_paths)
     prefill = attention_ops(c, att, StepInput(prefill_tokens=2048, prefill_ctx=1024))
     assert "mla absorb" not in {op.source for op in prefill}  # prefill runs the un-absorbed kv_b
