@@ -361,8 +361,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
         add_attention_halves(total, c, groups, inputs, x)
         memo = c.ffn_memo  # _ffn_cost's, looked up here first: its key is (ffn_ids' id, step_tokens)
         for ffn, ffn_id, in_prefill, times in ffn_groups:
-            layer_x = x if in_prefill else decode_only
-            tokens = layer_x.decode_seqs * layer_x.decode_width + layer_x.prefill_tokens  # oplist.step_tokens
+            tokens = step_tokens(x if in_prefill else decode_only)
             total.add(memo.get((ffn_id, tokens)) or _ffn_cost(c, ffn, tokens), times)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
     head = halves.head_cost(c, decode_seqs * width + (1 if prefill_tokens else 0))
