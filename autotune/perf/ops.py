@@ -9,6 +9,7 @@ input, which is what serving.py evaluates at every candidate operating point.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
@@ -212,10 +213,8 @@ def step_fn(
     CV (Workload.expert_load_cv; 0 = the model's default), read once into the Context's EP imbalance."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks], expert_cv)
-    groups = layer_groups(model)
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
-    ffn_groups = _ffn_facts(model)[0]
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes) and the CUDA-graph caps; of the workload, its expert
@@ -234,13 +233,15 @@ def step_fn(
         halves.plain(phase, STEP_FREE),
     )
     number = c.memo_keys["step"] = halves.number(prefix, (model, hw))  # also eager_host's memo key
+    facts = _step_facts(c, spec_width, hand_off_group, caps)
     stages = phase.pp
+    steps_get = _STEPS.get
 
     def cost(x: StepInput) -> StepBreakdown:
         key = (number, halves.step_input(x))
-        hit = _STEPS.get(key)
+        hit = steps_get(key)
         if hit is None or type(hit) is float:  # a float: timed only by step_fn's `pending` path
-            step, total = _step(c, groups, ffn_groups, spec_width, hand_off_group, caps, x)
+            step, total = _step(c, facts, x)
             hit = _STEPS.put(key, _whole(step, total, label, stages))
         return hit
 
@@ -249,15 +250,19 @@ def step_fn(
 
     def timed(x: StepInput) -> StepBreakdown | TimedStep:
         key = (number, halves.step_input(x))
-        hit = _STEPS.get(key)
+        hit = steps_get(key)
         if hit is None:
-            (step_ms, batch_tokens, launch_ms), total = _step(
-                c, groups, ffn_groups, spec_width, hand_off_group, caps, x
-            )
-            hit = TimedStep(_STEPS.put(key, step_ms))
+            (step_ms, batch_tokens, launch_ms), total = _step(c, facts, x)
+            hit = pending[key] = TimedStep(_STEPS.put(key, step_ms))
             pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
-        elif type(hit) is float:  # timed by an earlier prediction: complete() has cost(x) cost it again whole
-            hit = TimedStep(hit)
+        elif type(hit) is float:
+            # timed earlier in this prediction: that TimedStep (complete() builds it from its Cost), not a second
+            # one that complete() would cost again (76 of the 737 steps 1,000 sampled V4.1 plans report); timed
+            # by an earlier prediction: complete() has cost(x) cost it again whole
+            first = pending.get(key)
+            if first is not None:
+                return first
+            hit = pending[key] = TimedStep(hit)
             pending[id(hit)] = (hit, None, (cost, x))
         return hit
 
@@ -309,26 +314,54 @@ def step_cost(
     return step_fn(model, phase, engine, hw, gpus, label)(x)
 
 
-def _step(
-    c: Context,
-    groups: tuple[tuple[LayerSpec, int], ...],
-    ffn_groups: tuple[tuple[FfnSpec, bool, int], ...],
-    spec_width: int,
-    hand_off_group: tuple[int, ...],
-    caps: tuple[float, float],
-    x: StepInput,
-) -> tuple[tuple[float, int, float], Cost]:
+class _StepFacts(NamedTuple):
+    """What _step reads besides the Context and the step input, resolved once per step_fn (the same floats the
+    expressions noted gave per step)."""
+
+    groups: tuple[tuple[LayerSpec, int], ...]  # layers.layer_groups(model)
+    ffn_groups: tuple[tuple[FfnSpec, int, bool, float], ...]  # (FFN, its _ffn_cost key id, in_prefill, count / pp)
+    spec_width: int
+    hand_off_group: tuple[int, ...]
+    caps: tuple[float, float]
+    per_stage: float  # 1 / pp
+    prefill_launch_s: float  # PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * num_layers / pp
+    decode_launch_s: float  # as prefill_launch_s with DECODE_LAUNCH_US_PER_LAYER (vllm-ascend: its graph mode's)
+    draft_launch_s: float  # (spec_width - 1) * DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp
+
+
+def _step_facts(c: Context, spec_width: int, hand_off_group: tuple[int, ...], caps: tuple[float, float]) -> _StepFacts:
+    """_StepFacts of a step_fn's Context; notes the model's FFN id map in the Context's memo_keys (as _ffn_cost)."""
+    model, phase, pp = c.model, c.phase, c.phase.pp
+    ffn_groups, ids = _ffn_facts(model)
+    c.memo_keys["ffn_ids"] = ids
+    decode_us = eff.DECODE_LAUNCH_US_PER_LAYER if c.platform is None else ascend.decode_launch_us(phase.platform)
+    return _StepFacts(
+        layer_groups(model),
+        tuple((ffn, ids[id(ffn)], in_prefill, count / pp) for ffn, in_prefill, count in ffn_groups),
+        spec_width,
+        hand_off_group,
+        caps,
+        1 / pp,
+        eff.PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * model.num_layers / pp,
+        decode_us * 1e-6 * model.num_layers / pp,
+        (spec_width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp,
+    )
+
+
+def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int, float], Cost]:
     """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
     StepBreakdown."""
-    model, phase, engine = c.model, c.phase, c.engine
-    width = spec_width if x.decode_seqs else 1
+    phase = c.phase
+    groups, ffn_groups, spec_width, hand_off_group, caps, per_stage, *launch = facts
+    decode_seqs, prefill_tokens = x.decode_seqs, x.prefill_tokens
+    width = spec_width if decode_seqs else 1
     if width > 1:
-        x = StepInput(x.decode_seqs, x.decode_ctx, x.prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
-    decode_only = StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width) if x.prefill_tokens else x
+        x = StepInput(decode_seqs, x.decode_ctx, prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
+    decode_only = StepInput(decode_seqs, x.decode_ctx, decode_width=x.decode_width) if prefill_tokens else x
     inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
     gathers = _NO_GATHER  # attention DP's gather and return by layer input (perf/dp_gather.py)
     if phase.dp > 1:
-        prompt = bool(x.prefill_tokens)
+        prompt = bool(prefill_tokens)
         gather = dp_gather(c, x, prompt, caps)
         gathers = {True: gather, False: dp_gather(c, decode_only, prompt, caps) if prompt else gather}
     total = Cost()
@@ -337,27 +370,29 @@ def _step(
             _add_layer(total, c, layer, inputs[layer.in_prefill], count / phase.pp, gathers[layer.in_prefill])
     else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
         add_attention_halves(total, c, groups, inputs, x)
-        for ffn, in_prefill, count in ffn_groups:
-            total.add(_ffn_cost(c, ffn, step_tokens(inputs[in_prefill]), gathers[in_prefill]), count / phase.pp)
+        memo = c.ffn_memo  # _ffn_cost's, looked up here first: its key is (ffn_ids' id, step_tokens[, DP gather])
+        for ffn, ffn_id, in_prefill, times in ffn_groups:
+            tokens = step_tokens(x if in_prefill else decode_only)
+            gather = gathers[in_prefill]
+            key = (ffn_id, tokens) if gather is None else (ffn_id, tokens, gather)
+            total.add(memo.get(key) or _ffn_cost(c, ffn, tokens, gather), times)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
-    head = halves.head_cost(c, x.decode_seqs * width + (1 if x.prefill_tokens else 0))
-    total.add(head, 1 / phase.pp)
-    launch_us = eff.PREFILL_LAUNCH_US_PER_LAYER if x.prefill_tokens else eff.DECODE_LAUNCH_US_PER_LAYER
-    if c.platform is not None and not x.prefill_tokens:
-        launch_us = ascend.decode_launch_us(phase.platform)
-    launch_s = launch_us * 1e-6 * model.num_layers / phase.pp
+    head = halves.head_cost(c, decode_seqs * width + (1 if prefill_tokens else 0))
+    total.add(head, per_stage)
+    prefill_launch_s, decode_launch_s, draft_launch_s = launch
+    launch_s = prefill_launch_s if prefill_tokens else decode_launch_s
     if width > 1:  # drafting runs once per step, on the last stage
-        _add_draft(total, c, x, 1 / phase.pp)
-        launch_s += (width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / phase.pp
-    if (x.decode_seqs * width + x.prefill_tokens > caps[1]) if x.prefill_tokens else (x.decode_seqs > caps[0]):
+        _add_draft(total, c, x, per_stage)
+        launch_s += draft_launch_s
+    if (decode_seqs * width + prefill_tokens > caps[1]) if prefill_tokens else (decode_seqs > caps[0]):
         # no CUDA graph: the stage takes the longer of its GPU time and the host's kernel launches (eager_host)
         launch_s = max(0.0, eager_host.eager_host_s(c, groups, x) - total.time_s)
-    if phase.pp > 1:
-        rows = x.decode_seqs * width + x.prefill_tokens
-        hand_off = rows / phase.dp * model.hidden_size * precision.ACTIVATION_BYTES
-        total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
     stages = phase.pp
+    if stages > 1:
+        rows = decode_seqs * width + prefill_tokens
+        hand_off = rows / phase.dp * c.model.hidden_size * precision.ACTIVATION_BYTES
+        total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
-    overhead_ms = eff.scheduler_overhead_ms(engine, phase.pp, gpu_ms)
-    batch_tokens = int(round(x.decode_seqs * width + x.prefill_tokens))
+    overhead_ms = eff.scheduler_overhead_ms(c.engine, stages, gpu_ms)
+    batch_tokens = int(round(decode_seqs * width + prefill_tokens))
     return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total
