@@ -141,21 +141,22 @@ def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, abso
     split_bytes = shape.split_bytes + _act_bytes(rows, shape.split_n, hidden, shape.split_count, c.act_in_bytes)
     split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, shape.split_n / shape.split_count)
     ops.append(
-        Op("gemm", dense_op_dtype(c), bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
-           shape.split_count, "tp", split_speed)
+        _op_new(Op, ("gemm", dense_op_dtype(c), bucket, rows, shape.split_n, hidden, split_flops, split_bytes,
+                     shape.split_count, "tp", split_speed, ()))
     )  # fmt: skip
     _gemm_waves(ops, c, dense_dtype, rows, shape.split_n / shape.split_count, shape.split_count, "tp")
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
-            Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,
-               "kernels.gemm_dtype")
+            _op_new(Op, ("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes,
+                         shape.quant_count, "kernels.gemm_dtype", 1.0, ()))
         )  # fmt: skip
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
         rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
-               "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
+            _op_new(Op, ("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+                         "tp (replicated q_a/kv_a)",
+                         dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden), ()))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
@@ -163,8 +164,8 @@ def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, abso
     if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
         ops.append(rope_op(rows, shape, att.score_dim / 2))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
-        ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
-                      "kv cache write"))  # fmt: skip
+        ops.append(_op_new(Op, ("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes,
+                                1.0, "kv cache write", 1.0, ())))  # fmt: skip
 
 
 def _absorbed_rows(att: AttentionSpec, x: StepInput, dp: int, absorbed_prefill: bool) -> float:
@@ -203,8 +204,8 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
         fill, launches = fa2_decode.decode_op_fill(ops, c, att, shape, seqs, x)
         ops.append(
-            Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches, "kernels.attention",
-               c.attention_speed * fill)
+            _op_new(Op, ("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches,
+                         "kernels.attention", c.attention_speed * fill, ()))
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -235,8 +236,8 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
     if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
         speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
     ops.append(
-        Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0, "kernels.attention",
-           speed)
+        _op_new(Op, ("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, 1.0,
+                     "kernels.attention", speed, ()))
     )  # fmt: skip
     if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
@@ -254,7 +255,8 @@ def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -
     `attention/bf16/paged_wave` for FA3's prefill over short KV pages)."""
     waves = tiles.attention_waves(ctas, c.sms)
     if waves:
-        ops.append(Op("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
+        ops.append(_op_new(Op, ("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves,
+                                "kernels.attention (CTA waves)", 1.0, ())))  # fmt: skip
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) -> None:
@@ -456,7 +458,7 @@ def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     if kernels <= 0:
         return []
     nbytes = kernels * ADD_NORM_PASSES * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
-    return [Op("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
+    return [_op_new(Op, ("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion", 1.0, ()))]
 
 
 def dcp_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
