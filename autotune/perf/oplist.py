@@ -350,8 +350,13 @@ def _fused_norms(c: Context, ffn: FfnSpec, dense: str, rows: float) -> int:
 
 
 def layer_input(layer: LayerSpec, x: StepInput) -> StepInput:
-    """The part of the step a layer runs: layers outside prefill (V4 CED) see only the decode rows."""
-    return x if layer.in_prefill else StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)
+    """The part of the step a layer runs: layers outside prefill (V4 CED) see only the decode rows (decode_part)."""
+    return x if layer.in_prefill else decode_part(x)
+
+
+def decode_part(x: StepInput) -> StepInput:
+    """The step's decode rows alone: what a layer outside prefill runs (layer_input)."""
+    return StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)
 
 
 def step_tokens(x: StepInput) -> float:
