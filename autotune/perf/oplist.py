@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from autotune.perf import efficiency as eff
 from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf.attention_shape import _attention_shape, _fa3_paged
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.lm_head import head_ops as head_ops  # the op list's LM head (perf/lm_head.py)
@@ -66,65 +67,6 @@ def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> 
         return 1, 1.0
     a = eff.draft_acceptance(family, spec.method, acceptance)
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
-
-
-def _attention_shape(c: Context, att: AttentionSpec) -> AttentionShape:
-    """The parts of the attention ops (_projection_ops, _kernel_ops) that depend on the Context and the layer kind
-    only, computed once per (Context, attention spec): remembered by the spec's id, which the Context's model keeps
-    alive."""
-    hit = c.attention_shapes.get(id(att))
-    if hit is not None and hit[0] is att:
-        return hit[1]
-    phase, hidden = c.phase, c.model.hidden_size
-    tp = phase.tp
-    w_bytes = c.dense_bytes
-    split = att.params - att.replicated_params
-    rep = att.replicated_params
-    kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
-    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
-    shape = AttentionShape(
-        split_n=split / tp / hidden if hidden else 0.0,
-        split_flops=2 * split,
-        split_bytes=split * w_bytes / tp,
-        split_count=3 if rep else 2,
-        rep=rep,
-        rep_n=rep / hidden if hidden else 0.0,
-        rep_bytes=rep * w_bytes,
-        heads_per_rank=att.num_heads / tp,
-        index_heads_per_rank=att.index_heads / tp,
-        kv_shard=kv_shard,
-        decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
-        score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=quants * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
-        if c.dense_quant_bytes
-        else 0.0,
-        q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
-        kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
-        q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
-        cache_row_bytes=att.kv_elems_per_token / kv_shard * (precision.ACTIVATION_BYTES + c.kv_elem_bytes),
-        prefill_speed=c.attention_speed * _prefill_head_dim_speed(c, att),
-    )
-    c.attention_shapes[id(att)] = (att, shape)
-    return shape
-
-
-def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
-    """rates.prefill_head_dim_speed (times the FP8 kernel's speed where it runs in FP8) for a dense-prefix attention
-    (every entry of the prefix, no compression or indexer: FlashAttention's varlen prefill); 1 for the sparse /
-    compressed kernels."""
-    if att.compress_ratio != 1 or att.index_heads:
-        return 1.0
-    probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
-    speed = rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
-    speed *= c.fp8_prefill_speed  # FA3 on FP8 inputs (opcore._fp8_prefill_speed), 1 elsewhere
-    return speed * rates.FA3_PAGED_KV_PREFILL_SPEED if _fa3_paged(c, att) and not probed else speed
-
-
-def _fa3_paged(c: Context, att: AttentionSpec) -> bool:
-    """True when the layer's prefill attention is FA3 reading a paged KV cache of short pages (Context
-    .fa3_paged_prefill; a latent-KV layer's prefill attends its up-projected, contiguous keys instead)."""
-    return c.fa3_paged_prefill and not att.latent_shared and att.compress_ratio == 1 and not att.index_heads
 
 
 def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, absorbed_rows: float) -> None:
