@@ -33,6 +33,16 @@ class Cost:
     parts: list = field(default_factory=list, repr=False)  # Cost or op terms, times, ...: not yet in `by_rate`
     _by_rate: dict | None = field(default=None, repr=False)  # the replayed part of by_rate (made when first read)
 
+    def __init__(self) -> None:
+        """A zero Cost. Written out (the dataclass keeps it): the generated __init__ takes every field as an argument,
+        checks each default factory's sentinel and calls dict() and list(); a V4.1 prediction makes ~18 Costs."""
+        self.compute_s = 0.0
+        self.memory_s = 0.0
+        self.comm_s = {}
+        self.overlap_saved_s = 0.0
+        self.parts = []
+        self._by_rate = None
+
     def add_comm(self, name: str, seconds: float) -> None:
         if seconds > 0:
             self.comm_s[name] = self.comm_s.get(name, 0.0) + seconds
@@ -79,26 +89,33 @@ class Cost:
 
 
 def collective_s(c: Context, op: Op) -> tuple[str, float]:
-    """(name it is reported under, seconds) of a collective op on the topology (comm.py). All-reduces are
-    remembered per Context by group and bytes (every layer kind of a step issues the same ones); the other
-    collectives are linear in bytes on their group (comm.nccl_cost_fn). Cost functions: _comm_fn."""
-    name = op.bucket
+    """(name it is reported under, seconds) of a collective op on the topology (comm.py): _collective_s of its
+    collective (Op.bucket), group and bytes."""
+    _, _, name, _, _, _, _, nbytes, _, _, _, group = op
+    return _collective_s(c, name, group, nbytes)
+
+
+def _collective_s(c: Context, name: str, group: tuple[int, ...], nbytes: float) -> tuple[str, float]:
+    """collective_s of collective `name` on `group` moving `nbytes` (_op_terms passes the fields it unpacked: no
+    NamedTuple field reads). All-reduces are remembered per Context by group and bytes (every layer kind of a step
+    issues the same ones); the other collectives are linear in bytes on their group (comm.nccl_cost_fn). Cost
+    functions: _comm_fn."""
     if name == "allreduce" or name == FUSED_ALLREDUCE:
-        key = (op.group, op.nbytes, name)
+        key = (group, nbytes, name)
         hit = c.allreduce_memo.get(key)
         if hit is None:
-            fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
-            algo, seconds, *norm_kernel = fn(op.nbytes)  # the fused kernel's cost also says if a norm kernel stays
+            fn = c.comm_fns.get((name, group)) or _comm_fn(c, name, group)
+            algo, seconds, *norm_kernel = fn(nbytes)  # the fused kernel's cost also says if a norm kernel stays
             seconds *= c.table.collective_scale
             if norm_kernel and norm_kernel[0]:  # the norm's own kernel, priced as ffn_norm_ops prices one (oplist)
                 _, bytes_per_s, min_s, _ = c.rate_terms.get(NORM_KEY) or _rate_terms(c, NORM_KEY)
-                seconds += ADD_NORM_PASSES * op.nbytes / bytes_per_s + min_s
+                seconds += ADD_NORM_PASSES * nbytes / bytes_per_s + min_s
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
             hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
         return hit
-    fn = c.comm_fns.get((name, op.group)) or _comm_fn(c, name, op.group)
-    return name, fn(op.nbytes) * c.table.collective_scale
+    fn = c.comm_fns.get((name, group)) or _comm_fn(c, name, group)
+    return name, fn(nbytes) * c.table.collective_scale
 
 
 class BoundedMemo(dict):
@@ -205,10 +222,10 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     terms, out = c.rate_terms, []
     append = out.append
     for op in ops:
-        kind, dtype, bucket, _, _, _, flops, nbytes, count, _, speed, _ = op  # one unpacking, no attribute reads
+        kind, dtype, bucket, _, _, _, flops, nbytes, count, _, speed, group = op  # one unpacking, no attribute reads
         flops_per_s, bytes_per_s, min_s, key = terms.get((kind, dtype, bucket)) or _rate_terms(c, op[:3])
         if kind == "collective":
-            name, seconds = collective_s(c, op) if platform is None else _hccl_s(c, op, platform)
+            name, seconds = _collective_s(c, bucket, group, nbytes) if platform is None else _hccl_s(c, op, platform)
             append((key, name, seconds, 0.0))
             continue
         # (x / 1.0 is x exactly: a non-attention op's memory speed is left out, the same floats)

@@ -12,7 +12,7 @@ from autotune.perf import efficiency as eff
 from autotune.perf import tiles
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.opcore import Context, StepInput
-from autotune.perf.oplist import attention_ops, dcp_ops, ffn_ops, layer_input, step_tokens
+from autotune.perf.oplist import attention_ops, dcp_ops, decode_part, ffn_ops, layer_input, step_tokens
 from autotune.specs import LayerSpec
 
 LAUNCH_MEMO_MAX = 4096  # entries of each memo of launches (stage_launches, _half_launches)
@@ -60,28 +60,49 @@ def launch_key(c: Context, x: StepInput) -> tuple:
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
     """Kernel launches of one pipeline stage's layers for a step of `x`: every layer kind's op list
     (oplist.layer_ops: its attention half, its FFN half and the dcp gather) counted (op_launches) times its layers
-    and the micro-batches, over the pp stages. Remembered per step prefix (ops.step_fn's number, in the Context's
-    memo_keys as "step") and launch_key, and each half across plans (_half_launches); the count is a function of
-    those alone (tests/perf/test_eager_host.py checks it against the op list). A Context that no step_fn made
-    counts afresh."""
-    number = c.memo_keys.get("step")
+    and the micro-batches, over the pp stages. Remembered (_stage_key) and each half across plans
+    (_half_launches); tests/perf/test_eager_host.py checks the count against the op list. A Context that no step
+    costed counts afresh."""
     step_key = launch_key(c, x)
-    key = None if number is None else (number, *step_key)
+    parts: dict = {True: (x, step_key)}  # in_prefill -> (the layer's input, its launch_key): each worked out once
+    if x.prefill_tokens:  # the decode part a layer outside prefill runs (layer_input), in the key (_stage_key)
+        part_x = decode_part(x)
+        parts[False] = (part_x, launch_key(c, part_x))
+    key = _stage_key(c, step_key, parts)
     hit = None if key is None else _LAUNCHES.get(key)
     if hit is None:
         launches = 0.0
-        parts: dict = {}  # in_prefill -> (the layer's input, its launch_key): each worked out once
         for layer, count in groups:
             part = parts.get(layer.in_prefill)
             if part is None:
                 part_x = layer_input(layer, x)
-                part = parts[layer.in_prefill] = (part_x, step_key if part_x is x else launch_key(c, part_x))
+                part = parts[layer.in_prefill] = (part_x, launch_key(c, part_x))
             launches += count * _half_launches(c, "attention", layer.attention, *part)
             launches += count * _half_launches(c, "ffn", layer.ffn, *part)
         hit = launches * micro_batches(c) / c.phase.pp
         if key is not None:
             _LAUNCHES.put(key, hit)
     return hit
+
+
+def _stage_key(c: Context, step_key: tuple, parts: dict) -> tuple | None:
+    """stage_launches' memo key: what its count reads, field by field. The layer kinds (`groups`: the caller's
+    layers.layer_groups(c.model), as ops.step_fn passes them); each half's launches, which _half_launches keys on
+    the half's prefix number (memo_keys "attention" / "ffn": both hold id(c.model), the layer kinds' owner), the
+    layer kind and its input's launch_key: the step's for the layers in prefill, its decode part's for the others
+    (which the step's fixes without prompt tokens, not with them: the fused-norm row rule then reads the decode
+    rows alone); micro_batches (overlap.two_batch) and pp. Plans that differ in what no half's launches read (the
+    box, NCCL, batching, the collectives' algorithms) share it. Without both prefixes (a Context no step costed,
+    or vllm-ascend's FFN half, costed without ffn_kernel_terms): the step's number (ops.step_fn) in their place,
+    or None (counted afresh)."""
+    part = parts.get(False)
+    part_key = None if part is None else part[1]  # parts[False] is set where the step has prompt tokens
+    memo_keys = c.memo_keys
+    attention, ffn = memo_keys.get("attention"), memo_keys.get("ffn")
+    if attention is not None and ffn is not None:
+        return (attention, ffn, c.phase.overlap.two_batch, c.phase.pp, step_key, part_key)
+    number = memo_keys.get("step")
+    return None if number is None else (number, step_key, part_key)
 
 
 def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> float:

@@ -19,7 +19,7 @@ view, one more copy of the gathered logits when there is more than one row.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from autotune.perf import precision
 from autotune.perf.opcore import Context, Op, _act_bytes, _collective, _gemm, _op_new, _tile_speed
@@ -38,8 +38,10 @@ def head_ops(c: Context, rows: float) -> list[Op]:
     return head_kernel_ops(c, rows) + logits_gather_ops(c, rows)
 
 
-class HeadShape(NamedTuple):
-    """The step-independent parts of head_kernel_ops under one Context (head_shape)."""
+@dataclass(frozen=True, slots=True)
+class HeadShape:
+    """The step-independent parts of head_kernel_ops under one Context (head_shape). Slots, like
+    ffn_shape.FfnShape: its fields are read by name."""
 
     over_dp: bool  # sharding.head_over_dp: vocab-parallel over all tp x dp ranks
     source: str  # "dp_lm_head" under attention DP, else "tp"

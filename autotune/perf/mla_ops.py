@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from autotune.perf import mla, precision, rates, tiles
 from autotune.perf.layers import attended_entries
-from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _tile_speed
+from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _op_new, _tile_speed
 from autotune.specs import AttentionSpec
 
 
@@ -53,14 +53,18 @@ def module_ops(ops: list, att: AttentionSpec, rows: float, shape: AttentionShape
     of the `rows` run the absorbed path (decode rows, and short prefills where absorbed_prefill), their query
     concatenated first where `concat` (Context.mla_query_concat)."""
     k = mla.module_kernels(att, rows, shape.heads_per_rank, shape.rep_n, absorbed_rows, precision.ACTIVATION_BYTES)
-    ops.append(Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels, "mla q_a/kv_a norms"))
-    ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels, "mla rope"))
+    # Ops made as tuples (opcore._op_new): this runs for every projection terms' miss of an absorbed-MLA model
+    ops.append(_op_new(Op, ("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, k.norm_bytes, k.norm_kernels,
+                            "mla q_a/kv_a norms", 1.0, ())))  # fmt: skip
+    ops.append(_op_new(Op, ("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, k.rope_bytes, k.rope_kernels,
+                            "mla rope", 1.0, ())))  # fmt: skip
     if k.absorb_gemms:  # the W_UK_T / W_UV batched GEMMs on the absorbed rows, in bf16 (mla.py)
-        ops.append(Op("gemm", "bf16", rates.m_bucket(absorbed_rows), absorbed_rows, 0.0, 0.0, k.absorb_flops,
-                      k.absorb_bytes, k.absorb_gemms, "mla absorb"))  # fmt: skip
+        ops.append(_op_new(Op, ("gemm", "bf16", rates.m_bucket(absorbed_rows), absorbed_rows, 0.0, 0.0,
+                                k.absorb_flops, k.absorb_bytes, k.absorb_gemms, "mla absorb", 1.0, ())))  # fmt: skip
     if absorbed_rows and concat:  # the decode backend joins the latent query and its rope part (mla.py)
         nbytes = mla.query_concat_bytes(att, absorbed_rows, shape.heads_per_rank, precision.ACTIVATION_BYTES)
-        ops.append(Op("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0, "mla query concat"))
+        ops.append(_op_new(Op, ("elementwise", "bf16", "any", absorbed_rows, 0.0, 0.0, 0.0, nbytes, 1.0,
+                                "mla query concat", 1.0, ())))  # fmt: skip
 
 
 def split_projections(att: AttentionSpec, shape: AttentionShape, rows: float, absorbed_rows: float, tp: int,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from autotune.perf import efficiency as eff
 from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf.attention_shape import _attention_shape, _fa3_paged
 from autotune.perf.dp_gather import DpGather, dp_pair
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
 from autotune.perf.layers import attended_entries, indexer_scored
@@ -69,65 +70,6 @@ def speculation(phase: PhasePlan, family: str = "", acceptance: float = 0.0) -> 
     return k + 1, (1.0 - a ** (k + 1)) / (1.0 - a)
 
 
-def _attention_shape(c: Context, att: AttentionSpec) -> AttentionShape:
-    """The parts of the attention ops (_projection_ops, _kernel_ops) that depend on the Context and the layer kind
-    only, computed once per (Context, attention spec): remembered by the spec's id, which the Context's model keeps
-    alive."""
-    hit = c.attention_shapes.get(id(att))
-    if hit is not None and hit[0] is att:
-        return hit[1]
-    phase, hidden = c.phase, c.model.hidden_size
-    tp = phase.tp
-    w_bytes = c.dense_bytes
-    split = att.params - att.replicated_params
-    rep = att.replicated_params
-    kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
-    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
-    shape = AttentionShape(
-        split_n=split / tp / hidden if hidden else 0.0,
-        split_flops=2 * split,
-        split_bytes=split * w_bytes / tp,
-        split_count=3 if rep else 2,
-        rep=rep,
-        rep_n=rep / hidden if hidden else 0.0,
-        rep_bytes=rep * w_bytes,
-        heads_per_rank=att.num_heads / tp,
-        index_heads_per_rank=att.index_heads / tp,
-        kv_shard=kv_shard,
-        decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
-        score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=quants * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
-        if c.dense_quant_bytes
-        else 0.0,
-        q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
-        kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
-        q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),
-        cache_row_bytes=att.kv_elems_per_token / kv_shard * (precision.ACTIVATION_BYTES + c.kv_elem_bytes),
-        prefill_speed=c.attention_speed * _prefill_head_dim_speed(c, att),
-    )
-    c.attention_shapes[id(att)] = (att, shape)
-    return shape
-
-
-def _prefill_head_dim_speed(c: Context, att: AttentionSpec) -> float:
-    """rates.prefill_head_dim_speed (times the FP8 kernel's speed where it runs in FP8) for a dense-prefix attention
-    (every entry of the prefix, no compression or indexer: FlashAttention's varlen prefill); 1 for the sparse /
-    compressed kernels."""
-    if att.compress_ratio != 1 or att.index_heads:
-        return 1.0
-    probed = c.table.get("attention", "bf16", "prefill").provenance.startswith("probe")
-    speed = rates.prefill_head_dim_speed(c.table.arch, att.score_dim / 2, probed, c.table.tensor_rate_ratio)
-    speed *= c.fp8_prefill_speed  # FA3 on FP8 inputs (opcore._fp8_prefill_speed), 1 elsewhere
-    return speed * rates.FA3_PAGED_KV_PREFILL_SPEED if _fa3_paged(c, att) and not probed else speed
-
-
-def _fa3_paged(c: Context, att: AttentionSpec) -> bool:
-    """True when the layer's prefill attention is FA3 reading a paged KV cache of short pages (Context
-    .fa3_paged_prefill; a latent-KV layer's prefill attends its up-projected, contiguous keys instead)."""
-    return c.fa3_paged_prefill and not att.latent_shared and att.compress_ratio == 1 and not att.index_heads
-
-
 def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, absorbed_rows: float) -> None:
     """The attention half's ops before its kernels (attention_parts): projections (split over TP, but MLA's q_a /
     kv_a replicated: `replicated_params`) on the busiest DP rank's `rows` (attention_rows), their quant kernels, an
@@ -146,20 +88,22 @@ def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, abso
     split_bytes += _act_bytes(rows, split_n, hidden, count, c.act_in_bytes)
     split_speed = dense_speed * _tile_speed(c, dense_dtype, rows, split_n / count)
     ops.append(
-        Op("gemm", dense_op_dtype(c), bucket, rows, split_n, hidden, split_flops, split_bytes, count, "tp", split_speed)
+        _op_new(Op, ("gemm", dense_op_dtype(c), bucket, rows, split_n, hidden, split_flops, split_bytes, count, "tp",
+                     split_speed, ()))
     )  # fmt: skip
     _gemm_waves(ops, c, dense_dtype, rows, split_n / count, count, "tp")
     if shape.quant_count:  # the projections' inputs (hidden rows; o_proj's per-rank width is taken as hidden), _quant
         ops.append(
-            Op("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes, shape.quant_count,
-               "kernels.gemm_dtype")
+            _op_new(Op, ("quant", "bf16", "any", rows, 0.0, hidden, 0.0, rows * shape.quant_row_bytes,
+                         shape.quant_count, "kernels.gemm_dtype", 1.0, ()))
         )  # fmt: skip
     if shape.rep:  # every TP rank runs the whole down-projection on all its group's rows
         rep_flops = 2 * shape.rep * rows
         rep_bytes = shape.rep_bytes + _act_bytes(rows, shape.rep_n, hidden, 1.0, c.act_in_bytes)
         ops.append(
-            Op("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
-               "tp (replicated q_a/kv_a)", dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden))
+            _op_new(Op, ("gemm", dense_op_dtype(c), bucket, rows, shape.rep_n, hidden, rep_flops, rep_bytes, 1,
+                         "tp (replicated q_a/kv_a)",
+                         dense_speed * _tile_speed(c, dense_dtype, rows, shape.rep_n, hidden), ()))
         )  # fmt: skip
         _gemm_waves(ops, c, dense_dtype, rows, shape.rep_n, 1.0, "tp (replicated q_a/kv_a)")
     if mla.is_absorbed_mla(att):  # the module's norms, RoPE and absorbed kv_b launches (perf/mla.py)
@@ -167,8 +111,8 @@ def _projection_ops(ops: list, c: Context, att: AttentionSpec, rows: float, abso
     if att.kind == "gqa":  # RoPE on q and k, its own kernel in both engines (opcore.rope_op)
         ops.append(rope_op(rows, shape, att.score_dim / 2))
     if shape.cache_row_bytes:  # the new tokens' K/V written to the paged cache, its own kernel in both engines
-        ops.append(Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes, 1.0,
-                      "kv cache write"))  # fmt: skip
+        ops.append(_op_new(Op, ("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, rows * shape.cache_row_bytes,
+                                1.0, "kv cache write", 1.0, ())))  # fmt: skip
 
 
 def _absorbed_rows(att: AttentionSpec, x: StepInput, dp: int, absorbed_prefill: bool) -> float:
@@ -207,8 +151,8 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
         fill, launches = fa2_decode.decode_op_fill(ops, c, att, shape, seqs, x)
         ops.append(
-            Op("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches, "kernels.attention",
-               c.attention_speed * fill)
+            _op_new(Op, ("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches,
+                         "kernels.attention", c.attention_speed * fill, ()))
         )  # fmt: skip
         if not att.latent_shared:  # one CTA per (sequence, KV head) once the batch fills the SMs (tiles.py)
             ctas = tiles.attention_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
@@ -239,8 +183,8 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
     if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA
         speed *= prefill_fill(c, att, speed, shape.q_per_kv, tokens_per_rank, x.prefill_ctx, entries, flops, nbytes)
     ops.append(  # one kernel: FA splits a prompt's KV only below 0.8 of the SMs' tiles (tiles.PREFILL_LAUNCHES)
-        Op("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
-           "kernels.attention", speed)
+        _op_new(Op, ("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
+                     "kernels.attention", speed, ()))
     )  # fmt: skip
     if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
@@ -258,7 +202,8 @@ def _attention_waves(ops: list, c: Context, ctas: float, bucket: str = "wave") -
     `attention/bf16/paged_wave` for FA3's prefill over short KV pages)."""
     waves = tiles.attention_waves(ctas, c.sms)
     if waves:
-        ops.append(Op("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves, "kernels.attention (CTA waves)"))
+        ops.append(_op_new(Op, ("attention", "bf16", bucket, ctas, 0.0, 0.0, 0.0, 0.0, waves,
+                                "kernels.attention (CTA waves)", 1.0, ())))  # fmt: skip
 
 
 def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) -> None:
@@ -351,8 +296,13 @@ def _fused_norms(c: Context, ffn: FfnSpec, dense: str, rows: float) -> int:
 
 
 def layer_input(layer: LayerSpec, x: StepInput) -> StepInput:
-    """The part of the step a layer runs: layers outside prefill (V4 CED) see only the decode rows."""
-    return x if layer.in_prefill else StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)
+    """The part of the step a layer runs: layers outside prefill (V4 CED) see only the decode rows (decode_part)."""
+    return x if layer.in_prefill else decode_part(x)
+
+
+def decode_part(x: StepInput) -> StepInput:
+    """The step's decode rows alone: what a layer outside prefill runs (layer_input)."""
+    return StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width)
 
 
 def step_tokens(x: StepInput) -> float:
@@ -461,7 +411,7 @@ def ffn_norm_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     if kernels <= 0:
         return []
     nbytes = kernels * ADD_NORM_PASSES * rows * c.model.hidden_size * precision.ACTIVATION_BYTES
-    return [Op("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion")]
+    return [_op_new(Op, ("norm", "bf16", "fused_add", rows, 0.0, 0.0, 0.0, nbytes, float(kernels), "fusion", 1.0, ()))]
 
 
 def dcp_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
