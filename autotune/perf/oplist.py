@@ -211,6 +211,9 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             if c.fa2_decode and not fa2_decode.swapped(att, shape, x):  # FA2 unswapped: one per query head too
                 ctas = tiles.fa2_unpacked_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+        elif c.mla_decode_fixed_waves and mla.is_absorbed_mla(att):  # the MLA kernel's barrier + merge (tiles.py)
+            ops.append(Op("attention", "bf16", "wave", queries, 0.0, 0.0, 0.0, 0.0, c.mla_decode_fixed_waves,
+                          "kernels.attention (MLA decode fixed time)"))  # fmt: skip
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
     elif x.prefill_tokens:
