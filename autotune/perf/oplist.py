@@ -211,7 +211,8 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             if c.fa2_decode and not fa2_decode.swapped(att, shape, x):  # FA2 unswapped: one per query head too
                 ctas = tiles.fa2_unpacked_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
-        elif c.mla_decode_fixed_waves and mla.is_absorbed_mla(att):  # the MLA kernel's barrier + merge (tiles.py)
+        elif c.mla_decode_fixed_waves and mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
+            # the dense MLA kernel's fixed time beyond the attention floor (tiles.MLA_DECODE_FIXED_US)
             ops.append(Op("attention", "bf16", "wave", queries, 0.0, 0.0, 0.0, 0.0, c.mla_decode_fixed_waves,
                           "kernels.attention (MLA decode fixed time)"))  # fmt: skip
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)

@@ -67,3 +67,12 @@ def test_fixed_time_matters_less_as_the_work_grows():
     c, ops = _attention("flashinfer", StepInput(decode_seqs=64, decode_ctx=32768))
     fixed = cost_ops(c, [op for op in ops if op.source == SOURCE]).time_s
     assert fixed / cost_ops(c, ops).time_s < 0.01
+
+
+def test_sparse_mla_layer_keeps_the_floor():
+    """A DSA layer (GLM-5.3: an indexer, sparse attended set) runs another kernel than the dense MLA one timed."""
+    glm = load_model("glm-5.3")
+    att = next(layer.attention for layer in glm.layers if layer.attention.index_heads)
+    c = context(glm, PhasePlan(gpus=(0,), kernels=Kernels(attention="flashinfer")), "sglang", H200, (0,))
+    ops = attention_ops(c, att, StepInput(decode_seqs=2, decode_ctx=1024))
+    assert not [op for op in ops if op.source == SOURCE]
