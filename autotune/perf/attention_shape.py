@@ -3,7 +3,7 @@ op builders of perf/oplist.py, remembered per Context and across Contexts of one
 
 from __future__ import annotations
 
-from autotune.perf import precision, rates
+from autotune.perf import mla, precision, rates
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.opcore import AttentionShape, Context
 from autotune.specs import AttentionSpec
@@ -43,7 +43,8 @@ def _shape(c: Context, att: AttentionSpec) -> AttentionShape:
     split = att.params - att.replicated_params
     rep = att.replicated_params
     kv_shard = 1 if att.latent_shared else min(tp, att.num_kv_heads)
-    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
+    q_width = mla.query_quant_width(att, rep / hidden, hidden) if hidden else 0.0  # MLA q_b's input, mla.py
+    quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 3 if q_width else 2)
     shape = AttentionShape(
         split_n=split / tp / hidden if hidden else 0.0,
         split_flops=2 * split,
@@ -57,10 +58,8 @@ def _shape(c: Context, att: AttentionSpec) -> AttentionShape:
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,
-        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input
-        quant_row_bytes=quants * (hidden * (precision.ACTIVATION_BYTES + c.dense_quant_bytes) + 4.0)
-        if c.dense_quant_bytes
-        else 0.0,
+        quant_count=float(quants) if c.dense_quant_bytes else 0.0,  # q/kv (or q_a+kv_a) input, o_proj input, q_b's
+        quant_row_bytes=precision.quant_row_bytes(quants, hidden, q_width, c.dense_quant_bytes),
         q_o_bytes=att.num_heads / tp * (att.score_dim_decode or att.score_dim) * precision.ACTIVATION_BYTES,
         kv_heads_per_rank=max(1.0, att.num_kv_heads / tp),
         q_per_kv=att.num_heads / tp / max(1.0, att.num_kv_heads / tp),

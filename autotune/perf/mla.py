@@ -147,3 +147,21 @@ def prefill_kernels(att: AttentionSpec, tokens: float, heads_per_rank: float, ac
     concat = tokens * (heads_per_rank * (2 * k_width - ROPE_DIM) + ROPE_DIM) * act_bytes
     copy = 2 * tokens * heads_per_rank * v_width * act_bytes if output_copy else 0.0
     return PrefillKernels(concat, copy)
+
+
+def query_quant_width(att: AttentionSpec, down_width: float, hidden: int) -> float:
+    """The input width of the split query projection of an absorbed-MLA layer, which an FP8 checkpoint quantises in a
+    kernel of its own besides the down-projections' and o_proj's inputs: q_b reads q_a_layernorm's bf16 output,
+    q_lora wide (the replicated down-projections' width `down_width` less the latent KV's, kv_lora + ROPE_DIM);
+    without a query down-projection q_proj reads the hidden rows. SGLang 0.5.23: every block-FP8 linear quantises
+    its input first (srt/layers/quantization/fp8_utils.py:1556-1578, sglang_per_token_group_quant_fp8 then
+    DeepGEMM), q_b_proj runs on the norm's output (srt/models/deepseek_v2.py:2565-2570), and the RMSNorm fuses only
+    a static per-tensor quant (srt/layers/layernorm.py:554-567); DeepSeek's own H800 decode trace times it as its
+    own kernel (calibration.yaml trace-deepseek-h800-decode-kernels: q_b_quant 2 us). vLLM the same by the op
+    list's reading of FP8 quants (precision.standalone_quants). On a DSA layer (GLM-5.x) the replicated width also
+    holds the indexer's projections, whose own quant kernels are not modelled: the wider read stands in for them.
+    Reads only fields the projection memo keys (halves.PROJECTION_FREE). 0 for other layers."""
+    if not is_absorbed_mla(att) or not att.replicated_params:
+        return 0.0
+    q_lora = down_width - ((att.score_dim_decode - ROPE_DIM) / 2 + ROPE_DIM)
+    return q_lora if q_lora > 0 else float(hidden)

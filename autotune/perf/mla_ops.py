@@ -38,7 +38,7 @@ def absorbed_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput
     whole = attended_entries(att, x.prefill_ctx + rows / 2)  # the last row's prefix: a sequence's whole KV
     nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.decode_shard
     nbytes += tokens * shape.q_o_bytes
-    if with_decodes:  # the decode op _kernel_ops just appended (a latent-KV layer appends no wave op after it)
+    if with_decodes:  # the decode op _kernel_ops appended (by bucket: an MLA fixed-time wave op may follow it)
         i = next(j for j in range(len(ops) - 1, -1, -1) if ops[j].kind == "attention" and ops[j].bucket == "decode")
         decode = ops[i]
         ops[i] = decode._replace(m=decode.m + tokens, flops=decode.flops + flops, nbytes=decode.nbytes + nbytes)

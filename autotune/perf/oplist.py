@@ -150,6 +150,9 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             splits = mla.triton_decode_splits(x.decode_ctx / c.phase.dcp, c.sms, c.triton_mla_split_tokens)
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
         fill, launches = fa2_decode.decode_op_fill(ops, c, att, shape, seqs, x)
+        fixed_waves = c.mla_decode_fixed_waves and mla.is_absorbed_mla(att) and att.compress_ratio == 1
+        if fixed_waves and not att.index_heads:  # one cooperative launch (tiles.MLA_DECODE_FIXED_US)
+            launches = 1.0
         ops.append(
             _op_new(Op, ("attention", "bf16", "decode", queries, 0.0, 0.0, flops, nbytes, launches,
                          "kernels.attention", c.attention_speed * fill, ()))
@@ -159,6 +162,10 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             if c.fa2_decode and not fa2_decode.swapped(att, shape, x):  # FA2 unswapped: one per query head too
                 ctas = tiles.fa2_unpacked_ctas(seqs, x.decode_width, shape.kv_heads_per_rank, shape.q_per_kv)
             _attention_waves(ops, c, ctas)
+        elif fixed_waves and not att.index_heads:
+            # the dense MLA kernel's fixed time beyond the attention floor (tiles.MLA_DECODE_FIXED_US)
+            ops.append(Op("attention", "bf16", "wave", queries, 0.0, 0.0, 0.0, 0.0, c.mla_decode_fixed_waves,
+                          "kernels.attention (MLA decode fixed time)"))  # fmt: skip
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
     elif x.prefill_tokens:

@@ -87,3 +87,15 @@ def standalone_quants(compute: str, fmt: str, inputs: int) -> int:
     if compute == "fp4" and fmt == "nvfp4":
         return min(inputs, 1)
     return inputs
+
+
+def quant_row_bytes(quants: int, hidden: int, q_width: float, quant_bytes: float) -> float:
+    """Bytes a row moves through an attention half's `quants` activation-quant kernels (bf16 read, quantised write
+    and a 4-byte scale each): two of hidden width (the q/kv or q_a+kv_a input; o_proj's per-rank input is taken as
+    hidden), and a third of `q_width` (an MLA q_b's input, mla.query_quant_width) where one runs on its own; 0
+    without activation quantisation (`quant_bytes` 0)."""
+    if not quant_bytes:
+        return 0.0
+    if quants <= 2:
+        return quants * (hidden * (ACTIVATION_BYTES + quant_bytes) + 4.0)
+    return 2 * (hidden * (ACTIVATION_BYTES + quant_bytes) + 4.0) + (q_width * (ACTIVATION_BYTES + quant_bytes) + 4.0)

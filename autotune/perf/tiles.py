@@ -116,6 +116,18 @@ PACKED_GQA_PREFILL_ARCHS = ("sm_90", "sm_100")
 # (vLLM's sm_100 FLASHINFER_MLA: its trtllm-gen tile is not in the Python source).
 MLA_DECODE_Q_TILE = {("auto", "sm_90"): 64, ("flashinfer", "sm_90"): 64}
 TRITON_MLA_HEAD_BLOCK = 16
+# Fixed time of one latent-MLA decode call, us, where a public figure gives it: FlashInfer's sm_90 MLA kernel
+# (BatchMLAPagedAttentionWrapper backend "auto" = its FA3 template on sm_90, what SGLang's flashinfer MLA backend
+# builds, srt/layers/attention/flashinfer_mla_backend.py:305-307 and :355-363) is one cooperative launch whose CTAs
+# compute the KV splits, meet at a grid-wide barrier and merge the partial outputs (include/flashinfer/attention/
+# mla_hopper.cuh: grid.sync() then DevicePersistentMergeStates). calibration.yaml kernel-flashinfer-mla-sm90-h200
+# (sword-k-w/flashinfer-mla, H200, BF16, 128 heads, 512 + 64 latent, page 64, under a CUDA graph): 14.87 us at
+# 2 sequences x 1,024 keys, of which the op list's FLOP / byte terms are ~1 us: 13.9 us fixed (its attention stage
+# alone 9.19, its merge alone 5.36), against the floor (rates.MIN_US["attention"] a kernel) the op list charges every
+# decode kernel. The call is one cooperative launch (KV splits, grid barrier, merge: flashinfer mla_hopper.cuh), so
+# the op list counts it as one kernel (oplist._kernel_ops), not ATTENTION_DECODE_LAUNCHES' split kernel and combine.
+# Other (kernel, arch): the floor alone.
+MLA_DECODE_FIXED_US = {("flashinfer", "sm_90"): 13.9}
 
 
 def mla_decode_q_tile(kernel: str, arch: str) -> int:
@@ -123,6 +135,13 @@ def mla_decode_q_tile(kernel: str, arch: str) -> int:
     if kernel == "triton" and arch.startswith("sm_"):
         return TRITON_MLA_HEAD_BLOCK
     return MLA_DECODE_Q_TILE.get((kernel, arch), 0)
+
+
+def mla_decode_fixed_waves(kernel: str, arch: str, floor_us: float) -> float:
+    """The latent-MLA decode kernel's fixed time beyond the attention floor `floor_us` (MLA_DECODE_FIXED_US), in
+    waves of CTA_FIXED_US (the unit of the op list's zero-work attention `wave` terms); 0 where none is known."""
+    fixed = MLA_DECODE_FIXED_US.get((kernel, arch), 0.0)
+    return (fixed - floor_us) / CTA_FIXED_US if fixed > floor_us else 0.0
 
 
 def padded_rows(rows: float, tile: int) -> float:

@@ -842,6 +842,7 @@ def rows() -> list[Row]:
     out += sm80_rows()  # sm80-25
     out += arn25_rows()
     out += op28_rows()
+    out += sgmla28_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1288,6 +1289,7 @@ def apart_rows() -> list[Row]:
     out += sm80_apart_rows()  # sm80-25
     out += fused_ar_norm_apart_rows() + arn25_apart_rows()  # arn24, arn25
     out += hop28_apart_rows()  # hop28
+    out += sgmla28_apart_rows()  # sgmla28
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -2021,6 +2023,51 @@ def op28_rows() -> list[Row]:
         for m, us in VLLM40542_DEFAULT_US.items()
     ]  # fmt: skip
 
+
+# sgmla28: FlashInfer's sm_90 MLA decode on an H200 (calibration.yaml kernel-flashinfer-mla-sm90-h200), us per call:
+# (sequences, query tokens a sequence, keys) -> the stock fused kernel's time
+FI_MLA_H200_US = {(2, 1, 1024): 14.87, (64, 1, 32768): 1166.49, (64, 4, 32768): 4113.65, (2, 1, 1048576): 1095.39}
+
+
+def fi_mla_h200_us(seqs: int, width: int, keys: int) -> Callable[[], float]:
+    """The op list's decode attention ops (the kernel and its fixed-time term) of DeepSeek-V3 at TP1 on the H200
+    preset, BF16 latent KV, SGLang with kernels.attention flashinfer: `seqs` sequences of `width` query tokens over
+    `keys` cached keys."""
+
+    def run() -> float:
+        m = dataclasses.replace(model("deepseek-v3"), dense_dtype="bf16")
+        kernels = Kernels(attention="flashinfer", kv_cache_dtype="auto")
+        c = opcore.context(m, PhasePlan(gpus=(0,), kernels=kernels), "sglang", box("h200-x8"), (0,))
+        x = opcore.StepInput(decode_seqs=seqs, decode_ctx=float(keys), decode_width=width)
+        ops = [op for op in oplist.attention_ops(c, m.layers[-1].attention, x) if op.kind == "attention"]
+        return cost_ops(c, ops).time_s * 1e6
+
+    return run
+
+
+def sgmla28_rows() -> list[Row]:
+    """sgmla28: the long rows of kernel-flashinfer-mla-sm90-h200 (the short one is the fixed time's source: APART)."""
+    return [
+        Row("kernel-flashinfer-mla-sm90-h200", f"H200 FlashInfer MLA decode 128 heads B={b} Sq={w} Sk={k}", "us", us,
+            fi_mla_h200_us(b, w, k))
+        for (b, w, k), us in FI_MLA_H200_US.items() if k > 1024
+    ]  # fmt: skip
+
+
+def sgmla28_apart_rows() -> list[Row]:
+    """sgmla28: the short row of kernel-flashinfer-mla-sm90-h200, the source of tiles.MLA_DECODE_FIXED_US (APART)."""
+    return [
+        Row("kernel-flashinfer-mla-sm90-h200", f"H200 FlashInfer MLA decode 128 heads B={b} Sq={w} Sk={k}", "us", us,
+            fi_mla_h200_us(b, w, k))
+        for (b, w, k), us in FI_MLA_H200_US.items() if k <= 1024
+    ]  # fmt: skip
+
+
+APART += (
+    " kernel-flashinfer-mla-sm90-h200 B=2 Sk=1024: the source of tiles.MLA_DECODE_FIXED_US[flashinfer, sm_90] itself"
+    " (14.87 us less the ~1 us of work the op list prices there), so the row matches by construction; shown, not"
+    " counted (its long rows are counted, sgmla28)."
+)
 
 # hst28: component timings of the engines' per-step host loops (calibration.yaml, the hst28 block)
 NOT_EXPRESSIBLE += [
