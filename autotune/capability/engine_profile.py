@@ -75,7 +75,7 @@ FusedAllReduceDispatch = Callable[[str, int, str], "AllReducePath | None"]
 
 
 class DpStep(NamedTuple):
-    """What an engine's attention-DP gather rule (EngineProfile.dp_gather) reads of one step (perf/sharding.dp_gather
+    """What an engine's attention-DP gather rule (EngineProfile.dp_gather) reads of one step (perf/dp_gather.dp_gather
     builds it)."""
 
     prompt: bool  # some DP rank runs prompt tokens (an extend or mixed batch)
@@ -207,7 +207,7 @@ class EngineProfile:
     # moves the rows quantised for the expert GEMMs (with the routing's ids and weights) rather than bf16 hidden
     # states (perf/sharding.dispatch_act_bytes); None: bf16 rows
     quantised_dp_dispatch: Callable[[str, str, int, int], bool] | None = None
-    # attention DP's gather before the FFN and return after it, by step (DpGatherRule; perf/sharding.dp_gather); None:
+    # attention DP's gather before the FFN and return after it, by step (DpGatherRule; perf/dp_gather.dp_gather); None:
     # an all-gather of the ranks' rows and a reduce-scatter back on every step
     dp_gather: DpGatherRule | None = None
     # how the engine reports its ranks' expert loads to `measure` (measure/expert_load.py): "balancedness_metric" (a
