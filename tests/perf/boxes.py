@@ -28,3 +28,14 @@ def sm80_box(device: str = "a100-sxm-80gb"):
         for a in hw.accelerators
     )  # fmt: skip
     return dataclasses.replace(hw, name=f"{device} (test)", accelerators=gpus, measured=None, corrections={})
+
+
+def mha_model(model):
+    """The model with as many KV heads as query heads in every layer (an MHA layer, as op_check builds its MHA rows)."""
+    att = model.layers[0].attention
+    hd = att.score_dim // 2
+    mha = dataclasses.replace(
+        att, num_kv_heads=att.num_heads, kv_elems_per_token=2 * att.num_heads * hd,
+        kv_read_elems_per_token=2 * att.num_heads * hd,
+    )  # fmt: skip
+    return dataclasses.replace(model, layers=tuple(dataclasses.replace(la, attention=mha) for la in model.layers))

@@ -5,8 +5,6 @@ prefill call is one (tiles.PREFILL_LAUNCHES)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from autotune.catalog import load_model, load_preset
@@ -14,7 +12,7 @@ from autotune.perf import eager_host, tiles
 from autotune.perf.opcore import StepInput, context
 from autotune.perf.oplist import attention_ops
 from autotune.specs import Kernels, PhasePlan
-from tests.perf.boxes import sm80_box
+from tests.perf.boxes import mha_model, sm80_box
 
 LLAMA70 = load_model("llama-3.1-70b")  # 64 query heads, 8 KV heads
 TP8 = PhasePlan(gpus=tuple(range(8)), tp=8, kernels=Kernels())
@@ -26,21 +24,11 @@ def _kernel_ops(c, x):
     return [op for op in ops if op.kind == "attention" and op.bucket in ("decode", "prefill")]
 
 
-def _mha(model):
-    att = model.layers[0].attention
-    hd = att.score_dim // 2
-    mha = dataclasses.replace(
-        att, num_kv_heads=att.num_heads, kv_elems_per_token=2 * att.num_heads * hd,
-        kv_read_elems_per_token=2 * att.num_heads * hd,
-    )  # fmt: skip
-    return dataclasses.replace(model, layers=tuple(dataclasses.replace(la, attention=mha) for la in model.layers))
-
-
 CASES = (
     (LLAMA70, "h200-x8", "vllm"),
     (LLAMA70, "h200-x8", "sglang"),
     (LLAMA70, "a100", "vllm"),
-    (_mha(LLAMA70), "a100", "vllm"),
+    (mha_model(LLAMA70), "a100", "vllm"),
     (load_model("deepseek-v3"), "h200-x8", "sglang"),
     (load_model("deepseek-v4.1-flash"), "rtx-pro-6000-x8", "vllm"),
 )
@@ -85,7 +73,7 @@ def test_a_split_decode_call_launches_its_combine_on_the_host_too():
 def test_fa2_unsplit_is_one_launch_and_one_kernel_floor():
     """An MHA decode on vLLM's FA2 never splits (tiles.py): one kernel, no combine, on the host and in the floor
     (old: half a launch on the host)."""
-    c = context(_mha(LLAMA70), TP8, "vllm", sm80_box(), TP8.gpus)
+    c = context(mha_model(LLAMA70), TP8, "vllm", sm80_box(), TP8.gpus)
     (decode,) = _kernel_ops(c, StepInput(decode_seqs=1.0, decode_ctx=32768.0))
     assert eager_host.op_launches([decode]) == 1.0
     assert decode.count * c.table.get("attention", "bf16", "decode").min_us == pytest.approx(3.0)

@@ -15,23 +15,11 @@ from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops
 from autotune.perf.ops import StepInput
 from autotune.specs import Kernels, PhasePlan
-from tests.perf.boxes import sm80_box
+from tests.perf.boxes import mha_model, sm80_box
 
 LLAMA70 = load_model("llama-3.1-70b")  # 64 query heads, 8 KV heads, head dim 128
 A100 = sm80_box()
 TP8 = PhasePlan(gpus=tuple(range(8)), tp=8, kernels=Kernels())
-
-
-def _mha(model):
-    """The model with as many KV heads as query heads (an MHA layer, as op_check builds its MHA rows)."""
-    att = model.layers[0].attention
-    hd = att.score_dim // 2
-    mha = dataclasses.replace(
-        att, num_kv_heads=att.num_heads, kv_elems_per_token=2 * att.num_heads * hd,
-        kv_read_elems_per_token=2 * att.num_heads * hd,
-    )  # fmt: skip
-    layers = tuple(dataclasses.replace(layer, attention=mha) for layer in model.layers)
-    return dataclasses.replace(model, layers=layers)
 
 
 def _ops(c, x):
@@ -58,7 +46,7 @@ def test_fa2_is_vllms_auto_kernel_below_hopper_only():
 def test_mha_decode_runs_one_unsplit_cta_per_head():
     """MHA never swaps, so never splits: a sequence's 8 heads on a rank are 8 CTAs each streaming their KV alone
     (old: the full decode bandwidth, as if split over the SMs), one launch without a combine."""
-    c = context(_mha(LLAMA70), TP8, "vllm", A100, TP8.gpus)
+    c = context(mha_model(LLAMA70), TP8, "vllm", A100, TP8.gpus)
     op = _decode(_ops(c, StepInput(decode_seqs=1, decode_ctx=32768)))
     assert op.speed == pytest.approx(c.attention_speed * _fill(c, 8))
     assert op.speed < c.attention_speed / 4
@@ -92,7 +80,7 @@ def test_a_longer_query_in_the_call_leaves_gqa_unswapped_and_unsplit(x):
 
 
 def test_sglang_and_fa3_decodes_are_unchanged():
-    c = context(_mha(LLAMA70), TP8, "sglang", A100, TP8.gpus)  # FlashInfer splits to fill the SMs
+    c = context(mha_model(LLAMA70), TP8, "sglang", A100, TP8.gpus)  # FlashInfer splits to fill the SMs
     op = _decode(_ops(c, StepInput(decode_seqs=1, decode_ctx=32768)))
     assert op.speed == c.attention_speed and op.count == tiles.ATTENTION_DECODE_LAUNCHES  # split kernel + combine
 
