@@ -254,8 +254,10 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
 _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
 
 
-def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple]:
-    """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops), off vllm-ascend, remembered across plans. The
+def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tuple, float, float]:
+    """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops, and the compute and memory seconds _add_terms sums
+    over both at times 1.0, in their order: ops._shared_ffn_cost adds the FFN's collectives between them, which
+    add to neither sum), off vllm-ascend, remembered across plans. The
     key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     the fused-norm limit (Context.fused_norm_max_tokens) and comm.all2all (the fused norms), the dense and expert
@@ -283,9 +285,13 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     hit = _FFN_KERNEL_TERMS.get(key)
     if hit is not None:
         return hit
-    terms = (_op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens)))
-    _FFN_KERNEL_TERMS.put(key, terms)
-    return terms
+    kernels, norms = _op_terms(c, ffn_kernel_ops(c, ffn, tokens)), _op_terms(c, ffn_norm_ops(c, ffn, tokens))
+    compute_s = memory_s = 0.0  # _add_terms' sums at times 1.0 over kernels + norms (its collectives add neither)
+    for _, name, seconds, t_compute in kernels + norms:
+        if name is None:
+            compute_s += t_compute
+            memory_s += seconds - t_compute
+    return _FFN_KERNEL_TERMS.put(key, (kernels, norms, compute_s, memory_s))
 
 
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)

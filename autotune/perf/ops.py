@@ -81,13 +81,24 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None =
 
 def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None = None) -> Cost:
     """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
-    collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms are remembered across plans
-    (_ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are costed per
-    Context, and _add_terms adds all three in that order, as cost_ops would."""
+    collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms and sums are remembered across
+    plans (halves.ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are
+    costed per Context, and the Cost is what _add_terms makes of all three in that order, as cost_ops would."""
     if tokens <= 0 or c.platform is not None:
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
-    kernels, norms = ffn_kernel_terms(c, ffn, tokens)
-    return _add_terms(Cost(), kernels + _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather)) + norms, 1.0)
+    kernels, norms, compute_s, memory_s = ffn_kernel_terms(c, ffn, tokens)
+    comm = _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather))
+    # _add_terms(Cost(), kernels + comm + norms, 1.0) without its loop over the kernels and norms: their compute and
+    # memory sums come remembered (0.0 + s is s: the sums start at 0.0, never -0.0), and the collectives (every op
+    # of ffn_comm_ops) add only their seconds above 0 to comm_s, in order
+    cost = Cost()
+    cost.compute_s, cost.memory_s = compute_s, memory_s
+    comm_s = cost.comm_s
+    for _, name, seconds, _ in comm:
+        if seconds > 0:
+            comm_s[name] = comm_s.get(name, 0.0) + seconds
+    cost.parts += kernels + comm + norms, 1.0
+    return cost
 
 
 def _overlapped_shared(c: Context, ffn: FfnSpec, ops: list) -> Cost:
