@@ -210,6 +210,9 @@ class EngineProfile:
     # attention DP's gather before the FFN and return after it, by step (DpGatherRule; perf/dp_gather.dp_gather); None:
     # an all-gather of the ranks' rows and a reduce-scatter back on every step
     dp_gather: DpGatherRule | None = None
+    # the breakable prefill graph's capture sizes up to a token cap (perf/dp_gather.py buckets, perf/memory.py reserve);
+    # None: the engine captures no prompt graph of bucketed sizes
+    prefill_graph_sizes: Callable[[int], tuple[int, ...]] | None = None
     # how the engine reports its ranks' expert loads to `measure` (measure/expert_load.py): "balancedness_metric" (a
     # Prometheus summary of each pass's mean / max rank load, with its recorder flags), "eplb_log" (EPLB's logged
     # per-step loads: only where the plan runs EPLB), "" (none)

@@ -5,12 +5,12 @@ back on every step (perf/oplist.py _comm_ops)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import lru_cache
 from typing import NamedTuple
 
 from autotune.capability.engine_profile import DpStep
 from autotune.capability.profiles import profile
-from autotune.capability.profiles.sglang_0_5_23 import prefill_graph_sizes
 from autotune.perf import precision
 from autotune.perf.opcore import Context, StepInput, _collective, attention_rows, rank_prompt_tokens
 from autotune.perf.sharding import dp_prefill_apart
@@ -44,10 +44,11 @@ def _facts(c: Context) -> tuple | None:
 
 
 @lru_cache(maxsize=256)
-def _bucket(rows: float, graph_rank_tokens: float) -> int:
-    """The smallest prompt-graph capture size that holds `rows` on a rank (0: none does, the step runs eager)."""
+def _bucket(rows: float, graph_rank_tokens: float, sizes: Callable[[int], tuple[int, ...]] | None) -> int:
+    """The smallest prompt-graph capture size (the profile's `prefill_graph_sizes`) that holds `rows` on a rank (0:
+    none does, or the engine buckets no prompt graph: the step runs eager)."""
     need = -int(-rows // 1)
-    return next((s for s in prefill_graph_sizes(int(graph_rank_tokens)) if s >= need), 0)
+    return next((s for s in sizes(int(graph_rank_tokens)) if s >= need), 0) if sizes else 0
 
 
 def dp_gather(c: Context, x: StepInput, prompt: bool, caps: tuple[float, float]) -> DpGather | None:
@@ -67,7 +68,8 @@ def dp_gather(c: Context, x: StepInput, prompt: bool, caps: tuple[float, float])
     # the busiest rank's rows: a prompt rank apart from its decodes (sharding.dp_prefill_apart) or both together
     longest = max(rank_prompt_tokens(x, dp), decode_rows / dp) if apart and prompt else attention_rows(x, dp)
     graph_tokens = caps[1]
-    bucket = _bucket(longest, graph_tokens / dp) if prompt and 0 < graph_tokens < math.inf else 0
+    sizes = profile(c.engine).prefill_graph_sizes
+    bucket = _bucket(longest, graph_tokens / dp, sizes) if prompt and 0 < graph_tokens < math.inf else 0
     idle = not prompt and decode_rows < dp
     step = DpStep(
         prompt=prompt,

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from autotune.capability.profiles import profile
-from autotune.capability.profiles.sglang_0_5_23 import prefill_graph_sizes
 from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
@@ -270,8 +269,9 @@ def _sglang_reserved_bytes(
         graph_mb += max_bs * 2 + (max_bs * phase.dp * (3 + (1.5 if max_bs > 300 else 0)) if phase.dp > 1 else 0)
     caps = profile(engine).graph_caps
     prefill_graph_tokens = caps(hw.gpu.arch, hw.gpu.memory_gib, model, phase, 1)[1] if caps else 0
-    if role != "decode" and prefill_graph_tokens > 0:
-        sizes = len(prefill_graph_sizes(prefill_graph_tokens))
+    graph_sizes = profile(engine).prefill_graph_sizes
+    if role != "decode" and prefill_graph_tokens > 0 and graph_sizes:
+        sizes = len(graph_sizes(prefill_graph_tokens))
         graph_mb += SGLANG_MLA_PREFILL_GRAPH_MB if model.latent_kv else sizes * SGLANG_PREFILL_GRAPH_MB_PER_SIZE
         graph_mb += SGLANG_DEEPEP_PREFILL_GRAPH_MB if deepep else 0
     working_mb = 512 + 1.5 * activation_tokens + graph_mb

@@ -10,10 +10,11 @@ import dataclasses
 
 import pytest
 
+from autotune.capability.profiles.sglang_0_5_23 import prefill_graph_sizes
 from autotune.catalog import load_preset
 from autotune.catalog.models import load_model
 from autotune.inputs import restrict_gpus
-from autotune.perf.memory import memory_fit, prefill_graph_sizes
+from autotune.perf.memory import memory_fit
 from autotune.specs import Batching, Comm, PhasePlan, Speculative
 
 

@@ -277,6 +277,7 @@ PROFILE = EngineProfile(
     fused_allreduce_path=fused_allreduce_path,
     quantised_dp_dispatch=quantised_dp_dispatch,
     dp_gather=dp_gather,
+    prefill_graph_sizes=prefill_graph_sizes,
     # --expert-balancedness-report-mode prometheus starts the recorder (srt/eplb/expert_distribution.py:232-237) and
     # exports sglang:eplb_balancedness (srt/observability/metrics_collector.py:1025-1030)
     expert_load_report="balancedness_metric",
