@@ -2089,10 +2089,6 @@ NOT_EXPRESSIBLE += [
 ]
 
 
-if __name__ == "__main__":
-    main()
-
-
 # fla29: Gated DeltaNet prefill kernels on a GB200 (calibration.yaml kernel-flashinfer-gdn-prefill-gb200), read on the
 # B200 datasheet box: the FLA Triton chain as SGLang runs it there (fp32 state: gdn_backend.py:191-236 keeps Triton)
 # and FlashInfer's kernel as vLLM runs it (perf/linear_attention.py prefill_path). The op list's scan op alone: the
@@ -2162,3 +2158,7 @@ APART += (
     " 1 x 65,536), which the op list does not price: the step input carries no count of prompts (fla29). Shown to"
     " measure that gap."
 )
+
+
+if __name__ == "__main__":
+    main()
