@@ -261,12 +261,14 @@ PROFILE = EngineProfile(
     states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,
     # Gated DeltaNet prefill (srt/layers/attention/linear/gdn_backend.py forward_extend, :948-1215): the q / k / v
     # split (fused_qkv_split_gdn_prefill, :1085) and the gates (fused_gdn_gating, :943-946, :1165) on either path.
-    # Triton: q and k L2-normalised (kernels/gdn_triton.py:203-214 use_qk_l2norm_in_kernel: two l2norm_fwd,
-    # kernels/ops/attention/fla/chunk.py:109-112), then the four kernels of fla/chunk.py:49-82 (chunk_local_cumsum,
-    # the fused kkt + solve_tril + w / u kernel of chunk_fwd.py:341-393, chunk_gated_delta_rule_fwd_h updating the
-    # pool's state in place, chunk_fwd_o): 4 + 4. FlashInfer (kernels/gdn_flashinfer.py extend, :481-594): q / k / v
-    # prepared (gdn_prefill_qkv_prepare_fwd), the gate exponentiated, the slot indices mapped (>=, where, int64), the
-    # states gathered, cu_seqlens cast, the kernel, the states index_copy_'d back: 2 + 8 around the one kernel
+    # Triton: q and k L2-normalised (srt/layers/attention/linear/kernels/gdn_triton.py:203-214
+    # use_qk_l2norm_in_kernel: two l2norm_fwd, sglang/kernels/ops/attention/fla/chunk.py:109-112), then the four
+    # kernels of sglang/kernels/ops/attention/fla/chunk.py:49-82 (chunk_local_cumsum, the fused kkt + solve_tril +
+    # w / u kernel of sglang/kernels/ops/attention/fla/chunk_fwd.py:341-393, chunk_gated_delta_rule_fwd_h updating the
+    # pool's state in place, chunk_fwd_o): 4 + 4. FlashInfer (srt/layers/attention/linear/kernels/gdn_flashinfer.py
+    # extend, :481-594): q / k / v prepared (gdn_prefill_qkv_prepare_fwd), the gate exponentiated, the slot indices
+    # mapped (>=, where, int64), the states gathered, cu_seqlens cast, the kernel, the states index_copy_'d back:
+    # 2 + 8 around the one kernel
     gdn_chain_kernels=4,
     gdn_prefill_side_launches=(4, 10),
     gdn_flashinfer_prefill=gdn_flashinfer_prefill,
