@@ -84,9 +84,12 @@ FUSED_SPEED = 0.45
 
 
 class PrefillPath(NamedTuple):
-    """How one linear-attention layer runs its prompt tokens on an engine and GPU: FlashInfer's one kernel or the FLA
-    Triton chain (`fused`), the kernels of the scan, and the launches around it (EngineProfile.gdn_*)."""
+    """How one linear-attention layer runs its prompt tokens on an engine and GPU: kernel by kernel (`counted`: a
+    Gated DeltaNet layer on an engine whose profile lists its GDN kernels) as FlashInfer's one kernel or the FLA
+    Triton chain (`fused`), the kernels of the scan and the launches around it (EngineProfile.gdn_*); else one scan
+    op at the prior SCAN_SPEED (prefill_cost)."""
 
+    counted: bool
     fused: bool
     scan_kernels: int
     side_launches: int
@@ -97,18 +100,20 @@ _PATHS: dict[tuple, PrefillPath] = {}
 
 def prefill_path(engine: str, att: AttentionSpec, arch: str, chunk_tokens: int, state_dtype: str) -> PrefillPath:
     """The engine profile's Gated DeltaNet prefill on `arch` (memoised: one per engine, layer kind and phase); other
-    linear kinds (KDA) keep the one scan op."""
+    linear kinds (KDA), and engines whose profile does not list the GDN kernels (vllm-ascend), keep the one scan op."""
     key = (engine, att.kind, att.num_heads, att.score_dim, att.state_elems_per_seq, arch, chunk_tokens, state_dtype)
     path = _PATHS.get(key)
     if path is None:
         prof = profile(engine)
-        if att.kind != "gdn":
-            path = PrefillPath(False, 1, 0)
+        if att.kind != "gdn" or not prof.gdn_chain_kernels:
+            path = PrefillPath(False, False, 1, 0)
         else:
             pick = prof.gdn_flashinfer_prefill
             heads_fit = head_dims(att) == (FLASHINFER_HEAD_DIM, FLASHINFER_HEAD_DIM)
             fused = heads_fit and pick is not None and pick(arch, chunk_tokens, state_dtype)
-            path = PrefillPath(fused, 1 if fused else prof.gdn_chain_kernels, prof.gdn_prefill_side_launches[fused])
+            path = PrefillPath(
+                True, fused, 1 if fused else prof.gdn_chain_kernels, prof.gdn_prefill_side_launches[fused]
+            )
         _PATHS[key] = path
     return path
 

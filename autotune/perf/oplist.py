@@ -378,11 +378,12 @@ def _linear_prefill_ops(c: Context, att: AttentionSpec, tokens: float) -> list[O
     """A linear-attention layer's scan over `tokens` prompt tokens on one rank, kernel by kernel
     (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one elementwise op of that
     many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel at least the attention
-    floor); another linear kind's scan as one op at the prior SCAN_SPEED."""
+    floor); another linear kind's scan, or one on an engine that does not list the GDN kernels, as one op at the
+    prior SCAN_SPEED."""
     la, tp, dtype = linear_attention, c.phase.tp, c.model.state_dtype
     path = la.prefill_path(c.engine, att, c.hw.gpu.arch, c.phase.batching.chunked_prefill_tokens, dtype)
     source = f"linear attention ({att.kind})"
-    if att.kind != "gdn":
+    if not path.counted:
         cost = la.prefill_cost(att, tokens, tp, dtype)
         return [
             Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0, source, la.SCAN_SPEED)

@@ -135,3 +135,15 @@ def test_kda_keeps_one_scan_op():
     (scan,) = [op for op in ops if op.source == "linear attention (kda)"]
     assert scan.count == 1 and scan.speed == linear_attention.SCAN_SPEED
     assert not _prep(ops)
+
+
+def test_engine_without_gdn_kernels_keeps_one_scan_op():
+    """vllm-ascend runs its own Triton-Ascend FLA port (vllm_ascend/ops/triton/fla), whose launches its profile does
+    not list: the GDN scan stays the one op at the prior, as before."""
+    m = load_model(MODEL)
+    phase = PhasePlan(gpus=(0,), tp=1)
+    c = context(m, phase, "vllm-ascend", load_preset("atlas-800i-a2"), (0,))
+    ops = oplist.attention_ops(c, _gdn(m), PROMPT)
+    scan = _scan(ops)
+    assert scan.count == 1 and scan.speed == linear_attention.SCAN_SPEED
+    assert not _prep(ops)
