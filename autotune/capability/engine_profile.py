@@ -217,6 +217,14 @@ class EngineProfile:
     # Prometheus summary of each pass's mean / max rank load, with its recorder flags), "eplb_log" (EPLB's logged
     # per-step loads: only where the plan runs EPLB), "" (none)
     expert_load_report: str = ""
+    # a Gated DeltaNet layer's prompt-token kernels besides its convolution and gated norm (perf/linear_attention.py
+    # prefill_path): the kernels of the FLA Triton chunked chain the engine vendors, and the launches around the scan
+    # (q / k / v preparation, gates, state gather / scatter) on that chain and on FlashInfer's one-kernel GDN prefill;
+    # gdn_flashinfer_prefill: (arch, chunked-prefill tokens, state dtype) -> whether the engine runs FlashInfer's
+    # kernel (None: never). gdn_chain_kernels 0: not listed, the layer's scan is one op at the prior (vllm-ascend)
+    gdn_chain_kernels: int = 0
+    gdn_prefill_side_launches: tuple[int, int] = (0, 0)
+    gdn_flashinfer_prefill: Callable[[str, int, str], bool] | None = None
 
     @property
     def label(self) -> str:

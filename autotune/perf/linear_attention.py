@@ -9,7 +9,9 @@ and a short-convolution window, instead of KV per token: its cost per token does
   kernels/ops/attention/fla/chunk.py):
   per token and head, intra-chunk products over the chunk (q.k^T, the WY/UT transform and the value mix:
   2 x CHUNK x (2 d_k + d_v) FLOPs) and three state products against the chunk's state (q.S, k.S and the
-  k^T.u update: 3 x 2 d_k d_v); one state per chunk is written and read back.
+  k^T.u update: 3 x 2 d_k d_v); one state per chunk is written and read back. A Gated DeltaNet layer's prompt
+  tokens are priced kernel by kernel (prefill_path below: FlashInfer's one kernel or the FLA Triton chain, and the
+  launches around it, as the engine picks them); another linear kind (KDA) as that one op.
 - Decode runs the recurrent step: the same three state products per token, the state read once and written back
   once per verified token (speculative decoding keeps each draft position's state for the rollback: SGLang's
   intermediate_ssm buffers, srt/mem_cache/kv_cache_configurator.py:3295-3323; vLLM's per-token mamba states).
@@ -26,10 +28,11 @@ from autotune.specs import DTYPE_BYTES, AttentionSpec, ModelSpec, PhasePlan
 
 # tokens per chunk of the chunkwise scan: vLLM layers/mamba/ops/gdn_chunk_cutedsl/__init__.py:186, SGLang
 # srt/layers/attention/linear/kda_prefill_graph.py:59 (KDA_CHUNK_SIZE)
-CHUNK = 64
+CHUNK = 64  # FLA_CHUNK_SIZE too: vLLM third_party/flash_linear_attention/ops/utils.py:32, SGLang fla/chunk.py:33
 ACT_BYTES = 2  # bf16 q/k/v/gates read and outputs written by the kernels
 # The scan kernels reach a lower share of the prefill-attention rate than flash attention (more small GEMMs and a
-# sequential pass over the chunks). A prior, not measured: 0.5 of the attention prefill rate.
+# sequential pass over the chunks). A prior, not measured: 0.5 of the attention prefill rate. Kept for the linear kinds
+# other than Gated DeltaNet (KDA: prefill_cost), whose kernels are not counted one by one (CHAIN_SPEED / FUSED_SPEED).
 SCAN_SPEED = 0.5
 
 
@@ -60,6 +63,107 @@ def prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int, state_dtyp
     io = tokens_per_rank * heads * (2 * d_k + 2 * d_v) * ACT_BYTES  # q, k, v (and gate) in, output out
     chunk_states = tokens_per_rank / CHUNK * heads * d_k * d_v * DTYPE_BYTES[state_dtype] * 2
     return LinearCost(per_token * tokens_per_rank, io + chunk_states)
+
+
+# ---------------------------------------------------------------- Gated DeltaNet prefill, kernel by kernel
+
+# FlashInfer's GDN prefill kernel takes head size 128 only (flashinfer gdn_prefill.py chunk_gated_delta_rule: "SM100
+# path requires head_size == 128"; SGLang gdn_backend.py:218-219 asks linear_key / value_head_dim == 128 on every arch;
+# sgl-project/sglang#20428's SM90 sweep skips head 64: "FlashInfer only supports head_size={128}")
+FLASHINFER_HEAD_DIM = 128
+# Kernel speeds against the attention prefill rate (the memory term too: costing.cost_ops), from
+# flashinfer-ai/flashinfer#3902 (calibration.yaml kernel-flashinfer-gdn-prefill-gb200): Qwen3.5-35B shapes at TP1 (16
+# key / 32 value heads of 128) on a GB200, 8 / 16 / 32 prompts of 8,192 tokens (256+ CTAs of one (sequence, head) each:
+# the rows where the chunk walk fills the GPU), priced here on the B200 datasheet at speed 1 over the measured time.
+# The FLA Triton chain (chain_prefill_cost, memory bound here): 0.425 / 0.426 / 0.431 -> 0.43. FlashInfer's kernel
+# (fused_prefill_cost, compute bound here): 0.444 / 0.448 / 0.508 -> 0.45, their median (the GB200's GPU clocks above
+# the B200's, ~1.1x its dense rate, make this up to ~10% high for a B200; no Hopper figure of the SM90 kernel found).
+# Before: one prior, SCAN_SPEED, for both. calibration_check fla29_apart_rows shows the rows.
+CHAIN_SPEED = 0.43
+FUSED_SPEED = 0.45
+
+
+class PrefillPath(NamedTuple):
+    """How one linear-attention layer runs its prompt tokens on an engine and GPU: kernel by kernel (`counted`: a
+    Gated DeltaNet layer on an engine whose profile lists its GDN kernels) as FlashInfer's one kernel or the FLA
+    Triton chain (`fused`), the kernels of the scan and the launches around it (EngineProfile.gdn_*); else one scan
+    op at the prior SCAN_SPEED (prefill_cost)."""
+
+    counted: bool
+    fused: bool
+    scan_kernels: int
+    side_launches: int
+
+
+_PATHS: dict[tuple, PrefillPath] = {}
+
+
+def prefill_path(engine: str, att: AttentionSpec, arch: str, chunk_tokens: int, state_dtype: str) -> PrefillPath:
+    """The engine profile's Gated DeltaNet prefill on `arch` (memoised: one per engine, layer kind and phase); other
+    linear kinds (KDA), and engines whose profile does not list the GDN kernels (vllm-ascend), keep the one scan op."""
+    key = (engine, att.kind, att.num_heads, att.score_dim, att.state_elems_per_seq, arch, chunk_tokens, state_dtype)
+    path = _PATHS.get(key)
+    if path is None:
+        prof = profile(engine)
+        if att.kind != "gdn" or not prof.gdn_chain_kernels:
+            path = PrefillPath(False, False, 1, 0)
+        else:
+            pick = prof.gdn_flashinfer_prefill
+            heads_fit = head_dims(att) == (FLASHINFER_HEAD_DIM, FLASHINFER_HEAD_DIM)
+            fused = heads_fit and pick is not None and pick(arch, chunk_tokens, state_dtype)
+            path = PrefillPath(
+                True, fused, 1 if fused else prof.gdn_chain_kernels, prof.gdn_prefill_side_launches[fused]
+            )
+        _PATHS[key] = path
+    return path
+
+
+def _gdn_dims(att: AttentionSpec, tp: int) -> tuple[float, float, float, float]:
+    """(d_k, d_v, value heads on a rank, key heads per value head: q / k are shared by a group of value heads)."""
+    d_k, d_v = head_dims(att)
+    return d_k, d_v, att.num_heads / tp, att.num_kv_heads / att.num_heads
+
+
+def _gdn_flops_per_token(d_k: float, d_v: float) -> float:
+    """One token and value head of the chunkwise delta rule as the kernels multiply (full CHUNK-wide tiles): k.k^T,
+    w = A.(k beta), u = A.(v beta), q.k^T and (q.k^T).v_new over the chunk: 2 CHUNK (3 d_k + 2 d_v); w.S, k^T.v_new
+    and q.S against the chunk's state: 3 x 2 d_k d_v."""
+    return 2 * CHUNK * (3 * d_k + 2 * d_v) + 3 * 2 * d_k * d_v
+
+
+def chain_prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int) -> LinearCost:
+    """The FLA Triton chain over `tokens_per_rank` prompt tokens on one TP rank, its bytes as vLLM's vendored kernels
+    move them (third_party/flash_linear_attention/ops/chunk.py:37-81), per token and value head: k read by four
+    kernels (kkt, w / u, the state pass, the output) and q by one, v read and the output written (bf16); A written in
+    fp32 (chunk_scaled_dot_kkt.py:156), read and rewritten in bf16 by solve_tril, read by recompute_w_u (12 CHUNK
+    bytes); w, u and v_new each written and read once (wy_fast.py:118-119, chunk_delta_h.py v_new); the per-chunk
+    state h (chunk_delta_h.py `h = k.new_empty(B, NT, H, V, K)`: bf16, not the state dtype) written by the state pass
+    and read by chunk_fwd_o; the fp32 gate read six times and beta twice. SGLang's chain fuses kkt, solve_tril and
+    w / u (chunk_fwd.py), sparing most of A's traffic (~15% of these bytes): not modelled."""
+    d_k, d_v, heads, kk = _gdn_dims(att, tp)
+    per_token = (5 * kk * d_k + 2 * d_v) * ACT_BYTES + 12 * CHUNK + 2 * (d_k + 2 * d_v) * ACT_BYTES
+    per_token += 2 * d_k * d_v * ACT_BYTES / CHUNK + 8 * 4
+    rows = tokens_per_rank * heads
+    return LinearCost(rows * _gdn_flops_per_token(d_k, d_v), rows * per_token)
+
+
+def fused_prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int) -> LinearCost:
+    """FlashInfer's one-kernel GDN prefill: the same products, the state kept on chip across the chunks (one kernel
+    per call: flashinfer gdn_prefill.py chunk_gated_delta_rule_sm90 / _sm100 / _sm120), so only q, k, v, the fp32
+    gate and beta are read and the output written."""
+    d_k, d_v, heads, kk = _gdn_dims(att, tp)
+    rows = tokens_per_rank * heads
+    return LinearCost(rows * _gdn_flops_per_token(d_k, d_v), rows * ((2 * kk * d_k + 2 * d_v) * ACT_BYTES + 2 * 4))
+
+
+def prep_bytes(att: AttentionSpec, tokens_per_rank: float, tp: int) -> float:
+    """The launches around a GDN scan (PrefillPath.side_launches): the q / k / v channels read and written once
+    (vLLM's fused_post_conv_prep, SGLang's split and q / k L2 norm), the a / b projections read (bf16) and the gate
+    and beta written (fp32). The state gather / scatter moves a state per prefilling sequence, which the step input
+    does not count: left out."""
+    d_k, d_v = head_dims(att)
+    channels = (2 * att.num_kv_heads * d_k + att.num_heads * d_v) / tp
+    return tokens_per_rank * (2 * channels * ACT_BYTES + att.num_heads / tp * (2 * ACT_BYTES + 2 * 4))
 
 
 def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int, state_dtype: str) -> LinearCost:

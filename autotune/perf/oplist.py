@@ -370,9 +370,34 @@ def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]
                       1.0, f"linear attention ({att.kind})"))  # fmt: skip
     if x.prefill_tokens:
         tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # rank_prompt_tokens
-        cost = linear_attention.prefill_cost(att, tokens, tp, dtype)
-        ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0,
-                      f"linear attention ({att.kind})", linear_attention.SCAN_SPEED))  # fmt: skip
+        ops += _linear_prefill_ops(c, att, tokens)
+    return ops
+
+
+def _linear_prefill_ops(c: Context, att: AttentionSpec, tokens: float) -> list[Op]:
+    """A linear-attention layer's scan over `tokens` prompt tokens on one rank, kernel by kernel
+    (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one elementwise op of that
+    many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel at least the attention
+    floor); another linear kind's scan, or one on an engine that does not list the GDN kernels, as one op at the
+    prior SCAN_SPEED."""
+    la, tp, dtype = linear_attention, c.phase.tp, c.model.state_dtype
+    path = la.prefill_path(c.engine, att, c.hw.gpu.arch, c.phase.batching.chunked_prefill_tokens, dtype)
+    source = f"linear attention ({att.kind})"
+    if not path.counted:
+        cost = la.prefill_cost(att, tokens, tp, dtype)
+        return [
+            Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0, source, la.SCAN_SPEED)
+        ]
+    cost = la.fused_prefill_cost(att, tokens, tp) if path.fused else la.chain_prefill_cost(att, tokens, tp)
+    speed = la.FUSED_SPEED if path.fused else la.CHAIN_SPEED
+    ops = [
+        Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, path.scan_kernels, source, speed)
+    ]
+    if path.side_launches:
+        prep = la.prep_bytes(att, tokens, tp)
+        ops.append(
+            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, prep, path.side_launches, "linear attention prep")
+        )
     return ops
 
 

@@ -1290,6 +1290,7 @@ def apart_rows() -> list[Row]:
     out += fused_ar_norm_apart_rows() + arn25_apart_rows()  # arn24, arn25
     out += hop28_apart_rows()  # hop28
     out += sgmla28_apart_rows()  # sgmla28
+    out += fla29_apart_rows()
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -2085,6 +2086,65 @@ NOT_EXPRESSIBLE += [
         "TensorRT-LLM's exposed host time at batch 64 against vLLM with other kernels: no TRT-LLM profile",
     ),
 ]
+
+
+# fla29: Gated DeltaNet prefill kernels on a GB200 (calibration.yaml kernel-flashinfer-gdn-prefill-gb200), read on the
+# B200 datasheet box: the FLA Triton chain as SGLang runs it there (fp32 state: gdn_backend.py:191-236 keeps Triton)
+# and FlashInfer's kernel as vLLM runs it (perf/linear_attention.py prefill_path). The op list's scan op alone: the
+# source times the chunk_gated_delta_rule call, not the convolution, preparation or norm around it.
+GDN_GB200 = "kernel-flashinfer-gdn-prefill-gb200"
+# (model, tp, prompts as the source writes them, tokens) -> (FlashInfer ms, FLA / Triton ms): flashinfer#3902's "FI
+# Post-MR" and "FLA/Triton" columns
+GDN_GB200_MS = {
+    ("qwen3.5-35b-a3b", 1, "8192x8", 65536): (0.631, 3.272),
+    ("qwen3.5-35b-a3b", 1, "8192x16", 131072): (1.250, 6.540),
+    ("qwen3.5-35b-a3b", 1, "8192x32", 262144): (2.204, 12.915),
+    ("qwen3.5-35b-a3b", 1, "2048x4", 8192): (0.097, 0.465),
+    ("qwen3.5-35b-a3b", 1, "1024x8", 8192): (0.111, 0.459),
+    ("qwen3.5-35b-a3b", 1, "2048+6144", 8192): (0.231, 0.459),
+    ("qwen3.5-35b-a3b", 1, "1024+7168", 8192): (0.265, 0.460),
+    ("qwen3.5-397b-a17b", 8, "1x8192", 8192): (0.281, 0.250),
+    ("qwen3.5-397b-a17b", 8, "1x65536", 65536): (2.177, 1.862),
+    ("qwen3.5-397b-a17b", 8, "8192x8", 65536): (0.294, 0.866),
+    ("qwen3.5-397b-a17b", 8, "8192x16", 131072): (0.306, 1.710),
+}
+
+
+def gdn_scan_ms(name: str, tp: int, tokens: int, engine: str) -> Callable[[], float]:
+    def run() -> float:
+        m = model(name)
+        group = tuple(range(tp))
+        c = opcore.context(m, PhasePlan(gpus=group, tp=tp), engine, b200_compute_box(), group)
+        att = next(layer.attention for layer in m.layers if layer.attention.kind == "gdn")
+        ops = oplist.attention_ops(c, att, opcore.StepInput(prefill_tokens=tokens))
+        return cost_ops(c, [op for op in ops if op.source == "linear attention (gdn)"]).time_s * 1e3
+
+    return run
+
+
+def fla29_apart_rows() -> list[Row]:
+    """fla29: kernel-flashinfer-gdn-prefill-gb200, the FLA chain (SGLang's Triton path) and FlashInfer's kernel
+    (vLLM's) at each shape of the table (APART says why none is counted)."""
+    out = []
+    for (name, tp, prompts, tokens), (fi_ms, fla_ms) in GDN_GB200_MS.items():
+        shape = f"{name} TP{tp} {prompts}"
+        out.append(Row(GDN_GB200, f"GB200 GDN prefill FLA Triton {shape}", "ms", fla_ms,
+                       gdn_scan_ms(name, tp, tokens, "sglang")))  # fmt: skip
+        out.append(Row(GDN_GB200, f"GB200 GDN prefill FlashInfer {shape}", "ms", fi_ms,
+                       gdn_scan_ms(name, tp, tokens, "vllm")))  # fmt: skip
+    return out
+
+
+APART += (
+    " kernel-flashinfer-gdn-prefill-gb200: the source of linear_attention.CHAIN_SPEED and FUSED_SPEED (its Qwen3.5-35B"
+    " 8192x8 / x16 / x32 rows), so its other rows are the same kernels on the same GPU in the same run: no"
+    " independent check, and a LOSO refit that holds the source out does not refit those speeds (counting the"
+    " chain's four other 8,192-token 35B rows, 0.92-0.93, moved the shared attention prefill constants' refit: LOSO"
+    " 8.0%, in-sample 5.9%). Shown, not counted. Its single-prompt and 8-value-head rows: one CTA walks one"
+    " (sequence, head)'s chunks in order, so with fewer (sequence, head) pairs than SMs the call takes the chunk"
+    " count times a step time (~2.2 us a 64-token chunk for FlashInfer, ~1.9 us for the chain at 1 x 8,192 and"
+    " 1 x 65,536), which the op list does not price: the step input carries no count of prompts (fla29)."
+)
 
 
 if __name__ == "__main__":

@@ -216,6 +216,16 @@ def fused_allreduce_path(arch: str, world: int, link: str) -> AllReducePath | No
     return mnnvl_fused_path(world) if arch in ("sm_100", "sm_103") else trtllm_fused_path(world)
 
 
+def gdn_flashinfer_prefill(arch: str, chunk_tokens: int, state_dtype: str) -> bool:
+    """flashinfer_gdn_prefill_default (srt/layers/attention/linear/gdn_backend.py:191-236) with the linear-attention
+    backends left at their defaults: sm_90 with an fp32 state pool and a static chunk of at most 32,768 tokens,
+    sm_100 (CUDA 13: the wheel pins flashinfer_python[cu13]) with a bf16 state pool and at most 8,192; head dims
+    128, which linear_attention.prefill_path checks. Else the Triton kernels."""
+    if arch == "sm_90":
+        return state_dtype == "fp32" and 1 <= chunk_tokens <= 32768
+    return arch == "sm_100" and state_dtype == "bf16" and 1 <= chunk_tokens <= 8192
+
+
 PROFILE = EngineProfile(
     engine="sglang",
     version=VERSION,
@@ -249,6 +259,19 @@ PROFILE = EngineProfile(
     # --max-mamba-cache-size: a separate state pool (srt/mem_cache/kv_cache_configurator.py:3346-3356)
     separate_state_pool=True,
     states_per_request=rules.MAMBA_SLOTS_PER_RUNNING_REQUEST,
+    # Gated DeltaNet prefill (srt/layers/attention/linear/gdn_backend.py forward_extend, :948-1215): the q / k / v
+    # split (fused_qkv_split_gdn_prefill, :1085) and the gates (fused_gdn_gating, :943-946, :1165) on either path.
+    # Triton: q and k L2-normalised (srt/layers/attention/linear/kernels/gdn_triton.py:203-214
+    # use_qk_l2norm_in_kernel: two l2norm_fwd, sglang/kernels/ops/attention/fla/chunk.py:109-112), then the four
+    # kernels of sglang/kernels/ops/attention/fla/chunk.py:49-82 (chunk_local_cumsum, the fused kkt + solve_tril +
+    # w / u kernel of sglang/kernels/ops/attention/fla/chunk_fwd.py:341-393, chunk_gated_delta_rule_fwd_h updating the
+    # pool's state in place, chunk_fwd_o): 4 + 4. FlashInfer (srt/layers/attention/linear/kernels/gdn_flashinfer.py
+    # extend, :481-594): q / k / v prepared (gdn_prefill_qkv_prepare_fwd), the gate exponentiated, the slot indices
+    # mapped (>=, where, int64), the states gathered, cu_seqlens cast, the kernel, the states index_copy_'d back:
+    # 2 + 8 around the one kernel
+    gdn_chain_kernels=4,
+    gdn_prefill_side_launches=(4, 10),
+    gdn_flashinfer_prefill=gdn_flashinfer_prefill,
     triton_mla_archs=(),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache

@@ -269,6 +269,15 @@ def quantised_dp_dispatch(moe_kernel: str, expert_format: str, ep: int, dp: int)
     return moe_kernel != "b12x"
 
 
+def gdn_flashinfer_prefill(arch: str, chunk_tokens: int, state_dtype: str) -> bool:
+    """_resolve_gdn_prefill_backend (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:187-349) with
+    gdn_prefill_backend "auto": FlashInfer on sm_90, and on the sm_100 / sm_120 families with CUDA 13 (:325-342),
+    which the wheel's pins read as (METADATA: nvidia-cutlass-dsl[cu13], flashinfer-python 0.7.3); head_k_dim 128
+    there, which linear_attention.prefill_path checks for every arch (FlashInfer's kernel takes head size 128 only).
+    Neither the chunk nor the state dtype matters: the state is cast to fp32 for the kernel (:423)."""
+    return arch in ("sm_90", "sm_100", "sm_120")
+
+
 PROFILE = EngineProfile(
     engine="vllm",
     version=VERSION,
@@ -300,6 +309,14 @@ PROFILE = EngineProfile(
     chunk_split_over_dp=False,
     separate_state_pool=False,  # hybrid states come from the shared KV pool per request
     states_per_request=rules.MAMBA_STATES_PER_REQUEST,
+    # Gated DeltaNet prefill (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py _forward_core,
+    # :1917-2081): fused_post_conv_prep (split, L2 norm of q / k, gates: :1937-1954), gather_initial_states (:2052;
+    # FlashInfer's path :2141) and scatter_states (:2073) around the scan on either path; the Triton scan is the six
+    # kernels of vllm/third_party/flash_linear_attention/ops/chunk.py:37-81 (chunk_local_cumsum,
+    # chunk_scaled_dot_kkt_fwd, solve_tril, recompute_w_u_fwd, chunk_gated_delta_rule_fwd_h, chunk_fwd_o)
+    gdn_chain_kernels=6,
+    gdn_prefill_side_launches=(3, 3),
+    gdn_flashinfer_prefill=gdn_flashinfer_prefill,
     # MLA on sm_12x: TRITON_MLA first (vllm/platforms/cuda.py:131-135); on sm_8x (FLASH_ATTN_MLA and FLASHMLA need
     # sm_90, FLASHINFER_MLA sm_100) TRITON_MLA is what remains of the list at vllm/platforms/cuda.py:146-151
     triton_mla_archs=("sm_120", "sm_89", "sm_80"),
