@@ -36,6 +36,8 @@ def test_vllm_runs_the_trtllm_block_kernel_on_sm100_at_any_ep():
     pick = profile("vllm").auto_moe_kernel
     for ep in (1, 8):
         assert pick("fp8", "sm_100", False, ep, "fp8_block") == BLOCK_FP8_SM100_MOE == "trtllm_fp8_block"
+    # under DeepEP the TRT-LLM experts refuse the parallel config and DeepGEMM is next (BLOCK_FP8_SM100_MOE's comment)
+    assert pick("fp8", "sm_100", True, 8, "fp8_block") == "deep_gemm"
     # the other archs and formats keep their picks
     assert pick("fp8", "sm_90", False, 1, "fp8_block") == "triton"
     assert pick("fp8", "sm_120", False, 1, "fp8_block") == "deep_gemm"

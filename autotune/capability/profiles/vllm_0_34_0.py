@@ -55,10 +55,17 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
 FP8_MARLIN_MOE_ARCHS = ("sm_80", "sm_86")
 # Block FP8 (128 x 128 weight scales) experts on the SM100 family: FLASHINFER_TRTLLM heads the priority list on CUDA
 # (vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110; AITER is ROCm's) and takes the scheme
-# (kFp8Static128BlockSym x kFp8Dynamic128Sym: experts/trtllm_fp8_moe.py:396-406) on cc 10.x with FlashInfer's TRT-LLM
-# MoE present (:174-181): flashinfer.fused_moe.trtllm_fp8_block_scale_moe in its DeepSeekFp8 mode (:452-535). Its
-# own value (efficiency.MOE_VARIANT_SPEED), not FlashInfer CUTLASS's, which takes block FP8 on cc 9.0 only
-# (experts/flashinfer_cutlass_moe.py:170-178). Not a --moe-backend value the search emits: the auto pick only.
+# (kFp8Static128BlockSym x kFp8Dynamic128Sym: vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:396-406)
+# on cc 10.x with FlashInfer's TRT-LLM MoE present (the same file :174-181): flashinfer.fused_moe.
+# trtllm_fp8_block_scale_moe in its DeepSeekFp8 mode (:452-535). Its own value (efficiency.MOE_VARIANT_SPEED), not
+# FlashInfer CUTLASS's, which takes block FP8 on cc 9.0 only
+# (vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:170-178). Not a --moe-backend value the
+# search emits: the auto pick only. Under DeepEP (deepep_high_throughput / _low_latency) the TRT-LLM experts refuse
+# the parallel config (no all-to-all kernels but all-gather / reduce-scatter and DeepEP v2:
+# vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:198-205, 220-227), FlashInfer CUTLASS refuses block
+# FP8 off cc 9.0, and DeepGEMM is next (vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:178-183).
+# EPLB makes the TRT-LLM experts refuse too (the same lines, enable_eplb); the pick does not see EPLB (left as the
+# TRT-LLM kernel).
 BLOCK_FP8_SM100_MOE = "trtllm_fp8_block"
 
 
@@ -94,7 +101,9 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
             return "triton"
         if arch == "sm_90":
             return "triton" if ep == 1 else "flashinfer_cutlass"
-        return {"sm_100": BLOCK_FP8_SM100_MOE, "sm_120": "deep_gemm"}.get(arch, "triton")
+        if arch == "sm_100":  # DeepEP's kernels are neither all-gather nor DeepEP v2: TRT-LLM refuses them
+            return "deep_gemm" if deepep else BLOCK_FP8_SM100_MOE
+        return "deep_gemm" if arch == "sm_120" else "triton"
     if expert_dtype == "fp4":
         blackwell = arch in ("sm_100", "sm_120")
         if expert_format == "nvfp4":
