@@ -62,7 +62,19 @@ MOE_VARIANT_SPEED = {
     "flashinfer_cutlass": 1.0,
     "b12x": 1.1,
     "flashinfer_mxfp4": 1.0,
+    "trtllm_fp8_block": 0.35,  # vLLM's SM100 block-FP8 pick (vllm_0_34_0.BLOCK_FP8_SM100_MOE): below
 }
+# trtllm_fp8_block: FlashInfer's trtllm_fp8_block_scale_moe in its DeepSeekFp8 mode (FP32 scales per 128 x 128 weight
+# block and per 1 x 128 activation block; the UE8M0 / MXFP8 mode is another path). Its compute-bound rate against the
+# grouped FP8 rate the others take: calibration.yaml kernel-flashinfer-trtllm-fp8-block-moe-b200-fib (flashinfer-bench
+# MLSys26 MoE definition on one B200, DeepSeek-V3 experts H7168 I2048, 32 local of 256, top 8): 1,786.8 us for
+# 10,501 local routed rows and 2,409.7 us for 16,158 (518 / 591 TFLOPS), which the op list meets at 0.327 / 0.377 of
+# the grouped rate; their mean, 0.35, is used (confidence M: one benchmark's workloads). Corroborated by an nsys
+# profile of the same baseline by another author (calibration.yaml notes): its 549 calls of the large tile (the three
+# workloads above 900 tokens) spend 1,128 us a call in GEMM1 + GEMM2 + finalize and up to 1,693 us with the separate
+# activationDeepSeekKernel (SwiGLU + FP8 re-quantisation, not fused into GEMM1 in this mode), against 1,552 us, the
+# first source's mean over those three workloads (0.53 PFLOPS at their mean 9,333 local rows).
+# Weight-bound steps are unchanged (the speed divides the compute term only, costing.py).
 # Dense (non-expert) FP8 GEMM kernel (vLLM --linear-backend, SGLang --fp8-gemm-backend), applied to FP8 dense
 # GEMMs only. Priors: the engines' auto pick on cc >= 8.9 is the CUTLASS scaled-mm (1.0); the Triton block-FP8
 # GEMM gets the same 0.85 as the other Triton variants above.

@@ -843,6 +843,7 @@ def rows() -> list[Row]:
     out += arn25_rows()
     out += op28_rows()
     out += sgmla28_rows()
+    out += b200moe29_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1291,6 +1292,7 @@ def apart_rows() -> list[Row]:
     out += hop28_apart_rows()  # hop28
     out += sgmla28_apart_rows()  # sgmla28
     out += fla29_apart_rows()
+    out += b200moe29_apart_rows()
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -2145,6 +2147,54 @@ APART += (
     " count times a step time (~2.2 us a 64-token chunk for FlashInfer, ~1.9 us for the chain at 1 x 8,192 and"
     " 1 x 65,536), which the op list does not price: the step input carries no count of prompts (fla29)."
 )
+
+
+# b200moe29: FlashInfer's TRT-LLM-gen block-FP8 MoE (DeepSeekFp8) on one B200 (calibration.yaml
+# kernel-flashinfer-trtllm-fp8-block-moe-b200-fib): tokens -> (local routed rows, us per call)
+FIB_TRTLLM_FP8_BLOCK_B200 = {901: (1340, 459.392), 11948: (10501, 1786.778), 14107: (16158, 2409.706)}
+FIB_SOURCE_TOKENS = (11948, 14107)  # the rows efficiency.MOE_VARIANT_SPEED["trtllm_fp8_block"] is read from
+APART += (
+    " kernel-flashinfer-trtllm-fp8-block-moe-b200-fib 11,948 / 14,107 tokens: the source of"
+    " efficiency.MOE_VARIANT_SPEED[trtllm_fp8_block] itself (0.35, the mean of what the two rows need), so they match"
+    " by construction; shown, not counted (its 901-token row is counted; the independent check is op_check's b200_sxm"
+    " moe_fp8_block group)."
+)
+
+
+def fib_trtllm_fp8_block_us(rows: int) -> Callable[[], float]:
+    """vLLM's auto MoE on one B200 (block-FP8 DeepSeek-V3 experts: the TRT-LLM-gen kernel) over `rows` routed rows
+    on 32 local experts, top 8 (rows / 8 tokens): the op list's routed-expert ops without the router GEMM, norms and
+    collectives (the definition takes router logits in), us. The op list's input quantisation is kept (~5 us at these
+    rows; the definition takes FP8 hidden states)."""
+
+    def run() -> float:
+        from autotune.specs import FfnSpec
+
+        phase = PhasePlan(gpus=(0,), tp=1)
+        c = opcore.context(model("deepseek-v3"), phase, "vllm", b200_compute_box(), phase.gpus)
+        ops = oplist.ffn_ops(c, FfnSpec("moe", 0, 32, 8, 3 * 7168 * 2048), rows / 8)
+        return cost_ops(c, [op for op in ops if op.kind not in ("gemm", "norm", "collective")]).time_s * 1e6
+
+    return run
+
+
+def _fib_rows(source: bool) -> list[Row]:
+    entry = "kernel-flashinfer-trtllm-fp8-block-moe-b200-fib"
+    return [
+        Row(entry, f"B200 FlashInfer TRT-LLM block-FP8 MoE, DeepSeek-V3 experts, 32 local, {t} tokens ({r} rows)",
+            "us", us, fib_trtllm_fp8_block_us(r))
+        for t, (r, us) in FIB_TRTLLM_FP8_BLOCK_B200.items() if (t in FIB_SOURCE_TOKENS) == source
+    ]  # fmt: skip
+
+
+def b200moe29_rows() -> list[Row]:
+    """b200moe29: the counted row of kernel-flashinfer-trtllm-fp8-block-moe-b200-fib (901 tokens)."""
+    return _fib_rows(False)
+
+
+def b200moe29_apart_rows() -> list[Row]:
+    """b200moe29: the rows the trtllm_fp8_block speed is read from (APART says why)."""
+    return _fib_rows(True)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import statistics
 import sys
 
 from autotune.capability.profiles import profile
+from autotune.capability.profiles.vllm_0_34_0 import BLOCK_FP8_SM100_MOE
 from autotune.catalog import load_preset
 from autotune.catalog.devices import DEVICES_BY_KEY
 from autotune.catalog.models import load_model
@@ -351,6 +352,8 @@ def moe_points(root, system, hw, model):
             continue
         for r in (*_thin(rows[rows.moe_ep_size == 1]).itertuples(), *_thin(rows[rows.moe_ep_size > 1]).itertuples()):
             kernel = next((k for key, k in MOE_KERNELS if key in r.kernel_source), "auto")
+            if dtype_name == "fp8_block" and "trtllm" in r.kernel_source:  # DeepSeekFp8 mode: its own kernel value
+                kernel = BLOCK_FP8_SM100_MOE
             ep = int(r.moe_ep_size)
             hidden, inter = int(r.hidden_size), int(r.inter_size)
             ffn = FfnSpec("moe", 0, int(r.num_experts), int(r.topk), 3 * hidden * inter)

@@ -53,14 +53,29 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
 # vllm/platforms/cuda.py:628-629 `has_device_capability(89)`), so the first to accept is Marlin (cc >= 7.5,
 # vllm/model_executor/layers/fused_moe/experts/marlin_moe.py:539-541, FP8 weights :548-565): weight-only, BF16 mma.sync
 FP8_MARLIN_MOE_ARCHS = ("sm_80", "sm_86")
+# Block FP8 (128 x 128 weight scales) experts on the SM100 family: FLASHINFER_TRTLLM heads the priority list on CUDA
+# (vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110; AITER is ROCm's) and takes the scheme
+# (kFp8Static128BlockSym x kFp8Dynamic128Sym: vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:396-406)
+# on cc 10.x with FlashInfer's TRT-LLM MoE present (the same file :174-181): flashinfer.fused_moe.
+# trtllm_fp8_block_scale_moe in its DeepSeekFp8 mode (:452-535). Its own value (efficiency.MOE_VARIANT_SPEED), not
+# FlashInfer CUTLASS's, which takes block FP8 on cc 9.0 only
+# (vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:170-178). Not a --moe-backend value the
+# search emits: the auto pick only. Under DeepEP (deepep_high_throughput / _low_latency) the TRT-LLM experts refuse
+# the parallel config (no all-to-all kernels but all-gather / reduce-scatter and DeepEP v2:
+# vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:198-205, 220-227), FlashInfer CUTLASS refuses block
+# FP8 off cc 9.0, and DeepGEMM is next (vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py:178-183).
+# EPLB makes the TRT-LLM experts refuse too (the same lines, enable_eplb); the pick does not see EPLB (left as the
+# TRT-LLM kernel).
+BLOCK_FP8_SM100_MOE = "trtllm_fp8_block"
 
 
 def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """kernels.moe = auto (the oracles in vllm/model_executor/layers/fused_moe/oracle/): block FP8 on SM90 Triton
     first for ep == 1 and FlashInfer CUTLASS for ep > 1 (vllm/model_executor/layers/fused_moe/oracle/fp8.py:127-139),
-    on SM100 FlashInfer (TRT-LLM/CUTLASS), on SM120 DeepGEMM, else Triton. Per-tensor FP8 follows the activation
-    scheme (nothing reorders the priority list for it: vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110,
-    walked in order at :498-503): static scales (fp8_tensor) run FlashInfer on SM90/SM100/SM120 (TRT-LLM on SM100,
+    on SM100 FlashInfer TRT-LLM (BLOCK_FP8_SM100_MOE), on SM120 DeepGEMM, else Triton. Per-tensor FP8 follows the
+    activation scheme (nothing reorders the priority list for it:
+    vllm/model_executor/layers/fused_moe/oracle/fp8.py:94-110, walked in order at :498-503): static scales
+    (fp8_tensor) run FlashInfer on SM90/SM100/SM120 (TRT-LLM on SM100,
     vllm/model_executor/layers/fused_moe/experts/trtllm_fp8_moe.py:174-181,396-406; CUTLASS on cc 9.0/10.x/12.x,
     vllm/model_executor/layers/fused_moe/experts/flashinfer_cutlass_moe.py:135-168), Triton below; dynamic scales
     (fp8_tensor_dynamic, and online FP8 of a bf16/fp16 checkpoint,
@@ -86,7 +101,9 @@ def auto_moe_kernel(expert_dtype: str, arch: str, deepep: bool, ep: int, expert_
             return "triton"
         if arch == "sm_90":
             return "triton" if ep == 1 else "flashinfer_cutlass"
-        return {"sm_100": "flashinfer_cutlass", "sm_120": "deep_gemm"}.get(arch, "triton")
+        if arch == "sm_100":  # DeepEP's kernels are neither all-gather nor DeepEP v2: TRT-LLM refuses them
+            return "deep_gemm" if deepep else BLOCK_FP8_SM100_MOE
+        return "deep_gemm" if arch == "sm_120" else "triton"
     if expert_dtype == "fp4":
         blackwell = arch in ("sm_100", "sm_120")
         if expert_format == "nvfp4":
