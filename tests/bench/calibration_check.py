@@ -843,6 +843,7 @@ def rows() -> list[Row]:
     out += arn25_rows()
     out += op28_rows()
     out += sgmla28_rows()
+    out += dsa29_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -874,6 +875,18 @@ def with_device(hw, key: str, *fields: str):
 def b200_compute_box():
     """b200_box with the B200's own datasheet rates (peak TFLOPS, memory bandwidth) on its GPUs, for a rate row."""
     return with_device(b200_box(), "b200", "peak_tflops", "mem_bw_gbs")
+
+
+def dsa29_rows() -> list[Row]:
+    """kernel-flashmla-sparse-prefill (dsa29): FlashMLA's README, the DSA sparse prefill kernel's best forward rate,
+    against the prefill attention rate perf/mla_ops.py sparse_prefill_ops prices that kernel at."""
+    e = "kernel-flashmla-sparse-prefill"
+    return [
+        Row(e, "H800 SXM5 DSA sparse MLA prefill, compute bound", "TFLOPS", 640.0,
+            efficiency_rate("attention_compute", 989.0)),
+        Row(e, "B200 DSA sparse MLA prefill, compute bound", "TFLOPS", 1450.0,
+            lambda: table_tflops(b200_compute_box(), "attention", "prefill")),
+    ]  # fmt: skip
 
 
 def kernel_source_rows() -> list[Row]:
