@@ -231,6 +231,8 @@ class EngineProfile:
     def label(self) -> str:
         return f"{self.engine} {self.version}"
 
-    def dsa_prefill(self, arch: str) -> tuple[int, int]:
-        """(dsa_mha_prefill_max_kv, the sparse prefill's query-head tile on `arch`: 0 none) for perf's Context."""
-        return self.dsa_mha_prefill_max_kv, dict(self.dsa_sparse_prefill_head_tile).get(arch, 0)
+    def dsa_prefill(self, arch: str, top_k: int) -> tuple[int, int]:
+        """(dsa_mha_prefill_max_kv in tokens, DSA_MHA_PREFILL_TOPK read as the model's `top_k`; the sparse prefill's
+        query-head tile on `arch`, 0 none) for perf's Context."""
+        limit = top_k if self.dsa_mha_prefill_max_kv == DSA_MHA_PREFILL_TOPK else self.dsa_mha_prefill_max_kv
+        return limit, dict(self.dsa_sparse_prefill_head_tile).get(arch, 0)

@@ -6,7 +6,6 @@ building a layer's attention ops (`_projection_ops`, `_kernel_ops`)."""
 
 from __future__ import annotations
 
-from autotune.capability.engine_profile import DSA_MHA_PREFILL_TOPK
 from autotune.perf import mla, precision, rates, tiles
 from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _op_new, _tile_speed
@@ -121,9 +120,10 @@ def prefix_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, ctx: fl
 
 def sparse_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
     """Whether the step's prompt rows of a DSA layer (absorbed MLA attending the indexer's top-k: attended_cap) run on
-    the sparse absorbed path: where the engine's dense-MHA limit (Context.dsa_prefill[0], the engine profile's
-    dsa_mha_prefill_max_kv; DSA_MHA_PREFILL_TOPK: the model's top-k) is below a sequence's whole KV (its prefix and
-    rows: the last row's, as absorbed_prefill_ops reads it). Below it, and on engines not read (0), the MHA path."""
+    the sparse absorbed path: where the engine's dense-MHA limit (Context.dsa_prefill[0] tokens, the engine profile's
+    dsa_mha_prefill_max_kv) is below a sequence's whole KV (its prefix and rows: the last row's, as
+    absorbed_prefill_ops reads it; eager_host.launch_key reads the same rule). Below it, and on engines not read (0),
+    the MHA path."""
     limit = c.dsa_prefill[0]
     if not limit or not x.prefill_tokens or not att.attended_cap or att.compress_ratio != 1:
         return False
@@ -131,7 +131,7 @@ def sparse_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> boo
         return False
     tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's (rank_prompt_tokens)
     whole = x.prefill_ctx + tiles.prefill_rows_per_seq(tokens, x.prefill_ctx) / 2
-    return whole > (att.attended_cap if limit == DSA_MHA_PREFILL_TOPK else limit)
+    return whole > limit
 
 
 def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:

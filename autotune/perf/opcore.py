@@ -12,6 +12,7 @@ from autotune.capability import allreduce_rmsnorm_max_tokens
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
+from autotune.perf.layers import dsa_top_k
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
@@ -368,7 +369,7 @@ def context(
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, hw.gpu.arch, rates.MIN_US["attention"]),
-        dsa_prefill=profile(engine).dsa_prefill(hw.gpu.arch),
+        dsa_prefill=profile(engine).dsa_prefill(hw.gpu.arch, dsa_top_k(model)),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         platform=phase.platform if profile(engine).ascend_platform else None,
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(

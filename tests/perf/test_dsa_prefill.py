@@ -7,6 +7,8 @@ priced as MHA over min(context, top-k) entries, with kv_b and without the MHA pa
 
 from __future__ import annotations
 
+import dataclasses
+
 from autotune.capability.engine_profile import DSA_MHA_PREFILL_TOPK
 from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
@@ -33,9 +35,29 @@ def _prompts(length):
 
 
 def test_engine_profiles_carry_the_dense_mha_limit_and_sglang_hopper_head_padding():
-    assert profile("vllm").dsa_prefill("sm_90") == (DSA_MHA_PREFILL_TOPK, 0)
-    assert profile("sglang").dsa_prefill("sm_90") == (2048, 64)
-    assert profile("sglang").dsa_prefill("sm_100") == (2048, 0)
+    """vLLM's limit is the model's top-k, SGLang's 2048 tokens whatever the top-k."""
+    assert profile("vllm").dsa_mha_prefill_max_kv == DSA_MHA_PREFILL_TOPK
+    assert profile("vllm").dsa_prefill("sm_90", 4096) == (4096, 0)
+    assert profile("sglang").dsa_prefill("sm_90", 4096) == (2048, 64)
+    assert profile("sglang").dsa_prefill("sm_100", 4096) == (2048, 0)
+    assert context(GLM5, TP8, "vllm", H200, tuple(range(8))).dsa_prefill == (ATT.attended_cap, 0)
+
+
+def test_vllm_keeps_the_mha_prefill_up_to_a_larger_top_k_and_sglang_does_not():
+    """A GLM-5 with a 4096 top-k: 3072-token prompts stay on vLLM's MHA path, SGLang's go sparse past 2048."""
+    layers = tuple(
+        dataclasses.replace(layer, attention=dataclasses.replace(layer.attention, attended_cap=4096))
+        if layer.attention.kind == "mla-dsa"
+        else layer
+        for layer in GLM5.layers
+    )
+    model = dataclasses.replace(GLM5, layers=layers)
+    att = model.layers[-1].attention
+    x = _prompts(3072)
+    for engine, sparse in (("vllm", False), ("sglang", True)):
+        c = context(model, TP8, engine, H200, tuple(range(8)))
+        ops = {op.source for op in attention_ops(c, att, x)}
+        assert ("kernels.attention (DSA sparse prefill)" in ops) is sparse
 
 
 def test_long_prompts_run_the_sparse_absorbed_kernel_over_the_top_k():
