@@ -233,6 +233,8 @@ class EngineProfile:
 
     def dsa_prefill(self, arch: str, top_k: int) -> tuple[int, int]:
         """(dsa_mha_prefill_max_kv in tokens, DSA_MHA_PREFILL_TOPK read as the model's `top_k`; the sparse prefill's
-        query-head tile on `arch`, 0 none) for perf's Context."""
+        query-head tile on `arch`, 0 none) for perf's Context; (0, 0) for a model without DSA layers (`top_k` 0)."""
+        if not top_k:
+            return 0, 0
         limit = top_k if self.dsa_mha_prefill_max_kv == DSA_MHA_PREFILL_TOPK else self.dsa_mha_prefill_max_kv
         return limit, dict(self.dsa_sparse_prefill_head_tile).get(arch, 0)

@@ -1267,7 +1267,11 @@ FP4B23_APART = (
     "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml; 0.95 of the output "
     "and the P50 TPOT 1.62x since dpp25: the prefilling rank runs none of its own decodes, so a layer waits for the "
     "longer of its prefill and the other ranks' decodes, not for both; 0.98 and 1.53x since its FP4 all-gather "
-    "dispatch is priced, sharding.dispatch_act_bytes)."
+    "dispatch is priced, sharding.dispatch_act_bytes; 0.70 and 2.14x, from 0.97 and 1.55x, since dsa29 runs the "
+    "8192-token prompts' chunks on SGLang's sparse absorbed path, 576 / 512 wide over the top-k, 2.1x the MHA "
+    "form's FLOPs, at the BF16 prefill rate, where SGLang's sm_10x default for a DSA model is an FP8 KV cache "
+    "(srt/arg_groups/overrides.py:533-536) and the trtllm-gen kernel on FP8 queries (overrides.py:697-701, "
+    "srt/layers/attention/dsa_backend.py:3826-3833), neither modelled)."
 )
 
 
