@@ -14,8 +14,9 @@ from autotune.specs import AttentionSpec
 
 def absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
     """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
-    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq)."""
-    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.index_heads:
+    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq). Not a DSA layer's
+    (attended_cap: its own indexer's or a shared top-k's): the sparse backends decide those (sparse_prefill)."""
+    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.attended_cap:
         return False
     if not mla.is_absorbed_mla(att):
         return False

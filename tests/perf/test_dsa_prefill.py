@@ -93,3 +93,12 @@ def test_sglang_hopper_pads_the_sparse_kernel_heads_to_64():
     vllm = _ops("vllm", x)["kernels.attention (DSA sparse prefill)"].flops - index
     sglang = _ops("sglang", x)["kernels.attention (DSA sparse prefill)"].flops - index
     assert abs(sglang / vllm - 8.0) < 1e-9
+
+
+def test_a_layer_sharing_another_layers_top_k_is_no_dense_mla_short_prompt_on_vllm_hopper():
+    """A DSA layer without its own indexer (GLM IndexCache "shared": index_heads 0, the top-k still attended) runs
+    the sparse backend's rule, not FLASH_ATTN_MLA's absorbed path for prompts of up to 512 rows."""
+    shared = dataclasses.replace(ATT, index_heads=0)
+    c = context(GLM5, TP8, "vllm", H200, tuple(range(8)))
+    ops = {op.source for op in attention_ops(c, shared, StepInput(prefill_tokens=8 * 256.0, prefill_ctx=128.0))}
+    assert "kernels.attention (absorbed prefill)" not in ops and "mla prefill key concat" in ops
