@@ -40,6 +40,19 @@ def test_engine_profiles_carry_the_dense_mha_limit_and_sglang_hopper_head_paddin
     assert profile("vllm").dsa_prefill("sm_90", 4096) == (4096, 0)
     assert profile("sglang").dsa_prefill("sm_90", 4096) == (2048, 64)
     assert profile("sglang").dsa_prefill("sm_100", 4096) == (2048, 0)
+    assert profile("vllm").dsa_prefill("sm_90", 0) == (0, 0)  # no DSA layer
+
+
+def test_on_sm120_every_prompt_takes_the_sparse_path():
+    """vLLM's sm_12x sparse backend has no dense MHA prefill, SGLang runs MHA_ONE_SHOT on SM90 / SM10x only: a
+    1024-token prompt of a DSA model runs the sparse kernel there."""
+    assert profile("vllm").dsa_prefill("sm_120", 2048)[0] == profile("sglang").dsa_prefill("sm_120", 2048)[0] == 1
+    box = load_preset("rtx-pro-6000-x8")
+    assert box.accelerators[0].arch == "sm_120"
+    for engine in ("vllm", "sglang"):
+        c = context(GLM5, TP8, engine, box, tuple(range(8)))
+        ops = {op.source for op in attention_ops(c, ATT, _prompts(1024))}
+        assert "kernels.attention (DSA sparse prefill)" in ops and "mla prefill key concat" not in ops
     assert context(GLM5, TP8, "vllm", H200, tuple(range(8))).dsa_prefill == (ATT.attended_cap, 0)
 
 

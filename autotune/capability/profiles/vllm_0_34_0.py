@@ -379,6 +379,10 @@ PROFILE = EngineProfile(
     # (flashmla_sparse.py:1412-1424), ShardQ all heads on 1 / TP of the rows (vllm/v1/attention/ops/shardq.py:1-12;
     # config/attention.py:150-160); FA3's and FlashInfer's row tiles not read
     dsa_mha_prefill_max_kv=DSA_MHA_PREFILL_TOPK,
+    # sm_12x's FLASHINFER_MLA_SPARSE_SM120 has no dense MHA prefill (supports_dense_mha_prefill = False,
+    # vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm120.py:38): prefill_backend None, every prompt row on
+    # forward_mqa (mla_attention.py:664-671; sparse_mla_attention.py:410)
+    dsa_mha_prefill_archs=("sm_90", "sm_100"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
     # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
     # the 10.x family): the conditions of the fusion.allreduce_rmsnorm rule (autotune/capability/vllm_0_34_0.py),
