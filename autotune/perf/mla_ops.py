@@ -136,8 +136,9 @@ def sparse_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> boo
 
 
 def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:
-    """The prompt rows of a DSA layer on the sparse absorbed path (sparse_prefill): FlashMLA's sparse prefill kernel
-    (the engine profiles' dsa_mha_prefill_max_kv cite each engine's) runs the 576 / 512 MQA form: every head of a row
+    """The prompt rows of a DSA layer on the sparse absorbed path (sparse_prefill): the engines' sparse kernels
+    (FlashMLA's sparse prefill, FA3's q_v path, FlashInfer / TRT-LLM's sparse MLA: the engine profiles'
+    dsa_mha_prefill_max_kv cite each engine's) run the 576 / 512 MQA form: every head of a row
     scores the latent key (kv_lora + rope) of each of its top-k entries and sums their latent values (kv_lora), no
     causal diagonal (README of deepseek-ai/FlashMLA, "Sparse MLA Prefill": P = Q @ focused_kv^T over `indices`
     [s_q, topk]), on the rank's heads padded to the engine's tile (Context.dsa_prefill[1]). No kv_b up-projection,
