@@ -20,6 +20,10 @@ from autotune.specs import Batching, ModelSpec, PhasePlan
 MemoryBudget = Literal["gpu_memory_utilization", "mem_fraction_static"]
 # CUDA's device selection, in NVML / nvidia-smi order
 CUDA_VISIBLE_DEVICES = (("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), ("CUDA_VISIBLE_DEVICES", "{gpus}"))
+# EngineProfile.dsa_mha_prefill_max_kv: the model's indexer top-k (index_topk) is the limit
+DSA_MHA_PREFILL_TOPK = -1
+# ... and on an arch without the dense MHA path, a limit of one token: every prompt row on the sparse path
+DSA_SPARSE_ONLY_KV = 1
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,15 @@ class EngineProfile:
     # kv_b, builds its keys and merges the prefix's attention output with the new tokens' (perf/mla.py)
     mla_prefill_prefix_up_projection: bool = False
     mla_split_query_archs: tuple[str, ...] = ()
+    # a DSA layer's prompt rows (absorbed MLA over the indexer's top-k: DeepSeek-V3.2, GLM-5.x) run the dense MHA
+    # prefill while a sequence's KV is at most this many tokens (DSA_MHA_PREFILL_TOPK: the model's top-k) and the
+    # sparse absorbed path over the top-k beyond it (perf/mla_ops.py sparse_prefill); 0: every DSA prompt on the MHA
+    # path (not read for the engine)
+    dsa_mha_prefill_max_kv: int = 0
+    # the archs where the engine has that dense MHA path for DSA prompts; elsewhere every prompt takes the sparse path
+    dsa_mha_prefill_archs: tuple[str, ...] = ()
+    # (arch, heads) the sparse prefill kernel pads a rank's query heads to a multiple of (perf/mla_ops.py)
+    dsa_sparse_prefill_head_tile: tuple[tuple[str, int], ...] = ()
     # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)
@@ -229,3 +242,14 @@ class EngineProfile:
     @property
     def label(self) -> str:
         return f"{self.engine} {self.version}"
+
+    def dsa_prefill(self, arch: str, top_k: int) -> tuple[int, int]:
+        """(dsa_mha_prefill_max_kv in tokens, DSA_MHA_PREFILL_TOPK read as the model's `top_k`; the sparse prefill's
+        query-head tile on `arch`, 0 none) for perf's Context; DSA_SPARSE_ONLY_KV on an arch outside
+        dsa_mha_prefill_archs; (0, 0) for a model without DSA layers (`top_k` 0)."""
+        if not top_k:
+            return 0, 0
+        limit = top_k if self.dsa_mha_prefill_max_kv == DSA_MHA_PREFILL_TOPK else self.dsa_mha_prefill_max_kv
+        if limit and arch not in self.dsa_mha_prefill_archs:
+            limit = DSA_SPARSE_ONLY_KV
+        return limit, dict(self.dsa_sparse_prefill_head_tile).get(arch, 0)

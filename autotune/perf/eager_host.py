@@ -46,7 +46,8 @@ def launch_key(c: Context, x: StepInput) -> tuple:
     """What of the step input the op list's kernels (not their sizes) depend on: which parts the step has (decode
     rows, their width, prompt tokens, a prompt's cached prefix: MLA's prefix kernels, mla_ops.prefix_ops), whether
     the norms fold into the all-reduce (oplist._fused_norms: rows per rank within Context.fused_norm_max_tokens)
-    and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule)."""
+    and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule) or a DSA
+    layer's sparse path (mla_ops.sparse_prefill's)."""
     rank_tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp
     absorbed = bool(
         x.prefill_tokens
@@ -54,7 +55,11 @@ def launch_key(c: Context, x: StepInput) -> tuple:
         and tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) <= c.mla_absorbed_prefill_rows
     )
     fused = step_tokens(x) / c.phase.dp <= c.fused_norm_max_tokens
-    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed
+    # a DSA layer's prompts on its sparse absorbed path (mla_ops.sparse_prefill's rule)
+    limit = c.dsa_prefill[0]
+    sparse = bool(x.prefill_tokens and limit)
+    sparse = sparse and x.prefill_ctx + tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) / 2 > limit
+    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed, sparse
 
 
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:

@@ -26,6 +26,12 @@ def indexer_scored(att: AttentionSpec, ctx: float) -> float:
     return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
 
 
+def dsa_top_k(model: ModelSpec) -> int:
+    """The top-k entries the model's DSA layers attend (absorbed MLA with an indexer: mla-dsa), 0 without any."""
+    return max((layer.attention.attended_cap for layer, _ in layer_groups(model) if layer.attention.kind == "mla-dsa"),
+               default=0)  # fmt: skip
+
+
 _GROUPS: dict[int, tuple[ModelSpec, tuple[tuple[LayerSpec, int], ...]]] = {}  # id(model) -> (model, groups)
 
 

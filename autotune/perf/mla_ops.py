@@ -7,15 +7,16 @@ building a layer's attention ops (`_projection_ops`, `_kernel_ops`)."""
 from __future__ import annotations
 
 from autotune.perf import mla, precision, rates, tiles
-from autotune.perf.layers import attended_entries
+from autotune.perf.layers import attended_entries, indexer_scored
 from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _op_new, _tile_speed
 from autotune.specs import AttentionSpec
 
 
 def absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
     """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
-    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq)."""
-    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.index_heads:
+    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq). Not a DSA layer's
+    (attended_cap: its own indexer's or a shared top-k's): the sparse backends decide those (sparse_prefill)."""
+    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.attended_cap:
         return False
     if not mla.is_absorbed_mla(att):
         return False
@@ -116,3 +117,46 @@ def prefix_ops(ops: list, c: Context, att: AttentionSpec, tokens: float, ctx: fl
     )  # fmt: skip
     ops.append(Op("elementwise", "bf16", "any", prefix, 0.0, 0.0, 0.0, k.concat_bytes, 1.0, "mla prefix key concat"))
     ops.append(Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, k.merge_bytes, 1.0, "mla prefix merge"))
+
+
+def sparse_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
+    """Whether the step's prompt rows of a DSA layer (absorbed MLA attending the indexer's top-k: attended_cap) run on
+    the sparse absorbed path: where the engine's dense-MHA limit (Context.dsa_prefill[0] tokens, the engine profile's
+    dsa_mha_prefill_max_kv) is below a sequence's whole KV (its prefix and rows: the last row's, as
+    absorbed_prefill_ops reads it; eager_host.launch_key reads the same rule). Below it, and on engines not read (0),
+    the MHA path."""
+    limit = c.dsa_prefill[0]
+    if not limit or not x.prefill_tokens or not att.attended_cap or att.compress_ratio != 1:
+        return False
+    if not mla.is_absorbed_mla(att):
+        return False
+    tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's (rank_prompt_tokens)
+    whole = x.prefill_ctx + tiles.prefill_rows_per_seq(tokens, x.prefill_ctx) / 2
+    return whole > limit
+
+
+def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:
+    """The prompt rows of a DSA layer on the sparse absorbed path (sparse_prefill): the engines' sparse kernels
+    (FlashMLA's sparse prefill, FA3's q_v path, FlashInfer / TRT-LLM's sparse MLA: the engine profiles'
+    dsa_mha_prefill_max_kv cite each engine's) run the 576 / 512 MQA form: every head of a row
+    scores the latent key (kv_lora + rope) of each of its top-k entries and sums their latent values (kv_lora), no
+    causal diagonal (README of deepseek-ai/FlashMLA, "Sparse MLA Prefill": P = Q @ focused_kv^T over `indices`
+    [s_q, topk]), on the rank's heads padded to the engine's tile (Context.dsa_prefill[1]). No kv_b up-projection,
+    key concat or output copy: the absorbed rows' W_UK / W_UV launches are module_ops'. Bytes: each sequence's latent
+    KV and indexer keys read once (its rows' top-k overlap in L2, an assumption), queries and outputs once per row.
+    The indexer's scoring joins the op as on the MHA path (oplist._prefill_attention_ops). Rate: the prefill rate
+    (rates.ATTENTION_PREFILL_FRACTION of the BF16 peak, 0.60), which FlashMLA's README tops at 640 TFLOPS on H800
+    SXM5 (0.65 of 989) and 1450 on B200 for the sparse prefill (calibration.yaml kernel-flashmla-sparse-prefill)."""
+    tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp  # the busiest DP rank's (rank_prompt_tokens)
+    rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
+    heads, tile = shape.heads_per_rank, c.dsa_prefill[1]
+    if tile:
+        heads = -(-heads // tile) * tile
+    entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
+    flops = 2 * heads * shape.score_dim_decode * entries * tokens
+    flops += 2 * shape.index_heads_per_rank * att.index_dim * scored * tokens
+    whole = x.prefill_ctx + rows / 2  # a sequence's whole KV (the last row's prefix)
+    per_seq = whole * att.kv_read_elems_per_token + indexer_scored(att, whole) * att.index_dim
+    nbytes = tokens / rows * per_seq * c.kv_elem_bytes / shape.kv_shard + tokens * shape.q_o_bytes
+    ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
+                  "kernels.attention (DSA sparse prefill)", c.attention_speed))  # fmt: skip

@@ -12,6 +12,7 @@ from autotune.capability import allreduce_rmsnorm_max_tokens
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
+from autotune.perf.layers import dsa_top_k
 from autotune.specs import (
     DTYPE_BYTES,
     AttentionSpec,
@@ -266,6 +267,7 @@ class Context:
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
     mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
     mla_decode_fixed_waves: float = 0.0  # its fixed time beyond the attention floor (tiles.mla_decode_fixed_waves)
+    dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
     # None: read by the costing pass of every op list, resolved once here rather than per op list
@@ -367,6 +369,7 @@ def context(
         mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, hw.gpu.arch, rates.MIN_US["attention"]),
+        dsa_prefill=profile(engine).dsa_prefill(hw.gpu.arch, dsa_top_k(model)),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         platform=phase.platform if profile(engine).ascend_platform else None,
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(

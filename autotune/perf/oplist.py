@@ -126,7 +126,7 @@ def _absorbed_rows(att: AttentionSpec, x: StepInput, dp: int, absorbed_prefill: 
 
 
 def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape,
-                absorbed_prefill: bool) -> None:  # fmt: skip
+                absorbed_prefill: bool, sparse_prefill: bool = False) -> None:  # fmt: skip
     """The attention kernels of step `x` (attention_parts): decode rows and prefill rows are separate kernels
     (decode reads each sequence's KV once). The step-independent parts come from _attention_shape."""
     dp = c.phase.dp
@@ -168,6 +168,8 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
                           "kernels.attention (MLA decode fixed time)"))  # fmt: skip
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
+    elif sparse_prefill:  # a DSA layer's prompts over the top-k (mla_ops.sparse_prefill)
+        mla_ops.sparse_prefill_ops(ops, c, att, x, shape)
     elif x.prefill_tokens:
         _prefill_attention_ops(ops, c, att, x, shape)
 
@@ -193,7 +195,8 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
         _op_new(Op, ("attention", "bf16", "prefill", tokens_per_rank, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
                      "kernels.attention", speed, ()))
     )  # fmt: skip
-    if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and not att.index_heads:
+    # a DSA layer's short prompts run the dense MLA prefill where the engine's DSA rule is read (mla_ops.sparse_prefill)
+    if mla.is_absorbed_mla(att) and att.compress_ratio == 1 and (not att.index_heads or c.dsa_prefill[0]):
         mla_ops.prefill_ops(ops, c, att, tokens_per_rank, shape)
         if c.mla_prefix_up_projection:
             mla_ops.prefix_ops(ops, c, att, tokens_per_rank, x.prefill_ctx, shape)
@@ -346,8 +349,9 @@ def attention_parts(c: Context, att: AttentionSpec, x: StepInput) -> tuple[float
         return rows, 0.0, _linear_kernel_ops(c, att, x)
     kernels: list[Op] = []
     absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
-    _kernel_ops(kernels, c, att, x, _attention_shape(c, att), absorbed_prefill)
-    return rows, _absorbed_rows(att, x, dp, absorbed_prefill), kernels
+    sparse = mla_ops.sparse_prefill(c, att, x, dp)  # a DSA layer's long prompts: absorbed over the top-k
+    _kernel_ops(kernels, c, att, x, _attention_shape(c, att), absorbed_prefill, sparse)
+    return rows, _absorbed_rows(att, x, dp, absorbed_prefill or sparse), kernels
 
 
 def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:

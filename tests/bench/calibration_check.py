@@ -844,6 +844,7 @@ def rows() -> list[Row]:
     out += op28_rows()
     out += sgmla28_rows()
     out += b200moe29_rows()
+    out += dsa29_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -875,6 +876,18 @@ def with_device(hw, key: str, *fields: str):
 def b200_compute_box():
     """b200_box with the B200's own datasheet rates (peak TFLOPS, memory bandwidth) on its GPUs, for a rate row."""
     return with_device(b200_box(), "b200", "peak_tflops", "mem_bw_gbs")
+
+
+def dsa29_rows() -> list[Row]:
+    """kernel-flashmla-sparse-prefill (dsa29): FlashMLA's README, the DSA sparse prefill kernel's best forward rate,
+    against the prefill attention rate perf/mla_ops.py sparse_prefill_ops prices that kernel at."""
+    e = "kernel-flashmla-sparse-prefill"
+    return [
+        Row(e, "H800 SXM5 DSA sparse MLA prefill, compute bound", "TFLOPS", 640.0,
+            efficiency_rate("attention_compute", 989.0)),
+        Row(e, "B200 DSA sparse MLA prefill, compute bound", "TFLOPS", 1450.0,
+            lambda: table_tflops(b200_compute_box(), "attention", "prefill")),
+    ]  # fmt: skip
 
 
 def kernel_source_rows() -> list[Row]:
@@ -1255,7 +1268,11 @@ FP4B23_APART = (
     "the P50, near the ~100 ms mean that Little's law gives the figure, see calibration.yaml; 0.95 of the output "
     "and the P50 TPOT 1.62x since dpp25: the prefilling rank runs none of its own decodes, so a layer waits for the "
     "longer of its prefill and the other ranks' decodes, not for both; 0.98 and 1.53x since its FP4 all-gather "
-    "dispatch is priced, sharding.dispatch_act_bytes)."
+    "dispatch is priced, sharding.dispatch_act_bytes; 0.70 and 2.14x, from 0.97 and 1.55x, since dsa29 runs the "
+    "8192-token prompts' chunks on SGLang's sparse absorbed path, 576 / 512 wide over the top-k, 2.1x the MHA "
+    "form's FLOPs, at the BF16 prefill rate, where SGLang's sm_10x default for a DSA model is an FP8 KV cache "
+    "(srt/arg_groups/overrides.py:533-536) and the trtllm-gen kernel on FP8 queries (overrides.py:697-701, "
+    "srt/layers/attention/dsa_backend.py:3826-3833), neither modelled)."
 )
 
 

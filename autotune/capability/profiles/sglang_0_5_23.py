@@ -273,6 +273,17 @@ PROFILE = EngineProfile(
     gdn_prefill_side_launches=(4, 10),
     gdn_flashinfer_prefill=gdn_flashinfer_prefill,
     triton_mla_archs=(),
+    # DSA (DeepSeek-V3.2, GLM-5.x): a prompt batch runs MHA_ONE_SHOT, the dense MLA prefill, while its longest
+    # sequence is at most SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD = 2048 tokens (srt/environ.py:1983) on sm_90
+    # / sm_100 (srt/layers/attention/dsa_backend.py:4054-4078, read by handle_attention_dsa,
+    # srt/models/deepseek_common/attention_backend_handler.py:200-211), else the absorbed (MLA) path over each row's
+    # top-k: flashmla_sparse by default with a bf16 KV cache (the sm_90 default), trtllm with FP8 on sm_10x
+    # (srt/arg_groups/overrides.py:491-545, :697-708)
+    dsa_mha_prefill_max_kv=2048,
+    dsa_mha_prefill_archs=("sm_90", "sm_100"),  # MHA_ONE_SHOT on SM90 / SM10x only (dsa_backend.py:4064-4070)
+    # flashmla_sparse pads a rank's query heads to 64 on Hopper (srt/layers/attention/dsa_backend.py:2819-2836); on
+    # sm_10x the default FP8 KV cache runs trtllm's kernel instead, whose padding is not read (none taken)
+    dsa_sparse_prefill_head_tile=(("sm_90", 64),),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
     # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):
