@@ -280,7 +280,8 @@ PROFILE = EngineProfile(
     # top-k: flashmla_sparse by default with a bf16 KV cache (the sm_90 default), trtllm with FP8 on sm_10x
     # (srt/arg_groups/overrides.py:491-545, :697-708)
     dsa_mha_prefill_max_kv=2048,
-    dsa_mha_prefill_archs=("sm_90", "sm_100"),  # MHA_ONE_SHOT on SM90 / SM10x only (dsa_backend.py:4064-4070)
+    # MHA_ONE_SHOT on SM90 / SM10x only (srt/layers/attention/dsa_backend.py:4064-4070)
+    dsa_mha_prefill_archs=("sm_90", "sm_100"),
     # flashmla_sparse pads a rank's query heads to 64 on Hopper (srt/layers/attention/dsa_backend.py:2819-2836); on
     # sm_10x the default FP8 KV cache runs trtllm's kernel instead, whose padding is not read (none taken)
     dsa_sparse_prefill_head_tile=(("sm_90", 64),),

@@ -408,14 +408,17 @@ PROFILE = EngineProfile(
     # (vllm/v1/attention/backends/mla/flashattn_mla_sparse.py:215-258), then FLASHMLA_SPARSE; on sm_100
     # FLASHINFER_MLA_SPARSE with an FP8 cache, FLASHMLA_SPARSE (FA4 at <= 16 heads) with bf16
     # (vllm/platforms/cuda.py:94-148). Not modelled: the FA4 masked MHA that _use_masked_mha picks on sm_100 with a
-    # bf16 cache at some (TP, length) cells (mla_attention.py:1987-2103, sparse_mla_attention.py:101-135). Query heads
+    # bf16 cache at some (TP, length) cells (vllm/model_executor/layers/attention/mla_attention.py:1987-2103,
+    # vllm/model_executor/layers/attention/sparse_mla_attention.py:101-135). Query heads
     # taken unpadded: FlashMLA's sm_90 small-head kernel runs 8 / 16 / 32 heads once the rows outnumber the SMs
-    # (flashmla_sparse.py:1412-1424), ShardQ all heads on 1 / TP of the rows (vllm/v1/attention/ops/shardq.py:1-12;
-    # config/attention.py:150-160); FA3's and FlashInfer's row tiles not read
+    # (vllm/v1/attention/backends/mla/flashmla_sparse.py:1412-1424), ShardQ all heads on 1 / TP of the rows
+    # (vllm/v1/attention/ops/shardq.py:1-12;
+    # vllm/config/attention.py:150-160); FA3's and FlashInfer's row tiles not read
     dsa_mha_prefill_max_kv=DSA_MHA_PREFILL_TOPK,
     # sm_12x's FLASHINFER_MLA_SPARSE_SM120 has no dense MHA prefill (supports_dense_mha_prefill = False,
     # vllm/v1/attention/backends/mla/flashinfer_mla_sparse_sm120.py:38): prefill_backend None, every prompt row on
-    # forward_mqa (mla_attention.py:664-671; sparse_mla_attention.py:410)
+    # forward_mqa (vllm/model_executor/layers/attention/mla_attention.py:664-671;
+    # vllm/model_executor/layers/attention/sparse_mla_attention.py:410)
     dsa_mha_prefill_archs=("sm_90", "sm_100"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
     # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
