@@ -262,9 +262,10 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
     (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
     the fused-norm limit (Context.fused_norm_max_tokens) and comm.all2all (the fused norms), the dense and expert
     dtypes' resolved sizes and kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance
-    (oplist.ep_imbalance), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop) and the routed
-    GEMMs that pay tile-wave fixed time (Context.moe_tile_waves, read by ffn_shape.moe_wave_gemms). Equal FfnSpecs
-    of the model's layer kinds share their terms."""
+    (oplist.ep_imbalance), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop), the routed
+    GEMMs that pay tile-wave fixed time (Context.moe_tile_waves, read by ffn_shape.moe_wave_gemms) and the shared
+    experts fused into the routed ones (Context.fused_shared). Equal FfnSpecs of the model's layer kinds share their
+    terms."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
@@ -274,7 +275,7 @@ def ffn_kernel_terms(c: Context, ffn: FfnSpec, tokens: float) -> tuple[tuple, tu
             profile(c.engine).tp_spans_dp, c.fused_norm_max_tokens, phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
-            c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs, c.moe_tile_waves,
+            c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs, c.moe_tile_waves, c.fused_shared,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
     # `ffn` is one of the prefix's model's FFN halves; equal ones as the model's first (ops._ffn_facts' id map, in the

@@ -241,6 +241,14 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) ->
     flops = s.expert_flops * routed
     ops.append(_op_new(Op, ("grouped_moe", c.expert_dtype, bucket, per_expert, s.expert_n, hidden, flops, nbytes, 1.0,
                             "kernels.moe / ep / eplb", c.moe_speed, ())))  # fmt: skip
+    if s.fused_shared:  # the fused shared experts: more experts every token picks, in the same launch (no fixed
+        # time of their own), their tiles of all the step's rows at that M's rate, their weights read once;
+        # expert parallel 1 (ffn_shape: the engine's rule), so sharded as a routed expert over every rank
+        shared = tokens * s.fused_shared / s.ranks
+        ops.append(_op_new(Op, ("grouped_moe", c.expert_dtype, rates.m_bucket(tokens), tokens, s.expert_n, hidden,
+                                s.expert_flops * shared, s.fused_shared * ffn.expert_params * c.expert_bytes / s.ranks,
+                                0.0, "kernels.moe (fused shared expert)", c.moe_speed, ())))  # fmt: skip
+        routed += shared  # the quant, waves, permute and combine below run its rows too
     if s.wave_gemms:
         _moe_waves(ops, c, s, routed * s.ranks / s.wave_div)
     if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
