@@ -80,18 +80,17 @@ def fused_shared_experts(model: ModelSpec, phase: PhasePlan, engine: str, arch: 
     `moe_kernel`: the plan's kernels.moe (default: the phase's). The shared count is the layer's shared parameters
     over one routed expert's (DeepSeek's shared expert is a routed expert's shape)."""
     rule = profile(engine).fused_shared_experts
-    ffn = next((layer.ffn for layer in model.layers if layer.ffn.kind == "moe"), None)
-    if rule is None or ffn is None or not ffn.params or not ffn.expert_params:
+    if rule is None or not model.is_moe:
         return 0
+    for layer in model.layers:  # the first MoE layer's FFN (a loop that stops there: once per Context)
+        ffn = layer.ffn
+        if ffn.kind == "moe":
+            break
+    if not ffn.params or not ffn.expert_params:
+        return 0
+    # (family, routed, shared, ep, arch, a2a, two_batch, moe_kernel, expert_format), positionally
     facts = SharedFusionFacts(
-        family=model.family,
-        routed=ffn.num_experts,
-        shared=ffn.params // ffn.expert_params,
-        ep=phase.ep,
-        arch=arch,
-        a2a=phase.comm.all2all == "deepep",
-        two_batch=phase.overlap.two_batch,
-        moe_kernel=moe_kernel or phase.kernels.moe,
-        expert_format=model.expert_format,
-    )
+        model.family, ffn.num_experts, ffn.params // ffn.expert_params, phase.ep, arch,
+        phase.comm.all2all == "deepep", phase.overlap.two_batch, moe_kernel or phase.kernels.moe, model.expert_format,
+    )  # fmt: skip
     return rule(facts)
