@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from autotune.capability.engine_profile import MoeConfigFiles
+from autotune.capability.engine_profile import MoeConfigFiles, SharedFusionFacts
 from autotune.capability.profiles import PROFILES, moe_config_engines
 from autotune.specs.errors import MiTuneError
 
@@ -75,11 +75,9 @@ SMEM_LIMIT_BYTES = {
 # Bytes of one element of the GEMM operands as the kernel loads them (activations quantised with the weights).
 OPERAND_BYTES = {"bf16": 2, "fp16": 2, "fp8_w8a8": 1, "int8_w8a8": 1}
 
-# SGLang fuses a model's single shared expert into the routed experts (E + 1, top-k + 1) for these architectures:
-# deepseek_v2.py:3322 (DeepseekV3ForCausalLM), glm4_moe.py:1284-1285 (GlmMoeDsaForCausalLM); the gate,
-# deepseek_v2.py:3325-3393, wants 256 routed experts (384 only for a Quark MXFP4 checkpoint), one shared expert,
-# compute capability >= 8.0, expert parallel size 1 on NVIDIA, no W4A* quantisation, no DeepEP / two-batch overlap.
-SGLANG_SHARED_FUSION_FAMILIES = ("deepseek_v3", "glm_moe_dsa")
+# Which shared experts an engine fuses into the routed experts (E + n, top-k + n): its profile's fused_shared_experts
+# rule (SGLang: autotune/capability/profiles/sglang_0_5_23.py, which the performance model reads too). The tuner
+# benchmarks the Triton runner without an a2a backend or two-batch overlap; a W4A16 dtype is an int4 checkpoint's.
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ def moe_shape(
     The MoE group is the tp ranks: ep == tp spreads whole experts (N unsplit), ep == 1 splits every expert's
     intermediate size over tp, and in between each group of ep ranks shards its experts over tp / ep.
     """
-    rule = files_rule(engine)
+    files_rule(engine)  # an engine without tuned files is refused
     if dtype not in DTYPE_SELECTORS:
         raise MiTuneError(f"--dtype: expected one of {', '.join(DTYPE_SELECTORS)}, got {dtype!r}")
     if tp < 1 or ep < 1 or tp % ep:
@@ -192,8 +190,13 @@ def moe_shape(
         )
     shared = ffn.params // ffn.expert_params if ffn.expert_params else 0
     fused = 0
-    if rule.fuses_shared_experts and _fuses_shared(model, ffn.num_experts, shared, ep, dtype, compute_capability):
-        fused = shared
+    fusion = PROFILES[engine].fused_shared_experts
+    if fusion is not None:
+        arch = f"sm_{round(compute_capability * 10)}"
+        expert_format = "int4_awq" if dtype == "int4_w4a16" else model.expert_format
+        fused = fusion(
+            SharedFusionFacts(model.family, ffn.num_experts, shared, ep, arch, False, False, "triton", expert_format)
+        )
     return MoeShape(
         engine=engine,
         num_experts=ffn.num_experts // ep + fused,
@@ -203,17 +206,6 @@ def moe_shape(
         dtype=dtype,
         block_shape=tuple(block_shape) if block_shape else None,
         fused_shared_experts=fused,
-    )
-
-
-def _fuses_shared(model, routed: int, shared: int, ep: int, dtype: str, cc: float) -> bool:
-    return (
-        model.family in SGLANG_SHARED_FUSION_FAMILIES
-        and routed == 256
-        and shared == 1
-        and ep == 1
-        and cc >= 8.0
-        and dtype not in ("int4_w4a16",)
     )
 
 

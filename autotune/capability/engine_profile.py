@@ -39,7 +39,6 @@ class MoeConfigFiles:
     triton_version_folder: bool  # files under <dir>/configs/triton_X_Y_Z/ (else <dir>/ flat)
     triton_version_key: bool  # the file carries a "triton_version" key (else batch keys only)
     down_file: bool  # a separate `_down` file for the second GEMM
-    fuses_shared_experts: bool  # a single shared expert fused in as one more routed expert (E + 1, top-k + 1)
 
 
 @dataclass(frozen=True)
@@ -95,6 +94,21 @@ class DpStep(NamedTuple):
     sum_bytes: float  # bytes of a buffer of every rank's rows (the step's rows x one hidden row)
     family: str  # the model's family (ModelSpec.family: its HF model_type), where the return differs by model
     two_batch: bool  # two-batch overlap (overlap.two_batch)
+
+
+class SharedFusionFacts(NamedTuple):
+    """What an engine's shared-expert fusion rule (EngineProfile.fused_shared_experts) reads of a plan's MoE layers
+    (perf/sharding.fused_shared_experts builds it)."""
+
+    family: str  # the model's family (ModelSpec.family: its HF model_type)
+    routed: int  # routed experts of a MoE layer
+    shared: int  # shared experts of a MoE layer (its shared parameters over one routed expert's)
+    ep: int  # expert-parallel size
+    arch: str  # the GPU's arch ("sm_90")
+    a2a: bool  # an a2a MoE backend (comm.all2all deepep)
+    two_batch: bool  # two-batch overlap (overlap.two_batch)
+    moe_kernel: str  # kernels.moe as the plan sets it ("auto": the engine's pick)
+    expert_format: str  # the checkpoint's routed-expert format (ModelSpec.expert_format)
 
 
 # a DpStep -> (the gather before the FFN: "allgather" of every rank's rows padded to the longest (MAX_LEN) or
@@ -226,6 +240,9 @@ class EngineProfile:
     # the breakable prefill graph's capture sizes up to a token cap (perf/dp_gather.py buckets, perf/memory.py reserve);
     # None: the engine captures no prompt graph of bucketed sizes
     prefill_graph_sizes: Callable[[int], tuple[int, ...]] | None = None
+    # shared experts the engine fuses into the routed fused-MoE kernel as more experts every token picks (top-k + n,
+    # their weights sharded as a routed expert's; perf/ffn_shape.py), by plan (SharedFusionFacts -> n); None: none
+    fused_shared_experts: Callable[[SharedFusionFacts], int] | None = None
     # how the engine reports its ranks' expert loads to `measure` (measure/expert_load.py): "balancedness_metric" (a
     # Prometheus summary of each pass's mean / max rank load, with its recorder flags), "eplb_log" (EPLB's logged
     # per-step loads: only where the plan runs EPLB), "" (none)

@@ -86,6 +86,9 @@ class FfnShape:
     router_weight_bytes: float
     router_row_bytes: float  # activation bytes per row (opcore._act_bytes)
     topk_row_bytes: float  # logits read, ids and weights written per row
+    # shared experts fused into the routed experts (Context.fused_shared): more experts every token picks, their
+    # weights read with the routed experts' (oplist._ffn_ops); the dense part is then empty
+    fused_shared: int
 
 
 def ffn_shape(c: Context, ffn: FfnSpec) -> FfnShape:
@@ -102,7 +105,7 @@ def ffn_shape(c: Context, ffn: FfnSpec) -> FfnShape:
 def _dense_part(c: Context, ffn: FfnSpec) -> tuple:
     """FfnShape's dense fields: the layout (sharding.dense_layout: 'tp' over the TP group, 'dp' whole on every
     rank, 'all' over every rank), the pair's weights and activation bytes, its quantisation kernels."""
-    if not ffn.params:
+    if not ffn.params or (ffn.kind == "moe" and c.fused_shared):  # no shared GEMM where they are fused in
         return 0.0, "", "", False, 0.0, 0.0, 0.0, 0.0, 0.0, 0
     phase, hidden = c.phase, c.model.hidden_size
     layout = dense_layout(ffn, phase, c.engine)
@@ -126,7 +129,7 @@ def _dense_part(c: Context, ffn: FfnSpec) -> tuple:
 def _moe_part(c: Context, ffn: FfnSpec) -> tuple:
     """FfnShape's routed-expert and router fields."""
     if ffn.kind != "moe":
-        return False, ep_spread(c), 0.0, 0.0, (), (), 1, 0, 0.0, 0.0, 0.0, 0.0, 0.0
+        return False, ep_spread(c), 0.0, 0.0, (), (), 1, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0
     hidden, act = c.model.hidden_size, precision.ACTIVATION_BYTES
     quants = precision.standalone_quants(c.expert_dtype, c.model.expert_format, 2) if c.expert_quant_bytes else 0
     weights = hidden * ffn.num_experts
@@ -144,6 +147,7 @@ def _moe_part(c: Context, ffn: FfnSpec) -> tuple:
         weights * act,
         _act_bytes(1.0, ffn.num_experts, hidden, 1, act),
         ffn.num_experts * LOGIT_BYTES + ffn.experts_per_token * 8,  # logits in; int32 id + fp32 weight out
+        c.fused_shared if ffn.params else 0,
     )
 
 

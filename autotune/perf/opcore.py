@@ -269,6 +269,7 @@ class Context:
     mla_decode_fixed_waves: float = 0.0  # its fixed time beyond the attention floor (tiles.mla_decode_fixed_waves)
     dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
+    fused_shared: int = 0  # shared experts fused into the routed MoE (sharding.fused_shared_experts; ffn_shape.py)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
     # None: read by the costing pass of every op list, resolved once here rather than per op list
     platform: dict | None = None
@@ -371,6 +372,7 @@ def context(
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, hw.gpu.arch, rates.MIN_US["attention"]),
         dsa_prefill=profile(engine).dsa_prefill(hw.gpu.arch, dsa_top_k(model)),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
+        fused_shared=sharding.fused_shared_experts(model, phase, engine, hw.gpu.arch, moe),
         platform=phase.platform if profile(engine).ascend_platform else None,
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(
             engine, phase, model, hw, model.hidden_size * precision.ACTIVATION_BYTES

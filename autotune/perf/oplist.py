@@ -244,6 +244,14 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) ->
     flops = s.expert_flops * routed
     ops.append(_op_new(Op, ("grouped_moe", c.expert_dtype, bucket, per_expert, s.expert_n, hidden, flops, nbytes, 1.0,
                             "kernels.moe / ep / eplb", c.moe_speed, ())))  # fmt: skip
+    if s.fused_shared:  # the fused shared experts: more experts every token picks, in the same launch (no fixed
+        # time of their own), their tiles of all the step's rows at that M's rate, their weights read once;
+        # expert parallel 1 (ffn_shape: the engine's rule), so sharded as a routed expert over every rank
+        shared = tokens * s.fused_shared / s.ranks
+        ops.append(_op_new(Op, ("grouped_moe", c.expert_dtype, rates.m_bucket(tokens), tokens, s.expert_n, hidden,
+                                s.expert_flops * shared, s.fused_shared * ffn.expert_params * c.expert_bytes / s.ranks,
+                                0.0, "kernels.moe (fused shared expert)", c.moe_speed, ())))  # fmt: skip
+        routed += shared  # the quant, waves, permute and combine below run its rows too
     if s.wave_gemms:
         _moe_waves(ops, c, s, routed * s.ranks / s.wave_div)
     if c.expert_quant_bytes:  # routed rows quantised in front of the two grouped GEMMs
@@ -411,6 +419,25 @@ def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
     if tokens <= 0:
         return []
     return ffn_kernel_ops(c, ffn, tokens) + ffn_comm_ops(c, ffn, tokens) + ffn_norm_ops(c, ffn, tokens)
+
+
+def padded_ffn_rows(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None) -> float | None:
+    """The rows the FFN half's kernels (ffn_kernel_ops) compute on a step of `tokens` tokens whose attention-DP
+    gather pads every rank to the prompt graph's bucket (`gather`, perf/dp_gather.py: its buffer's rows), None where
+    they compute the step's tokens. SGLang hands the FFN the gathered buffer, padding included
+    (srt/layers/layer_boundary/prepare.py:183-225, ops.py:249-258: get_global_dp_buffer, sized dp x the bucket on a
+    MAX_LEN step, srt/model_executor/forward_batch_info.py:1793-1828), and leaves its padded rows unmasked: the
+    MoE's bound on real rows is None for a buffer gathered over attention-DP ranks (forward_batch_info.py:1409-1440
+    moe_num_token_non_padded), so the router, the shared and routed experts and the dense MLP run every row of it
+    (srt/models/deepseek_v2.py:1128-1250); a rank's own rows (the dense MLP under --moe-dense-tp-size 1) are its
+    bucket. Not an a2a MoE layer nor a quantised dispatch: those route the rank's own rows, padded rows masked
+    (the same bound, :1428-1431)."""
+    if gather is None or gather.rows <= tokens:
+        return None
+    phase = c.phase
+    if ffn.kind == "moe" and (phase.comm.all2all == "deepep" and phase.ep > 1 or c.dispatch_act_bytes):
+        return None
+    return gather.rows
 
 
 def ffn_kernel_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:

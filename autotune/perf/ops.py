@@ -25,6 +25,7 @@ from autotune.perf.oplist import (
     head_ops,
     layer_input,
     layer_ops,
+    padded_ffn_rows,
     speculation,
     step_tokens,
 )
@@ -83,10 +84,12 @@ def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather |
     """_overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens)). Off vllm-ascend that is cost_ops of the FFN's kernels,
     collectives and norms (oplist.ffn_ops' order): the kernels' and norms' _op_terms and sums are remembered across
     plans (halves.ffn_kernel_terms), the collectives (which read the stage's GPUs, comm and NCCL settings) are
-    costed per Context, and the Cost is what _add_terms makes of all three in that order, as cost_ops would."""
+    costed per Context, and the Cost is what _add_terms makes of all three in that order, as cost_ops would. The
+    kernels compute the gathered buffer's rows where `gather` pads the step (oplist.padded_ffn_rows)."""
     if tokens <= 0 or c.platform is not None:
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
-    kernels, norms, compute_s, memory_s = ffn_kernel_terms(c, ffn, tokens)
+    rows = None if gather is None else padded_ffn_rows(c, ffn, tokens, gather)  # no call without attention DP
+    kernels, norms, compute_s, memory_s = ffn_kernel_terms(c, ffn, tokens, rows)
     comm = _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather))
     # _add_terms(Cost(), kernels + comm + norms, 1.0) without its loop over the kernels and norms: their compute and
     # memory sums come remembered (0.0 + s is s: the sums start at 0.0, never -0.0), and the collectives (every op

@@ -1,8 +1,10 @@
 """How an engine spreads a dense MLP and the LM head over an instance's tp*dp ranks (the engine profile's
-`tp_spans_dp`; the replication rules are listed in perf/memory.py), and what attention DP's MoE dispatch gathers."""
+`tp_spans_dp`; the replication rules are listed in perf/memory.py), what attention DP's MoE dispatch gathers, and
+the shared experts an engine fuses into the routed experts."""
 
 from __future__ import annotations
 
+from autotune.capability.engine_profile import SharedFusionFacts
 from autotune.capability.profiles import profile
 from autotune.perf import precision
 from autotune.specs import FfnSpec, ModelSpec, PhasePlan
@@ -70,3 +72,25 @@ def dispatch_act_bytes(model: ModelSpec, phase: PhasePlan, engine: str, moe_kern
     if not (model.is_moe and quant_bytes and rule and rule(moe_kernel, model.expert_format, phase.ep, phase.dp)):
         return 0.0
     return quant_bytes
+
+
+def fused_shared_experts(model: ModelSpec, phase: PhasePlan, engine: str, arch: str, moe_kernel: str = "") -> int:
+    """Shared experts of the model's MoE layers that the engine fuses into the routed fused MoE (its profile's
+    `fused_shared_experts` rule: one more expert every token picks, perf/ffn_shape.py); 0 where it runs them apart.
+    `moe_kernel`: the plan's kernels.moe (default: the phase's). The shared count is the layer's shared parameters
+    over one routed expert's (DeepSeek's shared expert is a routed expert's shape)."""
+    rule = profile(engine).fused_shared_experts
+    if rule is None or not model.is_moe:
+        return 0
+    for layer in model.layers:  # the first MoE layer's FFN (a loop that stops there: once per Context)
+        ffn = layer.ffn
+        if ffn.kind == "moe":
+            break
+    if not ffn.params or not ffn.expert_params:
+        return 0
+    # (family, routed, shared, ep, arch, a2a, two_batch, moe_kernel, expert_format), positionally
+    facts = SharedFusionFacts(
+        model.family, ffn.num_experts, ffn.params // ffn.expert_params, phase.ep, arch,
+        phase.comm.all2all == "deepep", phase.overlap.two_batch, moe_kernel or phase.kernels.moe, model.expert_format,
+    )  # fmt: skip
+    return rule(facts)

@@ -39,10 +39,16 @@ def test_a_lone_prompt_costs_dp_times_the_spread_attention_and_the_same_moe():
     assert [op.m for op in lone if op.kind == "attention"] == [4096.0]  # the prefill kernel on the rank's rows
     # the MoE side (after the gather) reads the step's tokens only: the same ops
     assert ffn_ops(c, layer.ffn, step_tokens(LONE)) == ffn_ops(c, layer.ffn, step_tokens(SPREAD))
-    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "prefill")
+    # an eager prompt step (SUM_LEN) gathers the real rows; one that replays the prompt graph pads every rank to the
+    # lone prompt's 4096-row bucket, and the MoE runs that buffer (test_sglang_padded_ffn_rows.py)
+    step = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "prefill", caps=(2048, 0))
     moe = {k: v for k, v in step(LONE).rates_ms.items() if k.startswith("grouped_moe")}
     assert moe and moe == {k: v for k, v in step(SPREAD).rates_ms.items() if k.startswith("grouped_moe")}
     assert step(LONE).step_ms > step(SPREAD).step_ms * 1.5
+    graphed = step_fn(DSV3, DEP8, "sglang", H200, DEP8.gpus, "prefill")
+    padded = {k: v for k, v in graphed(LONE).rates_ms.items() if k.startswith("grouped_moe")}
+    full = graphed(SPREAD._replace(prefill_tokens=8 * 4096.0))  # 4096 tokens on every rank: the same buffer
+    assert padded == pytest.approx({k: v for k, v in full.rates_ms.items() if k.startswith("grouped_moe")})
 
 
 def test_a_full_burst_and_a_tp_plan_are_unchanged():

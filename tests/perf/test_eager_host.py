@@ -105,7 +105,8 @@ def test_two_batch_overlap_launches_every_layer_once_per_micro_batch():
     x = StepInput(prefill_tokens=4096.0)
     launches = {}
     for two_batch in (False, True):
-        plan = PhasePlan(gpus=tuple(range(8)), tp=8, overlap=Overlap(two_batch=two_batch))
+        # EP 8: no shared-expert fusion either way (TBO turns SGLang's off: test_sglang_shared_fusion.py)
+        plan = PhasePlan(gpus=tuple(range(8)), tp=8, ep=8, overlap=Overlap(two_batch=two_batch))
         launches[two_batch] = eager_host.stage_launches(context(m, plan, "sglang", hw, plan.gpus), layer_groups(m), x)
     assert launches[True] == pytest.approx(2 * launches[False])
 

@@ -122,6 +122,8 @@ def _same(a: list, b: list) -> bool:
 def test_ffn_kernel_ops_are_the_form_before_bit_for_bit(case):
     checked = 0
     for model, c in _contexts(*case, 25):
+        if c.fused_shared:  # the form before has no fused shared experts (test_sglang_shared_fusion.py)
+            continue
         for ffn in {id(layer.ffn): layer.ffn for layer in model.layers}.values():
             for tokens in TOKENS:
                 assert _same(oplist.ffn_kernel_ops(c, ffn, tokens), _ffn_kernel_ops_before(c, ffn, tokens)), (

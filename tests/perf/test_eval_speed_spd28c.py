@@ -10,6 +10,7 @@ from autotune.catalog import load_model, load_preset
 from autotune.perf import dp_gather as gathers
 from autotune.perf import efficiency as eff
 from autotune.perf.opcore import StepInput, context
+from autotune.perf.oplist import padded_ffn_rows
 from autotune.specs import PhasePlan
 
 H200, PRO = load_preset("h200-x8"), load_preset("rtx-pro-6000-x8")
@@ -52,7 +53,8 @@ def test_the_ffn_half_is_the_one_add_terms_makes(model, hw, engine, phase, x):
     tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
     gather = gathers.dp_gather(c, x, bool(x.prefill_tokens), caps)
     for ffn in {layer.ffn: None for layer in model.layers}:
-        kernels, norms, compute_s, memory_s = halves.ffn_kernel_terms(c, ffn, tokens)
+        rows = padded_ffn_rows(c, ffn, tokens, gather)  # the padded buffer's (test_sglang_padded_ffn_rows.py)
+        kernels, norms, compute_s, memory_s = halves.ffn_kernel_terms(c, ffn, tokens, rows)
         comm = _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather))
         before = _add_terms(Cost(), kernels + comm + norms, 1.0)
         after = ops._shared_ffn_cost(c, ffn, tokens, gather)

@@ -10,6 +10,7 @@ from autotune.capability.engine_profile import (
     DpStep,
     EngineProfile,
     MoeConfigFiles,
+    SharedFusionFacts,
 )
 from autotune.capability.flashinfer_comm import mnnvl_fused_path, trtllm_fused_path
 from autotune.specs import Batching, ModelSpec, PhasePlan
@@ -194,6 +195,39 @@ DP_AR_RETURN_FAMILIES = ("qwen3", "qwen3_vl_text")
 DP_MOE_TRANSPORT_FAMILIES = ("deepseek_v4", "deepseek_v41")
 
 
+# Runners that turn the fusion off (srt/arg_groups/overrides.py:1528-1552 _moe_runner_fusion_disable); kernels.moe
+# offers none of them today
+UNFUSED_MOE_RUNNERS = ("flashinfer_trtllm", "flashinfer_cutedsl", "flashinfer_trtllm_routed")
+# Expert formats whose routed and shared experts run different quant methods (W4A16 here:
+# srt/models/deepseek_v2.py:3392-3393 is_wint4afp8_or_wint4a16_config)
+UNFUSED_EXPERT_FORMATS = ("int4_awq", "int4_gptq")
+
+
+def fused_shared_experts(f: SharedFusionFacts) -> int:
+    """Shared experts SGLang fuses into the routed fused MoE as more experts (E + n experts, top-k + n per token:
+    srt/models/deepseek_v2.py:694-703; the shared expert's weights loaded as expert E, sharded like the routed ones),
+    by default (--disable-shared-experts-fusion off: srt/arg_groups/fields/exec_.py:984-990). The loader asks the
+    model class's gate once (srt/layers/moe/utils.py:601-623: n = the class's num_fusable_shared_experts, 0 where the
+    class has no count or the gate gives a reason):
+    - DeepSeek-V3/R1 (DeepseekV3ForCausalLM) and GLM-5 (GlmMoeDsaForCausalLM, srt/models/glm4_moe.py:1284-1285), the
+      gate srt/models/deepseek_v2.py:3325-3394: 256 routed experts (384 only for a Quark MXFP4 checkpoint), one
+      shared expert, compute capability >= 8.0, expert-parallel size 1, no two-batch overlap (SBO/TBO), no DeepEP,
+      no W4AFP8 / W4A16 checkpoint;
+    - GLM-5.3-Flash (Glm5NextForConditionalGeneration, srt/models/glm5_next.py:1351-1390, count :1494-1500): one
+      shared expert, expert-parallel size 1, sm >= 80, no DeepEP;
+    - DeepSeek-V4 / V4.1 only with --enforce-shared-experts-fusion (srt/models/deepseek_v4.py:4864-4890); Qwen3.5's
+      classes have no count (srt/models/qwen3_5.py:2987-3018): none.
+    Off under the runners UNFUSED_MOE_RUNNERS names."""
+    if f.moe_kernel in UNFUSED_MOE_RUNNERS or f.shared != 1 or f.ep != 1 or f.a2a:
+        return 0
+    if not f.arch.startswith("sm_") or int(f.arch[3:]) < 80:
+        return 0
+    if f.family in ("deepseek_v3", "glm_moe_dsa"):
+        fuses = f.routed == 256 and not f.two_batch and f.expert_format not in UNFUSED_EXPERT_FORMATS
+        return 1 if fuses else 0
+    return 1 if f.family == "glm5_next" else 0
+
+
 # Largest batch (tokens) the FlashInfer all-reduce + residual RMSNorm fusion runs on; larger steps run the unfused
 # all-reduce and norm (srt/layers/layer_boundary/residual/add_norm.py:139-158 FUSE_ALLREDUCE_MAX_BATCH_SIZE, read by
 # flashinfer_ar_fusion_applies with the step's token count, srt/layers/layer_boundary/fusions/allreduce.py:95,146,160)
@@ -313,6 +347,7 @@ PROFILE = EngineProfile(
     quantised_dp_dispatch=quantised_dp_dispatch,
     dp_gather=dp_gather,
     prefill_graph_sizes=prefill_graph_sizes,
+    fused_shared_experts=fused_shared_experts,
     # --expert-balancedness-report-mode prometheus starts the recorder (srt/eplb/expert_distribution.py:232-237) and
     # exports sglang:eplb_balancedness (srt/observability/metrics_collector.py:1025-1030)
     expert_load_report="balancedness_metric",
@@ -326,8 +361,8 @@ PROFILE = EngineProfile(
     triton_moe_tma_down=True,
     # srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py:37-52 get_config_file_name (spaces -> "_",
     # block_shape printed as a Python list, per_channel_quant, "_down"), 55-175 get_moe_configs
-    # ($SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/<name>; every key must parse as int); shared-expert fusion:
-    # srt/models/deepseek_v2.py:3322-3393 (the kernels package's moe_configs: SGLANG_SHARED_FUSION_FAMILIES)
+    # ($SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/<name>; every key must parse as int); the shapes of fused shared
+    # experts: fused_shared_experts
     moe_configs=MoeConfigFiles(
         module="sglang",
         dir_env="SGLANG_MOE_CONFIG_DIR",
@@ -338,6 +373,5 @@ PROFILE = EngineProfile(
         triton_version_folder=True,
         triton_version_key=False,
         down_file=True,
-        fuses_shared_experts=True,
     ),
 )

@@ -449,6 +449,5 @@ PROFILE = EngineProfile(
         triton_version_folder=False,
         triton_version_key=True,
         down_file=False,
-        fuses_shared_experts=False,
     ),
 )
