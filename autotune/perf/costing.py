@@ -235,6 +235,27 @@ def _op_terms(c: Context, ops: list[Op]) -> tuple[tuple, ...]:
     return tuple(out)
 
 
+_COLLECTIVE_KEYS: dict[str, tuple[str, str, str]] = {}  # collective name -> its rates-table key, one object a name
+
+
+def collective_terms(c: Context, ops: list[Op], comm_s: dict[str, float]) -> tuple[tuple, ...]:
+    """_op_terms(c, ops) of collective ops only, off vllm-ascend (ops._shared_ffn_cost: oplist.ffn_comm_ops), each
+    term's seconds above 0 also added to `comm_s` in order (what _add_terms adds of them at times 1.0), without
+    _op_terms' kernel arithmetic and rates lookup: a collective's term is (its key, name, seconds, 0.0)."""
+    keys, out = _COLLECTIVE_KEYS, []
+    append = out.append
+    for op in ops:
+        bucket = op[2]  # Op.bucket: the collective
+        key = keys.get(bucket)
+        if key is None:
+            key = keys[bucket] = ("collective", "", bucket)
+        name, seconds = _collective_s(c, bucket, op[11], op[7])  # Op.group, Op.nbytes
+        append((key, name, seconds, 0.0))
+        if seconds > 0:
+            comm_s[name] = comm_s.get(name, 0.0) + seconds
+    return tuple(out)
+
+
 def _ascend_ops(c: Context, ops: list[Op], platform: dict[str, str]) -> list[Op]:
     """`ops` on vllm-ascend: each kernel op's speed times its kernel speed there (ascend.op_speed), its FLOPs and
     bytes times the share of them it runs (ascend.op_share); collectives as they are (costed by _hccl_s)."""

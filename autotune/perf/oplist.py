@@ -459,8 +459,8 @@ def ffn_comm_ops(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | Non
     _comm_ops(ops, c, ffn, tokens, dense, gather)
     if c.fused_norm_max_tokens:
         for i, op in enumerate(ops[: _fused_norms(c, ffn, dense, tokens / c.phase.dp)]):
-            if op.bucket == "allreduce":
-                ops[i] = op._replace(bucket=FUSED_ALLREDUCE)
+            if op.bucket == "allreduce":  # op._replace(bucket=...) without its Python-level _make
+                ops[i] = _op_new(Op, (*op[:2], FUSED_ALLREDUCE, *op[3:]))
     return ops
 
 

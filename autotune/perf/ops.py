@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
-from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, cost_ops
+from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, collective_terms, cost_ops
 from autotune.perf.dp_gather import DpGather, dp_gather
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
@@ -23,7 +23,6 @@ from autotune.perf.oplist import (
     ffn_comm_ops,
     ffn_ops,
     head_ops,
-    layer_input,
     layer_ops,
     padded_ffn_rows,
     speculation,
@@ -73,10 +72,16 @@ def _ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather | None =
         ids = c.memo_keys["ffn_ids"] = _ffn_facts(c.model)[1]
     key = (ids[id(ffn)], tokens) if gather is None else (ids[id(ffn)], tokens, gather)
     hit = c.ffn_memo.get(key)
-    if hit is None:
-        if len(c.ffn_memo) >= MEMO_MAX:
-            c.ffn_memo.clear()
-        hit = c.ffn_memo[key] = _shared_ffn_cost(c, ffn, tokens, gather)
+    return _ffn_miss(c, key, ffn, tokens, gather) if hit is None else hit
+
+
+def _ffn_miss(c: Context, key: tuple, ffn: FfnSpec, tokens: float, gather: DpGather | None) -> Cost:
+    """_ffn_cost of an FFN half its Context's memo lacks under `key` (_ffn_cost's), costed and remembered: _step's
+    FFN loop, which looked the key up itself, calls it directly."""
+    memo = c.ffn_memo
+    if len(memo) >= MEMO_MAX:
+        memo.clear()
+    hit = memo[key] = _shared_ffn_cost(c, ffn, tokens, gather)
     return hit
 
 
@@ -90,16 +95,12 @@ def _shared_ffn_cost(c: Context, ffn: FfnSpec, tokens: float, gather: DpGather |
         return _overlapped_shared(c, ffn, ffn_ops(c, ffn, tokens))
     rows = None if gather is None else padded_ffn_rows(c, ffn, tokens, gather)  # no call without attention DP
     kernels, norms, compute_s, memory_s = ffn_kernel_terms(c, ffn, tokens, rows)
-    comm = _op_terms(c, ffn_comm_ops(c, ffn, tokens, gather))
     # _add_terms(Cost(), kernels + comm + norms, 1.0) without its loop over the kernels and norms: their compute and
     # memory sums come remembered (0.0 + s is s: the sums start at 0.0, never -0.0), and the collectives (every op
-    # of ffn_comm_ops) add only their seconds above 0 to comm_s, in order
+    # of ffn_comm_ops) add only their seconds above 0 to comm_s, in order (collective_terms)
     cost = Cost()
     cost.compute_s, cost.memory_s = compute_s, memory_s
-    comm_s = cost.comm_s
-    for _, name, seconds, _ in comm:
-        if seconds > 0:
-            comm_s[name] = comm_s.get(name, 0.0) + seconds
+    comm = collective_terms(c, ffn_comm_ops(c, ffn, tokens, gather), cost.comm_s)
     cost.parts += kernels + comm + norms, 1.0
     return cost
 
@@ -176,9 +177,9 @@ def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
     context) and the LM head. That is MTP (DeepSeek-V3 / GLM-5 nextn layers). DSpark (V4.1: 3 stages of 128
     experts drafting a block in parallel, shared/reference/models.md) has no shape in ModelSpec: it is costed like
     MTP, a stand-in."""
-    one = StepInput(x.decode_seqs, x.decode_ctx)
+    one = StepInput(x.decode_seqs, x.decode_ctx)  # its own decode part: layer_input(the last layer, one) is one
     passes = (x.decode_width - 1) * times
-    _add_layer(total, c, c.model.layers[-1], layer_input(c.model.layers[-1], one), passes)
+    _add_layer(total, c, c.model.layers[-1], one, passes)
     halves.add_head(total, c, x.decode_seqs, passes)
 
 
@@ -389,7 +390,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
             tokens = step_tokens(x if in_prefill else decode_only)
             gather = gathers[in_prefill]
             key = (ffn_id, tokens) if gather is None else (ffn_id, tokens, gather)
-            total.add(memo.get(key) or _ffn_cost(c, ffn, tokens, gather), times)
+            total.add(memo.get(key) or _ffn_miss(c, key, ffn, tokens, gather), times)
     # LM head on sampled positions only: every verified token of a decoding sequence, the chunk's last prompt token
     head = halves.head_cost(c, decode_seqs * width + (1 if prefill_tokens else 0))
     total.add(head, per_stage)
@@ -405,7 +406,9 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     if stages > 1:
         rows = decode_seqs * width + prefill_tokens
         hand_off = rows / phase.dp * c.model.hidden_size * precision.ACTIVATION_BYTES
-        total.add(cost_ops(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]))
+        # cost_ops(c, [op], total) as total.add(cost_ops(c, [op])) added it without the Cost between: a lone
+        # collective's Cost has compute and memory 0.0 and by_rate its seconds x 1.0, which add as these terms do
+        _add_terms(total, _op_terms(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]), 1.0)
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
     overhead_ms = eff.scheduler_overhead_ms(c.engine, stages, gpu_ms)
     batch_tokens = int(round(decode_seqs * width + prefill_tokens))
