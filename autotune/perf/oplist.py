@@ -12,7 +12,7 @@ changes ops (shapes, bytes, counts, collectives) or the rate they are costed at 
 from __future__ import annotations
 
 from autotune.perf import efficiency as eff
-from autotune.perf import fa2_decode, linear_attention, mla, mla_ops, precision, rates, tiles
+from autotune.perf import fa2_decode, linear_attention_ops, mla, mla_ops, precision, rates, tiles
 from autotune.perf.attention_shape import _attention_shape, _fa3_paged
 from autotune.perf.dp_gather import DpGather, dp_pair
 from autotune.perf.ffn_shape import FfnShape, busiest_load, ep_spread, ffn_shape, router_ops
@@ -347,70 +347,19 @@ def attention_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
 def attention_parts(c: Context, att: AttentionSpec, x: StepInput) -> tuple[float, float, list[Op]] | None:
     """attention_ops(c, att, x) in two parts, None for a step without tokens: (rows, absorbed_rows) that its
     projections read of the step (_projection_ops) and its kernel ops, which follow the projections' (the kernels:
-    _kernel_ops; a linear-attention layer's scan / recurrent kernels, _linear_kernel_ops)."""
+    _kernel_ops; a linear-attention layer's scan / recurrent kernels, perf/linear_attention_ops.py)."""
     tokens = step_tokens(x)
     if not tokens > 0:
         return None
     dp = c.phase.dp
     rows = _rows(x, tokens, dp)
     if att.is_linear:  # projections as any attention layer (of no decode or prompt rows: no absorbed path)
-        return rows, 0.0, _linear_kernel_ops(c, att, x)
+        return rows, 0.0, linear_attention_ops.linear_kernel_ops(c, att, x, rows)
     kernels: list[Op] = []
     absorbed_prefill = mla_ops.absorbed_prefill(c, att, x, dp)
     sparse = mla_ops.sparse_prefill(c, att, x, dp)  # a DSA layer's long prompts: absorbed over the top-k
     _kernel_ops(kernels, c, att, x, _attention_shape(c, att), absorbed_prefill, sparse)
     return rows, _absorbed_rows(att, x, dp, absorbed_prefill or sparse), kernels
-
-
-def _linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput) -> list[Op]:
-    """Linear-attention kernels (perf/linear_attention.py): the recurrent step for the decode rows, the chunked
-    scan for the prompt tokens; no KV is read, the per-request state is."""
-    tp, dp, dtype = c.phase.tp, c.phase.dp, c.model.state_dtype
-    rows = _rows(x, step_tokens(x), dp)
-    conv, norm = linear_attention.side_kernel_bytes(att, rows, x.decode_seqs / dp, tp)
-    # the short convolution (an elementwise pass) and the gated RMSNorm (a plain norm, no residual add): the
-    # elementwise and norm floors of rates.MIN_US and the stream rate of their classes
-    ops = [
-        Op("elementwise", "bf16", "any", rows, 0.0, 0.0, 0.0, conv, 1.0, "linear attention conv"),
-        Op("norm", "bf16", "any", rows, 0.0, 0.0, 0.0, norm, 1.0, "linear attention gated norm"),
-    ]
-    if x.decode_seqs:
-        seqs = x.decode_seqs / dp
-        cost = linear_attention.decode_cost(att, seqs, x.decode_width, tp, dtype)
-        # one kernel: vLLM's fused recurrent / sigmoid-gating decode (layers/mamba/gdn/qwen_gdn_linear_attn.py:82-83)
-        ops.append(Op("attention", "bf16", "decode", seqs * x.decode_width, 0.0, 0.0, cost.flops, cost.nbytes,
-                      1.0, f"linear attention ({att.kind})"))  # fmt: skip
-    if x.prefill_tokens:
-        tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # rank_prompt_tokens
-        ops += _linear_prefill_ops(c, att, tokens)
-    return ops
-
-
-def _linear_prefill_ops(c: Context, att: AttentionSpec, tokens: float) -> list[Op]:
-    """A linear-attention layer's scan over `tokens` prompt tokens on one rank, kernel by kernel
-    (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one elementwise op of that
-    many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel at least the attention
-    floor); another linear kind's scan, or one on an engine that does not list the GDN kernels, as one op at the
-    prior SCAN_SPEED."""
-    la, tp, dtype = linear_attention, c.phase.tp, c.model.state_dtype
-    path = la.prefill_path(c.engine, att, c.hw.gpu.arch, c.phase.batching.chunked_prefill_tokens, dtype)
-    source = f"linear attention ({att.kind})"
-    if not path.counted:
-        cost = la.prefill_cost(att, tokens, tp, dtype)
-        return [
-            Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, 1.0, source, la.SCAN_SPEED)
-        ]
-    cost = la.fused_prefill_cost(att, tokens, tp) if path.fused else la.chain_prefill_cost(att, tokens, tp)
-    speed = la.FUSED_SPEED if path.fused else la.CHAIN_SPEED
-    ops = [
-        Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, path.scan_kernels, source, speed)
-    ]
-    if path.side_launches:
-        prep = la.prep_bytes(att, tokens, tp)
-        ops.append(
-            Op("elementwise", "bf16", "any", tokens, 0.0, 0.0, 0.0, prep, path.side_launches, "linear attention prep")
-        )
-    return ops
 
 
 def ffn_ops(c: Context, ffn: FfnSpec, tokens: float) -> list[Op]:
