@@ -316,15 +316,16 @@ def context(
 ) -> Context:
     """The phase's choices resolved once; `expert_cv`: the workload's expert-popularity CV (Workload.expert_load_cv,
     0 = the default: ep_balance.expert_load_cv)."""
+    arch, engine_profile = hw.gpu.arch, profile(engine)  # read once: each is a call (a property, a lookup)
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
+        moe = eff.auto_moe_kernel(engine, expert_dtype, arch, deepep, phase.ep, model.expert_format)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, expert_cv)
-    attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
-    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
+    attention_kernel = eff.auto_attention_kernel(engine, model, arch, phase.kernels.attention)
+    sms = tiles.sm_count(hw.gpu.name, arch)
     table = rates.rates_table(hw)
     return Context(
         model,
@@ -351,24 +352,24 @@ def context(
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         dispatch_act_bytes=sharding.dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
-        decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
-        fa2_decode=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa2_decode_archs,
-        fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
+        decode_split_cap=decode_split_cap(engine, arch, attention_kernel),
+        fa2_decode=attention_kernel == "auto" and arch in engine_profile.fa2_decode_archs,
+        fa3_paged_prefill=attention_kernel == "auto" and arch in engine_profile.fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
-        mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
+        mla_output_copy=engine_profile.mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
-        fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
-        fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
+        fp8_kloop=arch in engine_profile.cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
+        fp4_kloop=arch in engine_profile.cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
         moe_stream_gbs=_moe_stream_gbs(moe, sms),
         dense_stream_gbs=_dense_stream_gbs(model, hw, engine, sms),
-        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
-        triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
-        mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
-        mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
-        mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
-        mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, hw.gpu.arch, rates.MIN_US["attention"]),
+        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, arch, attention_kernel),
+        triton_mla_split_tokens=engine_profile.triton_mla_split_tokens if attention_kernel == "triton" else 0,
+        mla_query_concat=mla_query_concat(engine, arch, attention_kernel),
+        mla_prefix_up_projection=engine_profile.mla_prefill_prefix_up_projection,
+        mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, arch),
+        mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, arch, rates.MIN_US["attention"]),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
-        platform=phase.platform if profile(engine).ascend_platform else None,
+        platform=phase.platform if engine_profile.ascend_platform else None,
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(
             engine, phase, model, hw, model.hidden_size * precision.ACTIVATION_BYTES
         ),
