@@ -12,6 +12,7 @@ from autotune.capability import allreduce_rmsnorm_max_tokens
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
+from autotune.perf.attention_choice import decode_split_cap, mla_absorbed_prefill_rows, mla_query_concat
 from autotune.perf.layers import dsa_top_k
 from autotune.specs import (
     DTYPE_BYTES,
@@ -319,15 +320,16 @@ def context(
 ) -> Context:
     """The phase's choices resolved once; `expert_cv`: the workload's expert-popularity CV (Workload.expert_load_cv,
     0 = the default: ep_balance.expert_load_cv)."""
+    arch, engine_profile = hw.gpu.arch, profile(engine)  # read once: each is a call (a property, a lookup)
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
     moe = phase.kernels.moe
     if moe == "auto" and model.is_moe:
         deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, hw.gpu.arch, deepep, phase.ep, model.expert_format)
+        moe = eff.auto_moe_kernel(engine, expert_dtype, arch, deepep, phase.ep, model.expert_format)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, expert_cv)
-    attention_kernel = eff.auto_attention_kernel(engine, model, hw.gpu.arch, phase.kernels.attention)
-    sms = tiles.sm_count(hw.gpu.name, hw.gpu.arch)
+    attention_kernel = eff.auto_attention_kernel(engine, model, arch, phase.kernels.attention)
+    sms = tiles.sm_count(hw.gpu.name, arch)
     table = rates.rates_table(hw)
     return Context(
         model,
@@ -354,26 +356,26 @@ def context(
         dense_quant_bytes=precision.act_quant_bytes(dense_dtype, model.dense_format),
         expert_quant_bytes=precision.act_quant_bytes(expert_dtype, model.expert_format),
         dispatch_act_bytes=sharding.dispatch_act_bytes(model, phase, engine, moe, expert_dtype),
-        decode_split_cap=decode_split_cap(engine, hw.gpu.arch, attention_kernel),
-        fa2_decode=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa2_decode_archs,
-        fa3_paged_prefill=attention_kernel == "auto" and hw.gpu.arch in profile(engine).fa3_paged_kv_non_tma_archs,
+        decode_split_cap=decode_split_cap(engine, arch, attention_kernel),
+        fa2_decode=attention_kernel == "auto" and arch in engine_profile.fa2_decode_archs,
+        fa3_paged_prefill=attention_kernel == "auto" and arch in engine_profile.fa3_paged_kv_non_tma_archs,
         fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
-        mla_output_copy=profile(engine).mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
+        mla_output_copy=engine_profile.mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
-        fp8_kloop=hw.gpu.arch in profile(engine).cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
-        fp4_kloop=hw.gpu.arch in profile(engine).cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
+        fp8_kloop=arch in engine_profile.cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
+        fp4_kloop=arch in engine_profile.cute_dsl_fp4_tile_archs and model.dense_format == "nvfp4",
         moe_stream_gbs=_moe_stream_gbs(moe, sms),
         dense_stream_gbs=_dense_stream_gbs(model, hw, engine, sms),
-        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, hw.gpu.arch, attention_kernel),
-        triton_mla_split_tokens=profile(engine).triton_mla_split_tokens if attention_kernel == "triton" else 0,
-        mla_query_concat=mla_query_concat(engine, hw.gpu.arch, attention_kernel),
-        mla_prefix_up_projection=profile(engine).mla_prefill_prefix_up_projection,
-        mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, hw.gpu.arch),
-        mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, hw.gpu.arch, rates.MIN_US["attention"]),
-        dsa_prefill=profile(engine).dsa_prefill(hw.gpu.arch, dsa_top_k(model)),
+        mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, arch, attention_kernel),
+        triton_mla_split_tokens=engine_profile.triton_mla_split_tokens if attention_kernel == "triton" else 0,
+        mla_query_concat=mla_query_concat(engine, arch, attention_kernel),
+        mla_prefix_up_projection=engine_profile.mla_prefill_prefix_up_projection,
+        mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, arch),
+        mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, arch, rates.MIN_US["attention"]),
+        dsa_prefill=engine_profile.dsa_prefill(arch, dsa_top_k(model)),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
-        fused_shared=sharding.fused_shared_experts(model, phase, engine, hw.gpu.arch, moe),
-        platform=phase.platform if profile(engine).ascend_platform else None,
+        fused_shared=sharding.fused_shared_experts(model, phase, engine, arch, moe),
+        platform=phase.platform if engine_profile.ascend_platform else None,
         fused_norm_max_tokens=allreduce_rmsnorm_max_tokens(
             engine, phase, model, hw, model.hidden_size * precision.ACTIVATION_BYTES
         ),
@@ -403,34 +405,6 @@ def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, atten
         return 1.0
     ratio = fractions.tensor_rate_ratio(hw)
     return fractions.fp8_prefill_speed(arch, rates.ATTENTION_PREFILL_FRACTION, ratio, fp8 / bf16)
-
-
-def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
-    """The KV-split cap of the decode attention kernel a plan runs: the engine's `auto` kernel on the archs its
-    profile names (fa3_graph_split_cap_archs: vLLM's FA3 on sm_90, tiles.FA3_GRAPH_MAX_SPLITS); 0 for the kernels
-    that split to fill the SMs (FlashInfer, FlashMLA, FA2, SGLang's FA3 with num_splits=0: sglang
-    srt/layers/attention/flashattention_backend.py:338-342)."""
-    if attention_kernel == "auto" and arch in profile(engine).fa3_graph_split_cap_archs:
-        return tiles.FA3_GRAPH_MAX_SPLITS
-    return 0
-
-
-def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> int:
-    """The most query rows per sequence a prefill may have and still run on the `auto` MLA backend's absorbed
-    (decode) path (the engine profile's mla_absorbed_prefill_rows for the arch: vLLM's FLASH_ATTN_MLA on sm_90;
-    its mla_absorbed_prefill_rows_default on other archs and for a kernel the plan names); 0 where every prefill
-    takes the MHA path."""
-    p = profile(engine)
-    if attention_kernel == "auto":
-        return next((rows for a, rows in p.mla_absorbed_prefill_rows if a == arch), p.mla_absorbed_prefill_rows_default)
-    return p.mla_absorbed_prefill_rows_default
-
-
-def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
-    """Whether the MLA decode backend a plan runs concatenates the latent query with its rope part (the engine
-    profile's mla_decode_query_concat), which the `auto` backend on mla_split_query_archs does not."""
-    p = profile(engine)
-    return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
 
 
 def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:

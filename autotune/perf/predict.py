@@ -62,7 +62,29 @@ def _model_facts(model: ModelSpec) -> tuple[tuple, int]:
     return kinds, inter
 
 
+PHASE_CHECK_MEMO_MAX = 4096  # _layout_reason results remembered across plans
+_LAYOUT_REASONS: dict = {}  # (id(model), tp, dp, ep, pp) -> (model, reason)
+
+
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
+    """Why the phase cannot run (_layout_reason, remembered across plans: a search's plans repeat a few layouts),
+    or '' when it can."""
+    key = (id(model), phase.tp, phase.dp, phase.ep, phase.pp)
+    hit = _LAYOUT_REASONS.get(key)
+    if hit is None or hit[0] is not model:
+        if len(_LAYOUT_REASONS) >= PHASE_CHECK_MEMO_MAX:
+            _LAYOUT_REASONS.clear()
+        hit = _LAYOUT_REASONS[key] = (model, _layout_reason(phase, model))
+    if hit[1] or phase.comm.all2all != "deepep":
+        return hit[1]
+    for r in range(phase.replicas):
+        if comm.transport(comm.topology(hw), phase.replica_gpus(r)[: phase.stage_ranks]) != "nvlink":
+            return "DeepEP all-to-all needs NVLink between the EP ranks (hardware.md 5.4)"
+    return ""
+
+
+def _layout_reason(phase: PhasePlan, model: ModelSpec) -> str:
+    """What of _check_phase reads only the model and the phase's tp / dp / ep / pp (the memo's key)."""
     ranks = phase.stage_ranks
     kinds, inter = _model_facts(model)
     for att in kinds:  # hybrids: the linear and the full layers' heads
@@ -84,10 +106,6 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
         return f"ep={phase.ep} does not divide {model.num_experts} experts"
     if model.is_moe and phase.ep == 1 and ranks > 1 and inter % ranks:
         return f"tensor-sharded experts: {ranks} ranks do not divide moe_intermediate_size {inter}"
-    if phase.comm.all2all == "deepep":
-        for r in range(phase.replicas):
-            if comm.transport(comm.topology(hw), phase.replica_gpus(r)[:ranks]) != "nvlink":
-                return "DeepEP all-to-all needs NVLink between the EP ranks (hardware.md 5.4)"
     return ""
 
 

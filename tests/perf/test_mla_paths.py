@@ -10,7 +10,8 @@ import dataclasses
 from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
 from autotune.perf import halves, mla
-from autotune.perf.opcore import context, mla_absorbed_prefill_rows
+from autotune.perf.attention_choice import mla_absorbed_prefill_rows
+from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops
 from autotune.perf.ops import StepInput, cost_ops
 from autotune.specs import Kernels, PhasePlan

@@ -10,7 +10,8 @@ import pytest
 
 from autotune.catalog import load_model, load_preset
 from autotune.perf import rates, tiles
-from autotune.perf.opcore import context, decode_split_cap
+from autotune.perf.attention_choice import decode_split_cap
+from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops
 from autotune.perf.ops import StepInput, cost_ops
 from autotune.specs import Kernels, PhasePlan
