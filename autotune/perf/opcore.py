@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from autotune.capability import allreduce_rmsnorm_max_tokens
+from autotune.capability import allreduce_rmsnorm_max_tokens, kv_cache_dtype_on
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
@@ -346,7 +346,7 @@ def context(
         * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
-        precision.kv_bytes_per_elem(model, phase),
+        precision.kv_bytes_per_elem(model, phase, engine, arch),
         DTYPE_BYTES[precision.dense_dtype(model, phase)],
         DTYPE_BYTES[precision.expert_dtype(model, phase)],
         imbalance,
@@ -359,7 +359,7 @@ def context(
         decode_split_cap=decode_split_cap(engine, arch, attention_kernel),
         fa2_decode=attention_kernel == "auto" and arch in engine_profile.fa2_decode_archs,
         fa3_paged_prefill=attention_kernel == "auto" and arch in engine_profile.fa3_paged_kv_non_tma_archs,
-        fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
+        fp8_prefill_speed=_fp8_prefill_speed(model, phase, hw, engine, attention_kernel),
         mla_output_copy=engine_profile.mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=arch in engine_profile.cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
@@ -392,11 +392,14 @@ def _moe_tile_waves(engine: str, moe: str, expert_format: str) -> tuple[str, ...
     return ("gate_up",) if profile(engine).triton_moe_tma_down else ("gate_up", "down")
 
 
-def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str) -> float:
-    """fractions.fp8_prefill_speed where the plan's prefill attention runs in FP8: an FP8 KV cache under the `auto`
-    kernel on an arch the engine profile names (fp8_kv_prefill_attention_archs, cited there); 1 elsewhere."""
+def _fp8_prefill_speed(
+    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str
+) -> float:
+    """fractions.fp8_prefill_speed where the plan's prefill attention runs in FP8: an FP8 KV cache (the plan's or the
+    engine's default, kv_cache_dtype_on) under the `auto` kernel on an arch the engine profile names
+    (fp8_kv_prefill_attention_archs, cited there); 1 elsewhere."""
     arch = hw.gpu.arch
-    if phase.kernels.kv_cache_dtype != "fp8" or attention_kernel != "auto":
+    if attention_kernel != "auto" or kv_cache_dtype_on(engine, phase, model, arch) != "fp8":
         return 1.0
     if arch not in profile(engine).fp8_kv_prefill_attention_archs:
         return 1.0
