@@ -222,6 +222,9 @@ class EngineProfile:
     # (capability.kv_cache_dtype_on); elsewhere `auto` is the checkpoint's KV dtype
     dsa_fp8_kv_families: tuple[str, ...] = ()
     dsa_fp8_kv_archs: tuple[str, ...] = ()
+    # archs where the DSA sparse prefill kernel over an FP8 KV cache runs FP8 MMA on FP8 queries and keys
+    # (perf/opcore.py _dsa_fp8_sparse_speed)
+    dsa_fp8_sparse_mma_archs: tuple[str, ...] = ()
     # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)

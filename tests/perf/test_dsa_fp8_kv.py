@@ -82,3 +82,20 @@ def test_best_yaml_and_the_launch_show_the_fp8_cache_the_engine_runs():
     args = " ".join(build_launch(shown, GLM5, B200).processes[0].argv)
     assert "--kv-cache-dtype fp8_e4m3" in args
     assert capability.with_engine_defaults(plan, GLM5, H200).phases["both"].kernels.kv_cache_dtype == "auto"
+
+
+def test_sglang_sparse_prefill_runs_fp8_mma_on_sm100_only():
+    """SGLang's sm_10x default runs the sparse prefill on trtllm-gen with FP8 queries and KV: the op's speed is the
+    B200's FP8 / BF16 peak ratio (a prior on the fraction) over the BF16 kernel's; 1 with an explicit bf16 cache, on
+    Hopper, and on vLLM (its sm_100 kernel not read)."""
+    x = StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0)
+    sparse = "kernels.attention (DSA sparse prefill)"
+
+    def speed(phase, engine="sglang", hw=B200):
+        c = context(GLM5, phase, engine, hw, tuple(range(8)))
+        return next(op.speed for op in attention_ops(c, ATT, x) if op.source == sparse) / c.attention_speed
+
+    peaks = B200.gpu.peak_tflops
+    assert peaks["fp8"] > peaks["bf16"]
+    assert speed(DP8) == peaks["fp8"] / peaks["bf16"]
+    assert speed(_kv(DP8, "bf16")) == speed(DP8, "vllm") == speed(DP8, hw=load_preset("rtx-pro-6000-x8")) == 1.0
