@@ -421,8 +421,8 @@ PROFILE = EngineProfile(
     # vllm/model_executor/layers/attention/sparse_mla_attention.py:410)
     dsa_mha_prefill_archs=("sm_90", "sm_100"),
     # --kv-cache-dtype auto on GlmMoeDsaForCausalLM resolves to fp8_e4m3 on CUDA's sm_10x family
-    # (model_executor/models/config.py:163-175, :1562; is_device_capability_family(100)); DeepseekV32ForCausalLM keeps
-    # its checkpoint's default (:81-95)
+    # (vllm/model_executor/models/config.py:163-175, :1562; is_device_capability_family(100));
+    # DeepseekV32ForCausalLM keeps its checkpoint's default (:81-95)
     dsa_fp8_kv_families=("glm_moe_dsa",),
     dsa_fp8_kv_archs=("sm_100", "sm_103"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
