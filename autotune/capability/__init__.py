@@ -119,6 +119,23 @@ def allreduce_rmsnorm_on(engine: str, phase: PhasePlan, model: ModelSpec, hw: Ha
     return admits(rules, ALLREDUCE_RMSNORM, True, facts) is None
 
 
+def kv_cache_dtype_on(engine: str, phase: PhasePlan, model: ModelSpec, arch: str) -> str:
+    """The KV-cache dtype the engine runs a phase with: the plan's kernels.kv_cache_dtype, or where it is `auto` on a
+    DSA model (an absorbed-MLA layer attending an indexer's top-k) of a family and arch the engine profile names
+    (dsa_fp8_kv_families / dsa_fp8_kv_archs), the engine's FP8 default; `auto` (the checkpoint's) elsewhere. The one
+    place a plan's KV dtype is resolved: the performance model (perf/precision.py) and the plan the emitters and the
+    report show (with_engine_defaults) read it."""
+    dtype = phase.kernels.kv_cache_dtype
+    if dtype != "auto":
+        return dtype
+    p = profile(engine)
+    if arch not in p.dsa_fp8_kv_archs or model.family not in p.dsa_fp8_kv_families:
+        return dtype
+    if any(layer.attention.kind == "mla-dsa" and layer.attention.attended_cap for layer in model.layers):
+        return "fp8"
+    return dtype
+
+
 def allreduce_rmsnorm_max_tokens(
     engine: str, phase: PhasePlan, model: ModelSpec, hw: HardwareProfile, row_bytes: int
 ) -> float:
@@ -136,12 +153,18 @@ def allreduce_rmsnorm_max_tokens(
 
 def with_engine_defaults(plan: Plan, model: ModelSpec, hw: HardwareProfile) -> Plan:
     """The plan as the engine runs it: a phase that leaves fusion.allreduce_rmsnorm unset where the engine turns the
-    fusion on by default shows it on (allreduce_rmsnorm_on), so best.yaml, the launch and the report say what runs."""
-    phases = {
-        name: dataclasses.replace(phase, fusion={**phase.fusion, "allreduce_rmsnorm": True})
-        for name, phase in plan.phases.items()
-        if "allreduce_rmsnorm" not in phase.fusion and allreduce_rmsnorm_on(plan.engine, phase, model, hw)
-    }
+    fusion on by default shows it on (allreduce_rmsnorm_on), and one that leaves kernels.kv_cache_dtype `auto` where
+    the engine resolves it to FP8 shows fp8 (kv_cache_dtype_on), so best.yaml, the launch and the report say what
+    runs."""
+    phases = {}
+    for name, phase in plan.phases.items():
+        if "allreduce_rmsnorm" not in phase.fusion and allreduce_rmsnorm_on(plan.engine, phase, model, hw):
+            phase = dataclasses.replace(phase, fusion={**phase.fusion, "allreduce_rmsnorm": True})
+        kv = kv_cache_dtype_on(plan.engine, phase, model, hw.gpu.arch)
+        if kv != phase.kernels.kv_cache_dtype:
+            phase = dataclasses.replace(phase, kernels=dataclasses.replace(phase.kernels, kv_cache_dtype=kv))
+        if phase is not plan.phases[name]:
+            phases[name] = phase
     return dataclasses.replace(plan, phases={**plan.phases, **phases}) if phases else plan
 
 
@@ -150,6 +173,7 @@ __all__ = [
     "allreduce_rmsnorm_max_tokens",
     "allreduce_rmsnorm_on",
     "with_engine_defaults",
+    "kv_cache_dtype_on",
     "ENGINES",
     "ENGINE_VENDORS",
     "PROFILES",

@@ -217,6 +217,14 @@ class EngineProfile:
     dsa_mha_prefill_archs: tuple[str, ...] = ()
     # (arch, heads) the sparse prefill kernel pads a rank's query heads to a multiple of (perf/mla_ops.py)
     dsa_sparse_prefill_head_tile: tuple[tuple[str, int], ...] = ()
+    # a DSA model's (perf/layers.py dsa_top_k above 0) `kernels.kv_cache_dtype: auto` is an FP8 KV cache where its
+    # family (HF model_type) is in dsa_fp8_kv_families and the GPU's arch in dsa_fp8_kv_archs: the engine's default
+    # (capability.kv_cache_dtype_on); elsewhere `auto` is the checkpoint's KV dtype
+    dsa_fp8_kv_families: tuple[str, ...] = ()
+    dsa_fp8_kv_archs: tuple[str, ...] = ()
+    # archs where the DSA sparse prefill kernel over an FP8 KV cache runs FP8 MMA on FP8 queries and keys
+    # (perf/opcore.py _dsa_fp8_sparse_speed)
+    dsa_fp8_sparse_mma_archs: tuple[str, ...] = ()
     # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)

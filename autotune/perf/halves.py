@@ -37,7 +37,8 @@ def _attention_prefix(c: Context) -> int:
     absorbed-prefill rows, Triton MLA split size, query concat and prefix up-projection, the FP8 and NVFP4 GEMMs'
     K-loop bounds (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
     fp8_prefill_speed), the latent-MLA decode
-    query tile and fixed time (Context.mla_decode_q_tile, mla_decode_fixed_waves), the vllm-ascend platform
+    query tile and fixed time (Context.mla_decode_q_tile, mla_decode_fixed_waves), the DSA prefill rule and its FP8
+    sparse kernel's speed (Context.dsa_prefill, dsa_fp8_sparse_speed), the vllm-ascend platform
     options when the engine runs on it, and
     whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
     in the Context's memo_keys as "dp_apart"."""
@@ -53,7 +54,7 @@ def _attention_prefix(c: Context) -> int:
             c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
-            c.mla_decode_fixed_waves, c.dsa_prefill,
+            c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed,
         )  # fmt: skip
         c.memo_keys["attention_ids"] = _attention_ids(c.model)
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))

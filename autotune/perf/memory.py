@@ -134,11 +134,11 @@ def _weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str) -> f
     return heaviest_stage + (max(embed, head_b) if phase.pp > 1 else embed + head_b)
 
 
-def kv_bytes_per_token_per_gpu(model: ModelSpec, phase: PhasePlan) -> float:
+def kv_bytes_per_token_per_gpu(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
     """KV bytes one token of context takes on one GPU of its DP-attention rank. MLA latent KV is replicated on
     every TP rank unless decode context parallelism shards each sequence over `dcp` of them. A draft layer
     (speculative decoding) keeps its own KV, one more layer like the last."""
-    total = precision.kv_bytes_per_token(model, phase) / phase.pp
+    total = precision.kv_bytes_per_token(model, phase, engine, arch) / phase.pp
     if phase.speculative.method != "none" and model.kv_elems_per_token:
         total *= 1 + model.layers[-1].attention.kv_elems_per_token / model.kv_elems_per_token
     att = next(
@@ -186,7 +186,8 @@ def memory_fit(
     pool = linear_attention.state_pool_bytes_per_gpu(model, phase, engine)
     state_seq = 0.0 if pool else linear_attention.state_bytes_per_seq_per_gpu(model, phase, engine)
     free -= pool
-    per_seq = seq_tokens * kv_bytes_per_token_per_gpu(model, phase) + window_bytes_per_seq_per_gpu(model, phase)
+    per_seq = seq_tokens * kv_bytes_per_token_per_gpu(model, phase, engine, hw.gpu.arch)
+    per_seq += window_bytes_per_seq_per_gpu(model, phase)
     per_seq += state_seq
     seqs_per_rank = max(0.0, free) / per_seq if per_seq else 0.0
     kv_tokens = int(seqs_per_rank * seq_tokens * phase.dp)

@@ -158,5 +158,8 @@ def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, 
     whole = x.prefill_ctx + rows / 2  # a sequence's whole KV (the last row's prefix)
     per_seq = whole * att.kv_read_elems_per_token + indexer_scored(att, whole) * att.index_dim
     nbytes = tokens / rows * per_seq * c.kv_elem_bytes / shape.kv_shard + tokens * shape.q_o_bytes
+    # on FP8 MMA (Context.dsa_fp8_sparse_speed) the speed divides the op's memory term too: the op reads ~2,000
+    # FLOPs a byte at 64 heads (8192-token prompts, top-k 2048), far above a B200's ~280 at BF16, so it is moot
+    speed = c.attention_speed * c.dsa_fp8_sparse_speed
     ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
-                  "kernels.attention (DSA sparse prefill)", c.attention_speed))  # fmt: skip
+                  "kernels.attention (DSA sparse prefill)", speed))  # fmt: skip

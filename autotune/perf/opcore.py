@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from autotune.capability import allreduce_rmsnorm_max_tokens
+from autotune.capability import allreduce_rmsnorm_max_tokens, kv_cache_dtype_on
 from autotune.capability.profiles import profile
 from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
@@ -269,6 +269,7 @@ class Context:
     mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
     mla_decode_fixed_waves: float = 0.0  # its fixed time beyond the attention floor (tiles.mla_decode_fixed_waves)
     dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
+    dsa_fp8_sparse_speed: float = 1.0  # the DSA sparse prefill kernel on FP8 MMA (_dsa_fp8_sparse_speed), 1 elsewhere
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     fused_shared: int = 0  # shared experts fused into the routed MoE (sharding.fused_shared_experts; ffn_shape.py)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
@@ -346,7 +347,7 @@ def context(
         * _narrow_speed(hw, expert_dtype, model.hidden_size),
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
-        precision.kv_bytes_per_elem(model, phase),
+        precision.kv_bytes_per_elem(model, phase, engine, arch),
         DTYPE_BYTES[precision.dense_dtype(model, phase)],
         DTYPE_BYTES[precision.expert_dtype(model, phase)],
         imbalance,
@@ -359,7 +360,7 @@ def context(
         decode_split_cap=decode_split_cap(engine, arch, attention_kernel),
         fa2_decode=attention_kernel == "auto" and arch in engine_profile.fa2_decode_archs,
         fa3_paged_prefill=attention_kernel == "auto" and arch in engine_profile.fa3_paged_kv_non_tma_archs,
-        fp8_prefill_speed=_fp8_prefill_speed(phase, hw, engine, attention_kernel),
+        fp8_prefill_speed=_fp8_prefill_speed(model, phase, hw, engine, attention_kernel),
         mla_output_copy=engine_profile.mla_prefill_output_copy,  # oplist applies it to absorbed-MLA layers only
         # per-tensor FP8 only: a block-scaled checkpoint runs other kernels (DeepGEMM, CUTLASS blockwise)
         fp8_kloop=arch in engine_profile.cutlass_fp8_tile_archs and model.dense_format != "fp8_block",
@@ -373,6 +374,7 @@ def context(
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, arch),
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, arch, rates.MIN_US["attention"]),
         dsa_prefill=engine_profile.dsa_prefill(arch, dsa_top_k(model)),
+        dsa_fp8_sparse_speed=_dsa_fp8_sparse_speed(model, phase, hw, engine),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         fused_shared=sharding.fused_shared_experts(model, phase, engine, arch, moe),
         platform=phase.platform if engine_profile.ascend_platform else None,
@@ -392,11 +394,14 @@ def _moe_tile_waves(engine: str, moe: str, expert_format: str) -> tuple[str, ...
     return ("gate_up",) if profile(engine).triton_moe_tma_down else ("gate_up", "down")
 
 
-def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str) -> float:
-    """fractions.fp8_prefill_speed where the plan's prefill attention runs in FP8: an FP8 KV cache under the `auto`
-    kernel on an arch the engine profile names (fp8_kv_prefill_attention_archs, cited there); 1 elsewhere."""
+def _fp8_prefill_speed(
+    model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str, attention_kernel: str
+) -> float:
+    """fractions.fp8_prefill_speed where the plan's prefill attention runs in FP8: an FP8 KV cache (the plan's or the
+    engine's default, kv_cache_dtype_on) under the `auto` kernel on an arch the engine profile names
+    (fp8_kv_prefill_attention_archs, cited there); 1 elsewhere."""
     arch = hw.gpu.arch
-    if phase.kernels.kv_cache_dtype != "fp8" or attention_kernel != "auto":
+    if attention_kernel != "auto" or kv_cache_dtype_on(engine, phase, model, arch) != "fp8":
         return 1.0
     if arch not in profile(engine).fp8_kv_prefill_attention_archs:
         return 1.0
@@ -405,6 +410,22 @@ def _fp8_prefill_speed(phase: PhasePlan, hw: HardwareProfile, engine: str, atten
         return 1.0
     ratio = fractions.tensor_rate_ratio(hw)
     return fractions.fp8_prefill_speed(arch, rates.ATTENTION_PREFILL_FRACTION, ratio, fp8 / bf16)
+
+
+def _dsa_fp8_sparse_speed(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> float:
+    """Speed of a DSA layer's sparse prefill kernel on FP8 MMA against the BF16 one it is priced as: where the
+    engine runs it on FP8 queries and an FP8 KV cache (the plan's or the engine's default, kv_cache_dtype_on) on
+    an arch its profile names (dsa_fp8_sparse_mma_archs), the part's FP8 / BF16 dense peak ratio; 1 elsewhere. The
+    ratio is a prior: the FP8 kernel taken to reach the same fraction of the FP8 peak as the BF16 sparse kernel of
+    the BF16 one (no public figure of trtllm-gen's FP8 sparse MLA rate; TensorRT-LLM's DeepSeek README says its FP8
+    MLA kernels are "accelerated by FP8 arithmetic", NVIDIA/TensorRT-LLM#9141)."""
+    arch = hw.gpu.arch
+    if arch not in profile(engine).dsa_fp8_sparse_mma_archs or not dsa_top_k(model):
+        return 1.0
+    if kv_cache_dtype_on(engine, phase, model, arch) != "fp8":
+        return 1.0
+    bf16, fp8 = hw.gpu.peak_tflops.get("bf16", 0.0), hw.gpu.peak_tflops.get("fp8", 0.0)
+    return fp8 / bf16 if bf16 > 0 and fp8 > bf16 else 1.0
 
 
 def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:

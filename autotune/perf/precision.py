@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from autotune.capability import kv_cache_dtype_on
 from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan
 
 ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
@@ -41,12 +42,14 @@ def compute_dtype(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, group
     return "bf16"
 
 
-def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan) -> float:
-    return model.kv_bytes_per_token(phase.kernels.kv_cache_dtype)
+def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
+    """KV bytes per token of context, all layers, in the KV dtype the engine runs (capability.kv_cache_dtype_on:
+    the plan's, or the engine's default where the plan says `auto`)."""
+    return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch))
 
 
-def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan) -> float:
-    return kv_bytes_per_token(model, phase) / max(model.kv_elems_per_token, 1.0)
+def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
+    return kv_bytes_per_token(model, phase, engine, arch) / max(model.kv_elems_per_token, 1.0)
 
 
 def numerics_changes(model: ModelSpec, phase: PhasePlan) -> tuple[str, ...]:

@@ -127,7 +127,7 @@ def _kv_transfer_ms(model: ModelSpec, plan: Plan, hw: HardwareProfile, isl: int)
     """Move one prompt's KV from a prefill instance to a decode instance; shards travel in parallel."""
     pre, dec = plan.phases["prefill"], plan.phases["decode"]
     src, dst = pre.replica_gpus(0), dec.replica_gpus(0)
-    nbytes = isl * precision.kv_bytes_per_token(model, pre)
+    nbytes = isl * precision.kv_bytes_per_token(model, pre, plan.engine, hw.gpu.arch)
     return comm.kv_transfer_s(hw, src, dst, nbytes, pre.comm) * 1e3
 
 

@@ -1272,7 +1272,10 @@ FP4B23_APART = (
     "8192-token prompts' chunks on SGLang's sparse absorbed path, 576 / 512 wide over the top-k, 2.1x the MHA "
     "form's FLOPs, at the BF16 prefill rate, where SGLang's sm_10x default for a DSA model is an FP8 KV cache "
     "(srt/arg_groups/overrides.py:533-536) and the trtllm-gen kernel on FP8 queries (overrides.py:697-701, "
-    "srt/layers/attention/dsa_backend.py:3826-3833), neither modelled)."
+    "srt/layers/attention/dsa_backend.py:3826-3833), neither modelled; 0.70 and 2.29x with that FP8 cache's KV "
+    "bytes and pool (capability.kv_cache_dtype_on, dsafp829: more requests run, so the P50 TPOT grows), 0.93 and "
+    "1.73x with the sparse prefill on FP8 MMA at the B200's FP8 / BF16 peak ratio, a prior: "
+    "opcore._dsa_fp8_sparse_speed)."
 )
 
 

@@ -319,6 +319,21 @@ PROFILE = EngineProfile(
     # flashmla_sparse pads a rank's query heads to 64 on Hopper (srt/layers/attention/dsa_backend.py:2819-2836); on
     # sm_10x the default FP8 KV cache runs trtllm's kernel instead, whose padding is not read (none taken)
     dsa_sparse_prefill_head_tile=(("sm_90", 64),),
+    # --kv-cache-dtype auto on a DeepSeek-family DSA model (architecture in _DEEPSEEK_FAMILY_ARCHS and an index_topk:
+    # srt/arg_groups/overrides.py:491-499, 745-760; srt/configs/model_config.py:191-212) resolves to fp8_e4m3 on a
+    # CUDA device of compute capability major >= 10 without learnable attention sinks
+    # (srt/arg_groups/overrides.py:525-540; only HYV4 has sinks, no catalog model). The pool then holds the raw
+    # 576-byte FP8 latent row (kv_lora + rope, no scales) under the sm_10x default trtllm backends
+    # (srt/mem_cache/kv_cache_configurator.py:3412-3440), the indexer keys in FP8 + a 4-byte scale either way
+    # (srt/mem_cache/memory_pool.py DSATokenToKVPool)
+    dsa_fp8_kv_families=("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "glm5_next"),
+    dsa_fp8_kv_archs=("sm_100", "sm_103", "sm_120", "sm_121"),
+    # with that FP8 cache on sm_10x both DSA backends default to trtllm (srt/arg_groups/overrides.py:714-720), which
+    # quantises the queries to FP8 beside the cache (srt/layers/attention/dsa_backend.py:3826-3865,
+    # mla_quantize_and_rope_for_fp8) and runs FlashInfer's trtllm-gen sparse MLA on FP8 Q and KV (:3970-3985,
+    # backend="trtllm-gen"): a prompt chunk's sparse prefill too (forward_extend, :2210-2211). On sm_12x GLM runs
+    # flashinfer_sparse_mla (srt/arg_groups/overrides.py:637-675), not read
+    dsa_fp8_sparse_mma_archs=("sm_100", "sm_103"),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
     # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):

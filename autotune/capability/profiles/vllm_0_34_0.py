@@ -420,6 +420,11 @@ PROFILE = EngineProfile(
     # forward_mqa (vllm/model_executor/layers/attention/mla_attention.py:664-671;
     # vllm/model_executor/layers/attention/sparse_mla_attention.py:410)
     dsa_mha_prefill_archs=("sm_90", "sm_100"),
+    # --kv-cache-dtype auto on GlmMoeDsaForCausalLM resolves to fp8_e4m3 on CUDA's sm_10x family
+    # (vllm/model_executor/models/config.py:163-175, :1562; is_device_capability_family(100));
+    # DeepseekV32ForCausalLM keeps its checkpoint's default (:81-95)
+    dsa_fp8_kv_families=("glm_moe_dsa",),
+    dsa_fp8_kv_archs=("sm_100", "sm_103"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
     # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
     # the 10.x family): the conditions of the fusion.allreduce_rmsnorm rule (autotune/capability/vllm_0_34_0.py),
