@@ -47,7 +47,11 @@ def launch_key(c: Context, x: StepInput) -> tuple:
     rows, their width, prompt tokens, a prompt's cached prefix: MLA's prefix kernels, mla_ops.prefix_ops), whether
     the norms fold into the all-reduce (oplist._fused_norms: rows per rank within Context.fused_norm_max_tokens)
     and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule) or a DSA
-    layer's sparse path (mla_ops.sparse_prefill's)."""
+    layer's sparse path (mla_ops.sparse_prefill's). Under vLLM's FA2 decode (Context.fa2_decode) a swapped call
+    (fa2_decode.swapped: one-token decodes, no prompt in the step) launches by its KV splits and the batch
+    (fa2_decode.decode_fill: tiles.fa2_swapped_splits of the decode rows and context, the split kernel's combine in
+    tiles.fa2_decode_launches, the strided copies of tiles.fa2_swap_copies), so that step's decode rows and context
+    join the key; an unswapped call is one kernel whatever they are."""
     rank_tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp
     absorbed = bool(
         x.prefill_tokens
@@ -59,7 +63,9 @@ def launch_key(c: Context, x: StepInput) -> tuple:
     limit = c.dsa_prefill[0]
     sparse = bool(x.prefill_tokens and limit)
     sparse = sparse and x.prefill_ctx + tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) / 2 > limit
-    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed, sparse
+    fa2 = c.fa2_decode and x.decode_seqs and x.decode_width == 1 and not x.prefill_tokens  # fa2_decode.swapped's rule
+    seqs_ctx = (x.decode_seqs, x.decode_ctx) if fa2 else None
+    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed, sparse, seqs_ctx
 
 
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:

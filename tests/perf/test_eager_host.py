@@ -78,6 +78,8 @@ CASES = (
     ("llama-3.1-70b", "h200-x8", "sglang", {"tp": 4, "pp": 2}),
     ("deepseek-v4.1-flash", "rtx-pro-6000-x8", "vllm", {"tp": 2, "dp": 4, "dp_attention": True}),
     ("glm-5.3-flash", "rtx-pro-6000-x8", "sglang", {"tp": 8}),
+    # vLLM's FA2 decode (A100: Context.fa2_decode): a swapped call's launches follow the decode rows and context
+    ("llama-3.1-70b", "a100-sxm-x8", "vllm", {"tp": 4}),
 )
 
 
