@@ -131,9 +131,10 @@ def ffn_launch_prefix(c: Context) -> int:
     speeds: c.dense_speed, moe_speed, imbalance, the byte sizes, stream caps, K-loop bounds, the tile waves' GEMMs)
     is no count. ffn_comm_ops (oplist._comm_ops): the collectives by tp, dp, ep, comm.all2all, the stage's length
     and the dense layout (sharding.dense_layout: phase.dense_dp and the engine profile's tp_spans_dp), each counted
-    unless its group is one GPU (a group's length follows tp and the stage's length); the fused-norm rewrite changes
-    a bucket, no count. ffn_norm_ops: NORMS_PER_LAYER less _fused_norms, which reads tp, dp, ep, comm.all2all, the
-    dense layout and whether the rows per rank are within c.fused_norm_max_tokens (the launch_key's `fused`). The
+    unless its group is one GPU; a group's length follows tp and the stage's, which is tp x dp (ops.step_fn's
+    phase.stage_ranks GPUs); the fused-norm rewrite changes a bucket, no count. ffn_norm_ops: NORMS_PER_LAYER less
+    _fused_norms, which reads tp, dp, ep, comm.all2all, the dense layout and whether the rows per rank are within
+    c.fused_norm_max_tokens (the launch_key's `fused`). The
     model by identity (its formats, hidden size and FFN specs); the engine profile's ascend_platform beside, as the
     FFN prefix (halves.ffn_kernel_terms) holds it. Plans that differ in the FFN's kernels, imbalance or byte sizes
     share the count (V4.1's sampled plans: 160 FFN prefixes, 33 layouts)."""
@@ -142,7 +143,7 @@ def ffn_launch_prefix(c: Context) -> int:
         phase, prof = c.phase, profile(c.engine)
         parts = (
             "ffn launches", id(c.model), prof.ascend_platform, prof.tp_spans_dp, phase.tp, phase.dp, phase.ep,
-            phase.dense_dp, phase.comm.all2all, len(c.stage), c.dense_dtype, bool(c.dense_quant_bytes),
+            phase.dense_dp, phase.comm.all2all, c.dense_dtype, bool(c.dense_quant_bytes),
             c.expert_dtype, bool(c.expert_quant_bytes), bool(c.fused_shared),
         )  # fmt: skip
         hit = c.memo_keys["ffn_launches"] = number(parts, (c.model,))

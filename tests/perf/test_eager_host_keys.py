@@ -100,13 +100,20 @@ def test_expert_quantisation_keys_the_ffn_launches():
     _pair(a, _fresh(a, expert_quant_bytes=0.0), _moe_ffn)
 
 
-def test_dense_dtype_keys_the_ffn_launches():  # precision.standalone_quants reads the dtype
-    a = _ctx("qwen3-235b-a22b", "vllm", tp=8)
-    b = _fresh(a, dense_dtype="fp8", dense_quant_bytes=1.0)
-    c = _fresh(b, dense_dtype="nvfp4")
-    own = {_own(x, _moe_ffn(x)) for x in (a, b, c)}
-    eager_host._HALF_LAUNCHES.clear()
-    assert {_remembered(x, _moe_ffn(x)) for x in (a, b, c)} == own
+def _nvfp4(c: Context, **changes) -> Context:
+    """c on its model with NVFP4 checkpoints (precision.standalone_quants: an FP4 GEMM on one fuses a quant)."""
+    m = dataclasses.replace(c.model, dense_format="nvfp4", expert_format="nvfp4")
+    return _fresh(c, model=m, dense_quant_bytes=1.0, expert_quant_bytes=1.0, **changes)
+
+
+def test_dense_dtype_keys_the_ffn_launches():
+    a = _nvfp4(_ctx("deepseek-v3", "sglang", tp=8), dense_dtype="fp8")
+    _pair(a, _fresh(a, dense_dtype="fp4"), _dense_ffn)
+
+
+def test_expert_dtype_keys_the_ffn_launches():
+    a = _nvfp4(_ctx("deepseek-v3", "sglang", tp=8, ep=8), expert_dtype="fp8")
+    _pair(a, _fresh(a, expert_dtype="fp4"), _moe_ffn)
 
 
 def test_fused_shared_experts_key_the_ffn_launches():  # no shared GEMM pair of their own
