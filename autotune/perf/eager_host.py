@@ -164,7 +164,8 @@ def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> f
         prefix = c.memo_keys.get("attention")
         # equal AttentionSpecs as one (halves._attention_ids, noted with the prefix: DeepSeek-V3's dense and MoE
         # layers hold equal ones), as attention_terms keys them
-        spec_id = None if prefix is None else c.memo_keys["attention_ids"][0].get(id(spec), id(spec))
+        ids = c.memo_keys.get("attention_ids")
+        spec_id = ids[0].get(id(spec), id(spec)) if ids else id(spec)
     else:
         prefix = ffn_launch_prefix(c)
         ids = c.memo_keys.get("ffn_ids")  # equal FfnSpecs as one (ops._ffn_cost's map)
