@@ -8,9 +8,11 @@ such a step the host's excess over the GPU time stands in for the graph-replay t
 
 from __future__ import annotations
 
+from autotune.capability.profiles import profile
 from autotune.perf import efficiency as eff
 from autotune.perf import tiles
 from autotune.perf.costing import BoundedMemo
+from autotune.perf.halves import number
 from autotune.perf.opcore import Context, StepInput
 from autotune.perf.oplist import attention_ops, dcp_ops, decode_part, ffn_ops, layer_input, step_tokens
 from autotune.specs import LayerSpec
@@ -47,7 +49,11 @@ def launch_key(c: Context, x: StepInput) -> tuple:
     rows, their width, prompt tokens, a prompt's cached prefix: MLA's prefix kernels, mla_ops.prefix_ops), whether
     the norms fold into the all-reduce (oplist._fused_norms: rows per rank within Context.fused_norm_max_tokens)
     and whether the prompts run on the absorbed-MLA decode path (mla_ops.absorbed_prefill's row rule) or a DSA
-    layer's sparse path (mla_ops.sparse_prefill's)."""
+    layer's sparse path (mla_ops.sparse_prefill's). Under vLLM's FA2 decode (Context.fa2_decode) a swapped call
+    (fa2_decode.swapped: one-token decodes, no prompt in the step) launches by its KV splits and the batch
+    (fa2_decode.decode_fill: tiles.fa2_swapped_splits of the decode rows and context, the split kernel's combine in
+    tiles.fa2_decode_launches, the strided copies of tiles.fa2_swap_copies), so that step's decode rows and context
+    join the key; an unswapped call is one kernel whatever they are."""
     rank_tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp
     absorbed = bool(
         x.prefill_tokens
@@ -59,7 +65,9 @@ def launch_key(c: Context, x: StepInput) -> tuple:
     limit = c.dsa_prefill[0]
     sparse = bool(x.prefill_tokens and limit)
     sparse = sparse and x.prefill_ctx + tiles.prefill_rows_per_seq(rank_tokens, x.prefill_ctx) / 2 > limit
-    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed, sparse
+    fa2 = c.fa2_decode and x.decode_seqs and x.decode_width == 1 and not x.prefill_tokens  # fa2_decode.swapped's rule
+    seqs_ctx = (x.decode_seqs, x.decode_ctx) if fa2 else None
+    return x.decode_seqs > 0, x.decode_width, x.prefill_tokens > 0, x.prefill_ctx > 0, fused, absorbed, sparse, seqs_ctx
 
 
 def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: StepInput) -> float:
@@ -93,37 +101,75 @@ def stage_launches(c: Context, groups: tuple[tuple[LayerSpec, int], ...], x: Ste
 def _stage_key(c: Context, step_key: tuple, parts: dict) -> tuple | None:
     """stage_launches' memo key: what its count reads, field by field. The layer kinds (`groups`: the caller's
     layers.layer_groups(c.model), as ops.step_fn passes them); each half's launches, which _half_launches keys on
-    the half's prefix number (memo_keys "attention" / "ffn": both hold id(c.model), the layer kinds' owner), the
-    layer kind and its input's launch_key: the step's for the layers in prefill, its decode part's for the others
-    (which the step's fixes without prompt tokens, not with them: the fused-norm row rule then reads the decode
-    rows alone); micro_batches (overlap.two_batch) and pp. Plans that differ in what no half's launches read (the
-    box, NCCL, batching, the collectives' algorithms) share it. Without both prefixes (a Context no step costed,
-    or vllm-ascend's FFN half, costed without ffn_kernel_terms): the step's number (ops.step_fn) in their place,
-    or None (counted afresh)."""
+    the attention prefix's number (memo_keys "attention") or the FFN's launch prefix (ffn_launch_prefix; both hold
+    id(c.model), the layer kinds' owner), the layer kind and its input's launch_key: the step's for the layers in
+    prefill, its decode part's for the others (which the step's fixes without prompt tokens, not with them: the
+    fused-norm row rule then reads the decode rows alone); micro_batches (overlap.two_batch) and pp. Plans that
+    differ in what no half's launches read (the box, NCCL, batching, the collectives' algorithms, the FFN's kernel
+    speeds and byte sizes) share it. Without the attention prefix (a Context no step costed): the step's number
+    (ops.step_fn) in its place, or None (counted afresh)."""
     part = parts.get(False)
     part_key = None if part is None else part[1]  # parts[False] is set where the step has prompt tokens
     memo_keys = c.memo_keys
-    attention, ffn = memo_keys.get("attention"), memo_keys.get("ffn")
-    if attention is not None and ffn is not None:
-        return (attention, ffn, c.phase.overlap.two_batch, c.phase.pp, step_key, part_key)
-    number = memo_keys.get("step")
-    return None if number is None else (number, step_key, part_key)
+    attention = memo_keys.get("attention")
+    if attention is not None:
+        return (attention, ffn_launch_prefix(c), c.phase.overlap.two_batch, c.phase.pp, step_key, part_key)
+    number_ = memo_keys.get("step")
+    return None if number_ is None else (number_, step_key, part_key)
+
+
+def ffn_launch_prefix(c: Context) -> int:
+    """The Context's part of an FFN half's launch key, as a number (halves.number), once per Context (its memo_keys'
+    "ffn_launches"): exactly what the `count` of oplist.ffn_ops' ops and which of them exist read of the Context,
+    beside the FFN spec and the step's launch_key (op_launches skips the wave ops and one-GPU collectives). Proof,
+    op by op. ffn_kernel_ops (oplist._ffn_ops, ffn_shape.router_ops): the dense / shared GEMM pair (count 2) exists
+    where the FFN has parameters and its shared experts are not fused into the routed ones (ffn_shape._dense_part:
+    bool(c.fused_shared)), followed by its activation quants (precision.standalone_quants of c.dense_dtype and the
+    model's dense format, where c.dense_quant_bytes) or else the activation (1); a MoE FFN (the spec) adds the
+    grouped GEMM (1), the fused shared experts' op (count 0), the quants of c.expert_dtype and the expert format
+    (where c.expert_quant_bytes), the permutes (2), the router GEMM and top-k (1 each); the rest (rows, bytes, FLOPs,
+    speeds: c.dense_speed, moe_speed, imbalance, the byte sizes, stream caps, K-loop bounds, the tile waves' GEMMs)
+    is no count. ffn_comm_ops (oplist._comm_ops): the collectives by tp, dp, ep, comm.all2all, the stage's length
+    and the dense layout (sharding.dense_layout: phase.dense_dp and the engine profile's tp_spans_dp), each counted
+    unless its group is one GPU; a group's length follows tp and the stage's, which is tp x dp (ops.step_fn's
+    phase.stage_ranks GPUs); the fused-norm rewrite changes a bucket, no count. ffn_norm_ops: NORMS_PER_LAYER less
+    _fused_norms, which reads tp, dp, ep, comm.all2all, the dense layout and whether the rows per rank are within
+    c.fused_norm_max_tokens (the launch_key's `fused`). The
+    model by identity (its formats, hidden size and FFN specs); the engine profile's ascend_platform beside, as the
+    FFN prefix (halves.ffn_kernel_terms) holds it. Plans that differ in the FFN's kernels, imbalance or byte sizes
+    share the count (V4.1's sampled plans: 160 FFN prefixes, 33 layouts)."""
+    hit = c.memo_keys.get("ffn_launches")
+    if hit is None:
+        phase, prof = c.phase, profile(c.engine)
+        parts = (
+            "ffn launches", id(c.model), prof.ascend_platform, prof.tp_spans_dp, phase.tp, phase.dp, phase.ep,
+            phase.dense_dp, phase.comm.all2all, c.dense_dtype, bool(c.dense_quant_bytes),
+            c.expert_dtype, bool(c.expert_quant_bytes), bool(c.fused_shared),
+        )  # fmt: skip
+        hit = c.memo_keys["ffn_launches"] = number(parts, (c.model,))
+    return hit
 
 
 def _half_launches(c: Context, half: str, spec, x: StepInput, x_key: tuple) -> float:
     """Launches of one layer half for the layer's own input `x` (x_key: its launch_key): the attention half with
     the dcp gather (oplist.attention_ops, dcp_ops) or the FFN half with its collectives and norms (oplist.ffn_ops).
-    Remembered across plans by the half's prefix number in the Context's memo_keys ("attention":
-    halves._attention_prefix, what attention_ops reads of the Context, dcp included; "ffn": halves.ffn_kernel_terms'
-    prefix, which holds what ffn_ops' collectives read too: tp, dp, ep, the dense layout, comm.all2all, the
-    fused-norm limit; equal FfnSpecs of different layer kinds as one), set once the step has costed the half;
-    counted afresh without it."""
+    Remembered across plans: the attention half by its prefix number in the Context's memo_keys ("attention":
+    halves._attention_prefix, what attention_ops reads of the Context, dcp included), set once the step has costed
+    the half, counted afresh without it; the FFN half by ffn_launch_prefix; equal specs of different layer kinds
+    as one."""
     tokens = step_tokens(x)
     if tokens <= 0:
         return 0.0
-    prefix = c.memo_keys.get(half)
-    ids = c.memo_keys.get("ffn_ids") if half == "ffn" else None  # equal FfnSpecs as one (ops._ffn_cost's map)
-    spec_id = ids.get(id(spec), id(spec)) if ids else id(spec)
+    if half == "attention":
+        prefix = c.memo_keys.get("attention")
+        # equal AttentionSpecs as one (halves._attention_ids, noted with the prefix: DeepSeek-V3's dense and MoE
+        # layers hold equal ones), as attention_terms keys them
+        ids = c.memo_keys.get("attention_ids")
+        spec_id = ids[0].get(id(spec), id(spec)) if ids else id(spec)
+    else:
+        prefix = ffn_launch_prefix(c)
+        ids = c.memo_keys.get("ffn_ids")  # equal FfnSpecs as one (ops._ffn_cost's map)
+        spec_id = ids.get(id(spec), id(spec)) if ids else id(spec)
     key = None if prefix is None else (prefix, spec_id, *x_key)
     hit = None if key is None else _HALF_LAUNCHES.get(key)
     if hit is None:

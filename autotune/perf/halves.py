@@ -13,6 +13,7 @@ import operator
 
 from autotune.capability.profiles import profile
 from autotune.perf.costing import BoundedMemo, Cost, _add_terms, _op_terms, collective_term, cost_ops
+from autotune.perf.linear_attention import prefill_path
 from autotune.perf.lm_head import head_kernel_ops, head_ops, logits_gather
 from autotune.perf.opcore import Context, StepInput
 from autotune.perf.oplist import _projection_ops, attention_parts, dcp_ops, ffn_kernel_ops, ffn_norm_ops
@@ -39,9 +40,9 @@ def _attention_prefix(c: Context) -> int:
     fp8_prefill_speed), the latent-MLA decode
     query tile and fixed time (Context.mla_decode_q_tile, mla_decode_fixed_waves), the DSA prefill rule and its FP8
     sparse kernel's speed (Context.dsa_prefill, dsa_fp8_sparse_speed), the vllm-ascend platform
-    options when the engine runs on it, and
+    options when the engine runs on it,
     whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
-    in the Context's memo_keys as "dp_apart"."""
+    in the Context's memo_keys as "dp_apart", and the linear-attention layers' prefill kernels (linear_paths)."""
     hit = c.memo_keys.get("attention")
     if hit is None:
         phase = c.phase
@@ -56,9 +57,30 @@ def _attention_prefix(c: Context) -> int:
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
             c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed,
         )  # fmt: skip
+        prefix += linear_paths(c)
         c.memo_keys["attention_ids"] = _attention_ids(c.model)
         hit = c.memo_keys["attention"] = number(prefix, (c.model, c.table))
     return hit
+
+
+_LINEAR_SPECS = BoundedMemo(PREFIX_MEMO_MAX)  # id(model) -> (the model, its distinct linear-attention layer kinds)
+
+
+def linear_paths(c: Context) -> tuple:
+    """The prefill path (linear_attention.prefill_path) of each of the model's linear-attention layer kinds, () for
+    a model without them: linear_attention_ops._prefill_ops reads the engine, the GPU's arch, the phase's
+    chunked-prefill tokens and the state dtype through it (SGLang's FlashInfer GDN prefill on sm_90 only up to a
+    32,768-token chunk: capability/profiles/sglang_0_5_23.py gdn_flashinfer_prefill), which pick the scan's kernels
+    and their launches; the path, not those fields, keys the attention half, so plans of one path share it."""
+    model = c.model
+    hit = _LINEAR_SPECS.get(id(model))
+    if hit is None or hit[0] is not model:
+        specs = {id(layer.attention): layer.attention for layer in model.layers if layer.attention.is_linear}
+        hit = _LINEAR_SPECS.put(id(model), (model, tuple(specs.values())))
+    if not hit[1]:
+        return ()
+    chunk, arch = c.phase.batching.chunked_prefill_tokens, c.hw.gpu.arch
+    return tuple(prefill_path(c.engine, att, arch, chunk, model.state_dtype) for att in hit[1])
 
 
 _ATTENTION_IDS = BoundedMemo(PREFIX_MEMO_MAX)  # id(model) -> (the model, _attention_ids)

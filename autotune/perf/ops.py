@@ -232,8 +232,9 @@ def step_fn(
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
-    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes) and the CUDA-graph caps; of the workload, its expert
-    # popularity CV only as the Context's EP imbalance
+    # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes), the CUDA-graph caps and the linear-attention layers'
+    # prefill kernels its chunk picks (halves.linear_paths); of the workload, its expert popularity CV only as the
+    # Context's EP imbalance
     caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
     prefix = (
         id(model),
@@ -246,6 +247,7 @@ def step_fn(
         c.imbalance,
         caps,
         halves.plain(phase, STEP_FREE),
+        halves.linear_paths(c),
     )
     number = c.memo_keys["step"] = halves.number(prefix, (model, hw))  # also eager_host's memo key
     facts = _step_facts(c, spec_width, hand_off_group, caps)

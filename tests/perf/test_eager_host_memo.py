@@ -51,23 +51,24 @@ def test_a_mixed_steps_decode_part_is_in_the_key():
 @pytest.mark.parametrize(
     "one, other, ratio",
     (
-        (
-            PhasePlan(gpus=tuple(range(8)), tp=8),
-            PhasePlan(gpus=tuple(range(8)), tp=8, overlap=Overlap(two_batch=True)),
+        (  # EP 8: no shared-expert fusion either way (TBO turns SGLang's off: test_sglang_shared_fusion.py)
+            PhasePlan(gpus=tuple(range(8)), tp=8, ep=8),
+            PhasePlan(gpus=tuple(range(8)), tp=8, ep=8, overlap=Overlap(two_batch=True)),
             2,
         ),
         (PhasePlan(gpus=tuple(range(4)), tp=4), PhasePlan(gpus=tuple(range(8)), tp=4, pp=2), 0.5),
     ),
 )
 def test_plans_of_one_halves_prefix_but_other_micro_batches_or_stages_count_their_own(one, other, ratio):
-    """Across plans the count is keyed on the halves' prefix numbers (which leave out two-batch overlap and pp:
-    _half_launches' counts do not read them); the micro-batches and the stages are in the key beside them."""
+    """Across plans the count is keyed on the halves' prefix numbers (the attention prefix, the FFN's launch prefix:
+    they leave out two-batch overlap and pp, which _half_launches' counts do not read); the micro-batches and the
+    stages are in the key beside them."""
     m, hw = load_model("deepseek-v3"), _box()
     groups, x = layer_groups(m), StepInput(decode_seqs=64.0, decode_ctx=2000.0)
     counts = []
     _fresh_memos()
     for plan in (one, other):
         c = context(m, plan, "sglang", hw, plan.gpus[: plan.stage_ranks])
-        c.memo_keys.update(attention=-2, ffn=-3)  # one prefix number pair for both, as plans of equal halves share
+        c.memo_keys.update(attention=-2)  # one attention prefix for both, as plans of equal halves share
         counts.append(eager_host.stage_launches(c, groups, x))
     assert counts[1] == pytest.approx(ratio * counts[0])
