@@ -11,7 +11,7 @@ from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
 from autotune.perf.oplist import speculation
-from autotune.perf.sharding import dense_shards, head_over_dp
+from autotune.perf.sharding import dense_shards, head_over_dp, shared_expert_shards
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
@@ -50,24 +50,17 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 #   parallel.py:155-157: only MoE layers span tp*dp; models/deepseek_v2.py:1339-1345); SGLang builds it over the
 #   full TP group = tp*dp ranks (srt/models/deepseek_v2.py:2664-2675, parallel_group "tp"), whole on every rank
 #   with --moe-dense-tp-size 1 (is_dense_ffn_fully_dp, srt/layers/layer_boundary/layout.py:83-84): ops.dense_shards.
-# - Shared experts: SGLang over the full TP group (tp*dp), whole on every rank with an all-to-all backend such as
-#   DeepEP (srt/models/deepseek_v2.py:871-896); vLLM over tp, whole on every rank under sequence-parallel MoE
-#   (EP, tp > 1, dp > 1 with allgather_reducescatter/DeepEP: config/parallel.py:859-877; deepseek_v2.py:252-275,
-#   364-369). SGLang's fused shared experts (one more routed expert at expert parallel 1: sharding.fused_shared_experts)
-#   are split over the tp*dp ranks as the routed experts are: the same bytes.
+# - Shared experts: sharding.shared_expert_layout (the op list reads the same rule): SGLang over the full TP group
+#   (tp*dp), whole on every rank with an all-to-all backend such as DeepEP; vLLM over tp, whole on every rank under
+#   sequence-parallel MoE. SGLang's FP4 all-gather dispatch (whole on every rank too) needs the resolved MoE kernel,
+#   which this memory model does not read: it keeps tp*dp there. SGLang's fused shared experts (one more routed
+#   expert at expert parallel 1: sharding.fused_shared_experts) are split over the tp*dp ranks as the routed experts
+#   are: the same bytes.
 # - Embedding: vocab-parallel over tp in both (SGLang's attention-TP group under DP attention:
 #   srt/layers/vocab_parallel_embedding.py:166-185). LM head: over tp, except SGLang under DP attention without
 #   --enable-dp-lm-head: over all tp*dp ranks (srt/models/deepseek_v2.py:3291-3297, vocab_parallel_embedding.py:
 #   253-263): ops.head_over_dp.
 # - Routed experts: over all tp*dp ranks (as experts with EP, tensor-sharded without).
-
-
-def shared_expert_shards(phase: PhasePlan, engine: str) -> int:
-    """Ranks a MoE layer's shared experts are split over (1 = whole on every rank)."""
-    if profile(engine).tp_spans_dp:
-        return 1 if phase.comm.all2all == "deepep" else phase.tp * phase.dp
-    sequence_parallel = phase.ep > 1 and phase.tp > 1 and phase.dp > 1
-    return 1 if sequence_parallel else phase.tp
 
 
 def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float, expert_b: float) -> float:
