@@ -68,7 +68,7 @@ class FfnShape:
     dense_flops: float  # 2 x parameters: x tokens / ranks
     dense_weight_bytes: float  # weight bytes per rank
     dense_row_bytes: float  # activation bytes per row of the pair (opcore._act_bytes)
-    dense_tile_n: float  # mean output width of the pair per rank (_tile_speed, _gemm_waves)
+    dense_tile_n: float  # mean output width per rank: gate_up 2 x inter / shards, down hidden (_tile_speed, waves)
     dense_act_n: float  # the activation's intermediate width per rank (opcore.activation_op)
     dense_quants: int  # activation-quant kernels (precision.standalone_quants), when the GEMMs quantise
     # the routed experts (grouped GEMMs)
@@ -126,7 +126,7 @@ def _dense_part(c: Context, ffn: FfnSpec) -> tuple:
         2 * ffn.params,
         ffn.params * c.dense_bytes / shards,
         _act_bytes(1.0, n, hidden, 2, c.act_in_bytes),
-        n / 2,
+        (2 * n / 3 + hidden) / 2,  # gate_up: 2 x intermediate / shards wide; down (row-parallel): hidden wide
         n / 3,
         quants,
     )

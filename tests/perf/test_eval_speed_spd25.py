@@ -69,11 +69,12 @@ def _dense_before(ops: list, c, ffn, tokens: float) -> None:
     rows = tokens if layout == "all" else tokens / (phase.dp * phase.tp) if layout == "rank" else tokens / phase.dp
     act = _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes)
     nbytes = ffn.params * c.dense_bytes / shards + act
-    speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, ffn.params / shards / hidden / 2)
+    tile_n = (2 * ffn.params / shards / hidden / 3 + hidden) / 2  # gate_up's and down's widths (sgshared29)
+    speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, tile_n)
     source = "dense_dp" if layout == "dp" else "tp"
     ops.append(_gemm(source, dense_op_dtype(c), rows, ffn.params / shards, hidden, 2 * ffn.params * tokens / ranks,
                      nbytes, 2, speed))  # fmt: skip
-    _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
+    _gemm_waves(ops, c, c.dense_dtype, rows, tile_n, 2.0, "dense ffn")
     if c.dense_quant_bytes:
         quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
         ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))

@@ -101,3 +101,14 @@ def test_the_fp4_all_gather_dispatch_keeps_the_shared_expert_whole():
     s = ffn_shape(c, ffn)
     assert s.dense_rows_div == 8
     assert s.dense_weight_bytes == pytest.approx(ffn.params * c.dense_bytes)
+
+
+def test_the_pairs_tile_width_keeps_down_projections_hidden_output():
+    """The gate_up + down pair is priced at its mean output width per rank: gate_up's 2 x intermediate / shards
+    (column-parallel) and down's hidden size (row-parallel: its K is sharded, not its output), so 512 gathered rows
+    over an eighth of the shared expert fill the SMs (down's 4 x 56 tiles of 128 x 128) rather than the 12 tiles an
+    output width of 1.5 x intermediate / 8 gave."""
+    op, c = _shared_gemm("sglang", DEP8)
+    inter = MOE.params / DSV3.hidden_size / 3
+    assert ffn_shape(c, MOE).dense_tile_n == pytest.approx((2 * inter / 8 + DSV3.hidden_size) / 2)
+    assert op.speed > 0.5
