@@ -101,6 +101,14 @@ def test_the_fp4_all_gather_dispatch_keeps_the_shared_expert_whole():
     s = ffn_shape(c, ffn)
     assert s.dense_rows_div == 8
     assert s.dense_weight_bytes == pytest.approx(ffn.params * c.dense_bytes)
+    # memory reads the same rule where it is given the box: the weights per GPU grow by the 7 / 8 of the shared
+    # experts the ranks no longer split, in every MoE layer
+    with_box, without = (
+        memory.weights_per_gpu_bytes(nvfp4, phase, "sglang", b200),
+        memory.weights_per_gpu_bytes(nvfp4, phase, "sglang"),
+    )
+    moe_layers = sum(layer.ffn.kind == "moe" for layer in nvfp4.layers)
+    assert with_box - without == pytest.approx(moe_layers * ffn.params * c.dense_bytes * 7 / 8)
 
 
 def test_the_pairs_tile_width_keeps_down_projections_hidden_output():
