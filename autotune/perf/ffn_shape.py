@@ -14,7 +14,7 @@ from autotune.perf import efficiency as eff
 from autotune.perf import ep_balance, precision
 from autotune.perf.opcore import Context, Op, _act_bytes, _gemm, _op_new, dense_op_dtype
 from autotune.perf.routing import LOGIT_BYTES, _miss_rates
-from autotune.perf.sharding import dense_layout
+from autotune.perf.sharding import dense_layout, shared_expert_layout
 from autotune.specs import FfnSpec
 
 
@@ -64,11 +64,11 @@ class FfnShape:
     dense_weights: float  # parameters per rank (the _gemm's weights)
     dense_source: str  # "dense_dp" (whole on every rank) or "tp"
     dense_op_dtype: str  # opcore.dense_op_dtype
-    dense_all_rows: bool  # layout "all": every token of the instance on every rank
+    dense_rows_div: float  # a rank's rows are the step's tokens over this: 1 where every rank runs every token
     dense_flops: float  # 2 x parameters: x tokens / ranks
     dense_weight_bytes: float  # weight bytes per rank
     dense_row_bytes: float  # activation bytes per row of the pair (opcore._act_bytes)
-    dense_tile_n: float  # mean output width of the pair per rank (_tile_speed, _gemm_waves)
+    dense_tile_n: float  # mean output width per rank: gate_up 2 x inter / shards, down hidden (_tile_speed, waves)
     dense_act_n: float  # the activation's intermediate width per rank (opcore.activation_op)
     dense_quants: int  # activation-quant kernels (precision.standalone_quants), when the GEMMs quantise
     # the routed experts (grouped GEMMs)
@@ -103,24 +103,30 @@ def ffn_shape(c: Context, ffn: FfnSpec) -> FfnShape:
 
 
 def _dense_part(c: Context, ffn: FfnSpec) -> tuple:
-    """FfnShape's dense fields: the layout (sharding.dense_layout: 'tp' over the TP group, 'dp' whole on every
-    rank, 'all' over every rank), the pair's weights and activation bytes, its quantisation kernels."""
+    """FfnShape's dense fields: the layout (a dense MLP's, sharding.dense_layout: 'tp' over the TP group, 'dp' whole
+    on every rank, 'all' over every rank; the shared experts', sharding.shared_expert_layout: 'tp', 'all' or 'rank',
+    whole on every rank on its own tp*dp-th of the rows), the pair's weights and activation bytes, its quantisation
+    kernels."""
     if not ffn.params or (ffn.kind == "moe" and c.fused_shared):  # no shared GEMM where they are fused in
-        return 0.0, "", "", False, 0.0, 0.0, 0.0, 0.0, 0.0, 0
+        return 0.0, "", "", 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0
     phase, hidden = c.phase, c.model.hidden_size
-    layout = dense_layout(ffn, phase, c.engine)
-    shards = phase.tp if layout == "tp" else 1 if layout == "dp" else phase.tp * phase.dp
+    if ffn.kind == "moe":
+        layout = shared_expert_layout(phase, c.engine, bool(c.dispatch_act_bytes))
+    else:
+        layout = dense_layout(ffn, phase, c.engine)
+    shards = phase.tp if layout == "tp" else 1 if layout in ("dp", "rank") else phase.tp * phase.dp
+    rows_div = 1 if layout == "all" else phase.dp * phase.tp if layout == "rank" else phase.dp
     n = ffn.params / shards / hidden
     quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2) if c.dense_quant_bytes else 0
     return (
         ffn.params / shards,
         "dense_dp" if layout == "dp" else "tp",
         dense_op_dtype(c),
-        layout == "all",
+        rows_div,
         2 * ffn.params,
         ffn.params * c.dense_bytes / shards,
         _act_bytes(1.0, n, hidden, 2, c.act_in_bytes),
-        n / 2,
+        (2 * n / 3 + hidden) / 2,  # gate_up: 2 x intermediate / shards wide; down (row-parallel): hidden wide
         n / 3,
         quants,
     )

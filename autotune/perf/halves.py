@@ -281,17 +281,18 @@ def ffn_kernel_terms(
     c: Context, ffn: FfnSpec, tokens: float, rows: float | None = None
 ) -> tuple[tuple, tuple, float, float]:
     """(_op_terms of oplist.ffn_kernel_ops, of oplist.ffn_norm_ops, and the compute and memory seconds _add_terms sums
-    over both at times 1.0, in their order: ops._shared_ffn_cost adds the FFN's collectives between them, which
-    add to neither sum), off vllm-ascend, remembered across plans. The kernels compute `rows` where attention DP's
-    gather pads the step (oplist.padded_ffn_rows), else the step's `tokens`; the norms run the tokens. The
-    key is what those builders and _op_terms read: the model and its FFN (by identity), the rates table
-    (by identity) and SM count, tp / dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense layout),
-    the fused-norm limit (Context.fused_norm_max_tokens) and comm.all2all (the fused norms), the dense and expert
-    dtypes' resolved sizes and kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance
-    (oplist.ep_imbalance), the FP8 and NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop), the routed
-    GEMMs that pay tile-wave fixed time (Context.moe_tile_waves, read by ffn_shape.moe_wave_gemms) and the shared
-    experts fused into the routed ones (Context.fused_shared); then the FFN, the tokens and the padded rows. Equal
-    FfnSpecs of the model's layer kinds share their terms."""
+    over both at times 1.0, in their order: ops._shared_ffn_cost adds the FFN's collectives between them, which add to
+    neither sum), off vllm-ascend, remembered across plans. The kernels compute `rows` where attention DP's gather pads
+    the step (oplist.padded_ffn_rows), else the step's `tokens`; the norms run the tokens. The key is what those
+    builders and _op_terms read: the model and its FFN (by identity), the rates table (by identity) and SM count, tp /
+    dp / ep, dense_dp and the engine profile's tp_spans_dp (the dense and shared layouts), the fused-norm limit
+    (Context.fused_norm_max_tokens) and comm.all2all (the fused norms), the dense and expert dtypes' resolved sizes and
+    kernel speeds and weight-stream cap (Context.moe_stream_gbs), the EP imbalance (oplist.ep_imbalance), the FP8 and
+    NVFP4 GEMMs' K-loop bounds (Context.fp8_kloop, fp4_kloop), the routed GEMMs that pay tile-wave fixed time
+    (Context.moe_tile_waves, read by ffn_shape.moe_wave_gemms), the shared experts fused into the routed ones
+    (Context.fused_shared) and the quantised DP dispatch (Context.dispatch_act_bytes: the shared experts' layout,
+    sharding.shared_expert_layout); then the FFN, the tokens and the padded rows. Equal FfnSpecs of the model's layer
+    kinds share their terms."""
     prefix = c.memo_keys.get("ffn")
     if prefix is None:
         phase = c.phase
@@ -301,7 +302,7 @@ def ffn_kernel_terms(
             profile(c.engine).tp_spans_dp, c.fused_norm_max_tokens, phase.comm.all2all,
             c.dense_dtype, c.dense_speed, c.dense_bytes, c.dense_quant_bytes, c.act_in_bytes,
             c.expert_dtype, c.expert_bytes, c.expert_quant_bytes, c.moe_speed, c.imbalance, c.fp8_kloop,
-            c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs, c.moe_tile_waves, c.fused_shared,
+            c.fp4_kloop, c.moe_stream_gbs, c.dense_stream_gbs, c.moe_tile_waves, c.fused_shared, c.dispatch_act_bytes,
         )  # fmt: skip
         prefix = c.memo_keys["ffn"] = number(parts, (c.model, c.table))
     # `ffn` is one of the prefix's model's FFN halves; equal ones as the model's first (ops._ffn_facts' id map, in the

@@ -10,8 +10,9 @@ from autotune.capability.profiles import profile
 from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
+from autotune.perf.opcore import resolved_moe_kernel
 from autotune.perf.oplist import speculation
-from autotune.perf.sharding import dense_shards, head_over_dp
+from autotune.perf.sharding import dense_shards, dispatch_act_bytes, head_over_dp, shared_expert_shards
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
 
 GB = 1e9
@@ -50,11 +51,12 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 #   parallel.py:155-157: only MoE layers span tp*dp; models/deepseek_v2.py:1339-1345); SGLang builds it over the
 #   full TP group = tp*dp ranks (srt/models/deepseek_v2.py:2664-2675, parallel_group "tp"), whole on every rank
 #   with --moe-dense-tp-size 1 (is_dense_ffn_fully_dp, srt/layers/layer_boundary/layout.py:83-84): ops.dense_shards.
-# - Shared experts: SGLang over the full TP group (tp*dp), whole on every rank with an all-to-all backend such as
-#   DeepEP (srt/models/deepseek_v2.py:871-896); vLLM over tp, whole on every rank under sequence-parallel MoE
-#   (EP, tp > 1, dp > 1 with allgather_reducescatter/DeepEP: config/parallel.py:859-877; deepseek_v2.py:252-275,
-#   364-369). SGLang's fused shared experts (one more routed expert at expert parallel 1: sharding.fused_shared_experts)
-#   are split over the tp*dp ranks as the routed experts are: the same bytes.
+# - Shared experts: sharding.shared_expert_layout (the op list reads the same rule): SGLang over the full TP group
+#   (tp*dp), whole on every rank with an all-to-all backend such as DeepEP; vLLM over tp, whole on every rank under
+#   sequence-parallel MoE; SGLang's FP4 all-gather dispatch too (_replicated_dispatch, read where the box is given).
+#   SGLang's fused shared experts (one more routed
+#   expert at expert parallel 1: sharding.fused_shared_experts) are split over the tp*dp ranks as the routed experts
+#   are: the same bytes.
 # - Embedding: vocab-parallel over tp in both (SGLang's attention-TP group under DP attention:
 #   srt/layers/vocab_parallel_embedding.py:166-185). LM head: over tp, except SGLang under DP attention without
 #   --enable-dp-lm-head: over all tp*dp ranks (srt/models/deepseek_v2.py:3291-3297, vocab_parallel_embedding.py:
@@ -62,18 +64,26 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 # - Routed experts: over all tp*dp ranks (as experts with EP, tensor-sharded without).
 
 
-def shared_expert_shards(phase: PhasePlan, engine: str) -> int:
-    """Ranks a MoE layer's shared experts are split over (1 = whole on every rank)."""
-    if profile(engine).tp_spans_dp:
-        return 1 if phase.comm.all2all == "deepep" else phase.tp * phase.dp
-    sequence_parallel = phase.ep > 1 and phase.tp > 1 and phase.dp > 1
-    return 1 if sequence_parallel else phase.tp
+def _replicated_dispatch(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile | None) -> bool:
+    """Whether attention DP gathers rows quantised for the experts (sharding.dispatch_act_bytes: SGLang's FP4
+    all-gather), which replicates the shared experts (sharding.shared_expert_layout); needs the box (the MoE kernel
+    'auto' resolves by arch: opcore.resolved_moe_kernel), False without one."""
+    if hw is None or phase.dp == 1 or not model.is_moe or not profile(engine).tp_spans_dp:
+        return False
+    expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
+    moe = resolved_moe_kernel(model, phase, engine, hw.gpu.arch, expert_dtype)
+    return bool(dispatch_act_bytes(model, phase, engine, moe, expert_dtype))
 
 
-def _layer_bytes(layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float, expert_b: float) -> float:
-    """One layer's weights on one GPU (the replication rules above)."""
+def _layer_bytes(
+    layer: LayerSpec, phase: PhasePlan, engine: str, dense_b: float, expert_b: float, replicated: bool = False
+) -> float:
+    """One layer's weights on one GPU (the replication rules above); `replicated`: _replicated_dispatch."""
     att, ffn = layer.attention, layer.ffn
-    ffn_shards = dense_shards(ffn, phase, engine) if ffn.kind == "dense" else shared_expert_shards(phase, engine)
+    if ffn.kind == "dense":
+        ffn_shards = dense_shards(ffn, phase, engine)
+    else:
+        ffn_shards = shared_expert_shards(phase, engine, replicated)
     attention = (att.params - att.replicated_params) / phase.tp + att.replicated_params
     dense = attention * dense_b + ffn.params * dense_b / ffn_shards
     return dense + ffn.num_experts * ffn.expert_params * expert_b / (phase.tp * phase.dp)
@@ -101,28 +111,32 @@ WEIGHTS_MEMO_MAX = 4096  # weights_per_gpu_bytes results remembered across plans
 _WEIGHTS = BoundedMemo(WEIGHTS_MEMO_MAX)  # (id(model), engine, what of the phase it reads) -> (model, bytes)
 
 
-def weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str = "vllm") -> float:
+def weights_per_gpu_bytes(
+    model: ModelSpec, phase: PhasePlan, engine: str = "vllm", hw: HardwareProfile | None = None
+) -> float:
     """Weights held by the most loaded GPU (first pipeline stage holds the embedding and the head when pp=1).
     Remembered across plans (a search's plans differ mostly in what this does not read) by the model (by
     identity, kept alive by the entry), the engine (its profile's tp_spans_dp: dense_shards, shared_expert_shards,
     head_over_dp) and what of the phase _weights_per_gpu_bytes and those read: gemm_dtype (the stored dtypes),
-    tp / dp / ep / pp, dense_dp, comm.all2all, the speculative method and dp_lm_head."""
+    tp / dp / ep / pp, dense_dp, comm.all2all, the speculative method and dp_lm_head, and whether the dispatch
+    replicates the shared experts (_replicated_dispatch, from `hw`: the box, None where not given)."""
+    replicated = _replicated_dispatch(model, phase, engine, hw)
     key = (
         id(model), engine, phase.kernels.gemm_dtype, phase.tp, phase.dp, phase.ep, phase.pp, phase.dense_dp,
-        phase.comm.all2all, phase.speculative.method, phase.dp_lm_head,
+        phase.comm.all2all, phase.speculative.method, phase.dp_lm_head, replicated,
     )  # fmt: skip
     hit = _WEIGHTS.get(key)
     if hit is None or hit[0] is not model:
-        hit = _WEIGHTS.put(key, (model, _weights_per_gpu_bytes(model, phase, engine)))
+        hit = _WEIGHTS.put(key, (model, _weights_per_gpu_bytes(model, phase, engine, replicated)))
     return hit[1]
 
 
-def _weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str) -> float:
+def _weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str, replicated: bool = False) -> float:
     """weights_per_gpu_bytes, computed."""
     dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
     expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
     layers_per_stage = math.ceil(model.num_layers / phase.pp)
-    per_kind = [_layer_bytes(layer, phase, engine, dense_b, expert_b) for layer, _ in layer_groups(model)]
+    per_kind = [_layer_bytes(layer, phase, engine, dense_b, expert_b, replicated) for layer, _ in layer_groups(model)]
     per_layer = _layer_kinds(model)(per_kind)
     heaviest_stage = max(sum(per_layer[s : s + layers_per_stage]) for s in range(0, model.num_layers, layers_per_stage))
     if phase.speculative.method != "none":  # the draft layer (MTP; DSpark's head costed alike) on the last stage
@@ -166,7 +180,7 @@ def state_pool_max_running(model: ModelSpec, phase: PhasePlan, hw: HardwareProfi
     if not per_request:
         return phase.batching.max_running
     capacity, _, _ = _engine_budget_bytes(model, phase, hw, engine)
-    free = capacity - weights_per_gpu_bytes(model, phase, engine)
+    free = capacity - weights_per_gpu_bytes(model, phase, engine, hw)
     ratio = SGLANG_MAMBA_FULL_MEMORY_RATIO
     pool = max(0.0, free) * ratio / (1 + ratio)
     return max(1, min(phase.batching.max_running, int(pool / per_request) * phase.dp))
@@ -177,7 +191,7 @@ def memory_fit(
 ) -> MemoryFit:
     """Memory per GPU and the KV tokens one instance holds (summed over its DP-attention ranks); `role` is the
     plan's phase name (a disaggregated "prefill" / "decode" server, or "both")."""
-    weights = weights_per_gpu_bytes(model, phase, engine)
+    weights = weights_per_gpu_bytes(model, phase, engine, hw)
     capacity, activations, reserve = _engine_budget_bytes(model, phase, hw, engine, role)
     inside = profile(engine).memory_budget == "gpu_memory_utilization"  # activations + reserve in the budget
     free = capacity - weights - (activations + reserve if inside else 0.0)

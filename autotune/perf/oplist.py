@@ -223,7 +223,7 @@ def _ffn_ops(ops: list, c: Context, ffn: FfnSpec, s: FfnShape, tokens: float) ->
     come from `s`, ffn_shape(c, ffn) (layout, weights, quantisation kernels, EP spread: perf/ffn_shape.py)."""
     hidden = c.model.hidden_size
     if s.dense_weights:  # dense FFN, or the shared experts of a MoE layer
-        rows = tokens if s.dense_all_rows else tokens / c.phase.dp  # 'all' gathers every token to every rank
+        rows = tokens / s.dense_rows_div  # 1 where the layout gathers every token to every rank (ffn_shape)
         speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, s.dense_tile_n)
         nbytes = s.dense_weight_bytes + rows * s.dense_row_bytes
         ops.append(_gemm(s.dense_source, s.dense_op_dtype, rows, s.dense_weights, hidden,

@@ -1,6 +1,6 @@
-"""How an engine spreads a dense MLP and the LM head over an instance's tp*dp ranks (the engine profile's
-`tp_spans_dp`; the replication rules are listed in perf/memory.py), what attention DP's MoE dispatch gathers, and
-the shared experts an engine fuses into the routed experts."""
+"""How an engine spreads a dense MLP, a MoE layer's shared experts and the LM head over an instance's tp*dp ranks (the
+engine profile's `tp_spans_dp`; the replication rules are listed in perf/memory.py), what attention DP's MoE dispatch
+gathers, and the shared experts an engine fuses into the routed experts."""
 
 from __future__ import annotations
 
@@ -26,6 +26,39 @@ def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
     """Ranks a dense MLP layer's weights are split over (see dense_layout)."""
     layout = dense_layout(ffn, phase, engine)
     return phase.tp if layout == "tp" else 1 if layout == "dp" else phase.tp * phase.dp
+
+
+def shared_expert_layout(phase: PhasePlan, engine: str, replicated_dispatch: bool = False) -> str:
+    """How a MoE layer's shared experts, run apart from the routed experts, spread over the instance's tp*dp ranks
+    (one rule for the op list, perf/ffn_shape.py, and the weights, perf/memory.py):
+    - 'all': over every rank, on the gathered rows. SGLang builds them over its full TP group, tp*dp ranks under DP
+      attention (srt/models/deepseek_v2.py:865-896 parallel_group "tp"; GLM-5's GlmMoeDsaForCausalLM is that class,
+      srt/models/glm4_moe.py:1284; DeepSeek-V4 runs DeepseekV2MoE, srt/models/deepseek_v4.py:3155), and runs them in
+      the MoE block (deepseek_v2.py:1300-1340 forward_normal) on the gathered buffer (srt/layers/layer_boundary/
+      prepare.py:183-225; V4's srt/models/deepseek_common/moe_transport.py:160-187). Its local-rows path
+      (moe_transport.py:35-44, deepseek_v4.py:3625 skip_shared_experts) needs SGLANG_DP_SHARED_EXPERT_LOCAL, off by
+      default, and replicated shared experts.
+    - 'rank': whole on every rank, on the rank's own rows (its attention-TP slice of them). SGLang with an a2a
+      backend such as DeepEP, or with the FP4 all-gather of an NVFP4 FlashInfer-CUTLASS MoE (`replicated_dispatch`:
+      sharding.dispatch_act_bytes), replicates them (deepseek_v2.py:874-896 _shared_expert_use_tp1, glm4_moe.py:
+      474-490; the MoE input stays scattered over the DP ranks, srt/layers/moe/utils.py:707-726, and over attention
+      TP under an a2a backend, moe_transport.py:120-128); vLLM under sequence-parallel MoE (EP, tp > 1, dp > 1 with
+      the default allgather_reducescatter or DeepEP: config/parallel.py:229, 859-877) replicates them
+      (model_executor/models/deepseek_v2.py:245-275 disable_tp, :312, :364-369) on its tp-chunk of the rows
+      (:411-422 sequence_parallel_chunk).
+    - 'tp': over the attention TP group, on the DP rank's rows (vLLM's DP ranks are separate engines; either
+      engine without DP attention)."""
+    if profile(engine).tp_spans_dp:
+        if phase.comm.all2all == "deepep" or replicated_dispatch:
+            return "rank"
+        return "all" if phase.dp > 1 else "tp"
+    return "rank" if phase.ep > 1 and phase.tp > 1 and phase.dp > 1 else "tp"
+
+
+def shared_expert_shards(phase: PhasePlan, engine: str, replicated_dispatch: bool = False) -> int:
+    """Ranks a MoE layer's shared experts are split over (shared_expert_layout; 1 = whole on every rank)."""
+    layout = shared_expert_layout(phase, engine, replicated_dispatch)
+    return phase.tp if layout == "tp" else 1 if layout == "rank" else phase.tp * phase.dp
 
 
 def head_over_dp(engine: str, phase: PhasePlan) -> bool:

@@ -61,16 +61,20 @@ def _ep_imbalance_before(c, top_k: int, tokens: float) -> float:
 def _dense_before(ops: list, c, ffn, tokens: float) -> None:
     phase, hidden = c.phase, c.model.hidden_size
     ranks = phase.tp * phase.dp
-    layout = sharding.dense_layout(ffn, phase, c.engine)
-    shards = phase.tp if layout == "tp" else 1 if layout == "dp" else ranks
-    rows = tokens if layout == "all" else tokens / phase.dp
+    if ffn.kind == "moe":  # the shared experts' layout (sgshared29: sharding.shared_expert_layout)
+        layout = sharding.shared_expert_layout(phase, c.engine, bool(c.dispatch_act_bytes))
+    else:
+        layout = sharding.dense_layout(ffn, phase, c.engine)
+    shards = phase.tp if layout == "tp" else 1 if layout in ("dp", "rank") else ranks
+    rows = tokens if layout == "all" else tokens / (phase.dp * phase.tp) if layout == "rank" else tokens / phase.dp
     act = _act_bytes(rows, ffn.params / shards / hidden, hidden, 2, c.act_in_bytes)
     nbytes = ffn.params * c.dense_bytes / shards + act
-    speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, ffn.params / shards / hidden / 2)
+    tile_n = (2 * ffn.params / shards / hidden / 3 + hidden) / 2  # gate_up's and down's widths (sgshared29)
+    speed = c.dense_speed * _tile_speed(c, c.dense_dtype, rows, tile_n)
     source = "dense_dp" if layout == "dp" else "tp"
     ops.append(_gemm(source, dense_op_dtype(c), rows, ffn.params / shards, hidden, 2 * ffn.params * tokens / ranks,
                      nbytes, 2, speed))  # fmt: skip
-    _gemm_waves(ops, c, c.dense_dtype, rows, ffn.params / shards / hidden / 2, 2.0, "dense ffn")
+    _gemm_waves(ops, c, c.dense_dtype, rows, tile_n, 2.0, "dense ffn")
     if c.dense_quant_bytes:
         quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2)
         ops.append(_quant(rows, hidden, quants, "kernels.gemm_dtype", c.dense_quant_bytes))
@@ -141,8 +145,8 @@ def test_ep_imbalance_is_the_form_before():
 
 
 def test_ffn_shape_is_built_once_per_context_and_ffn(monkeypatch):
-    """The FFN half's step-independent work (the dense layout, the quantisation kernels, the EP spread, the routing
-    miss rates) runs once per (Context, FFN spec), not once per step as before."""
+    """The FFN half's step-independent work (the dense or shared layout, the quantisation kernels, the EP spread, the
+    routing miss rates) runs once per (Context, FFN spec), not once per step as before."""
     calls = {"layout": 0, "quants": 0, "spread": 0}
 
     def counted(name, fn):
@@ -153,6 +157,7 @@ def test_ffn_shape_is_built_once_per_context_and_ffn(monkeypatch):
         return wrapped
 
     monkeypatch.setattr(ffn_shape, "dense_layout", counted("layout", sharding.dense_layout))
+    monkeypatch.setattr(ffn_shape, "shared_expert_layout", counted("layout", sharding.shared_expert_layout))
     monkeypatch.setattr(precision, "standalone_quants", counted("quants", precision.standalone_quants))
     monkeypatch.setattr(ffn_shape, "ep_spread", counted("spread", ffn_shape.ep_spread))
     model = load_model("deepseek-v4.1-flash")
