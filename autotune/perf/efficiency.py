@@ -197,6 +197,15 @@ def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
 
 
+def resolved_moe_kernel(model: ModelSpec, phase: PhasePlan, engine: str, arch: str, expert_dtype: str) -> str:
+    """The plan's kernels.moe, 'auto' resolved to the engine's pick on the arch (auto_moe_kernel)."""
+    moe = phase.kernels.moe
+    if moe == "auto" and model.is_moe:
+        deepep = phase.comm.all2all == "deepep" and phase.ep > 1
+        moe = auto_moe_kernel(engine, expert_dtype, arch, deepep, phase.ep, model.expert_format)
+    return moe
+
+
 def auto_moe_kernel(engine: str, expert_dtype: str, arch: str, deepep: bool, ep: int, expert_format: str = "") -> str:
     """The fused-MoE kernel each engine picks for kernels.moe = auto (its speed prior is MOE_VARIANT_SPEED): the
     engine profile's `auto_moe_kernel` (cited there). The checkpoint's format decides first: INT4 (AWQ / GPTQ)

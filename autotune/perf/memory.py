@@ -7,10 +7,10 @@ from collections.abc import Callable
 from operator import itemgetter
 
 from autotune.capability.profiles import profile
+from autotune.perf import efficiency as eff
 from autotune.perf import linear_attention, precision
 from autotune.perf.costing import BoundedMemo
 from autotune.perf.layers import layer_groups
-from autotune.perf.opcore import resolved_moe_kernel
 from autotune.perf.oplist import speculation
 from autotune.perf.sharding import dense_shards, dispatch_act_bytes, head_over_dp, shared_expert_shards
 from autotune.specs import DTYPE_BYTES, HardwareProfile, LayerSpec, MemoryFit, ModelSpec, PhasePlan
@@ -67,11 +67,11 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 def _replicated_dispatch(model: ModelSpec, phase: PhasePlan, engine: str, hw: HardwareProfile | None) -> bool:
     """Whether attention DP gathers rows quantised for the experts (sharding.dispatch_act_bytes: SGLang's FP4
     all-gather), which replicates the shared experts (sharding.shared_expert_layout); needs the box (the MoE kernel
-    'auto' resolves by arch: opcore.resolved_moe_kernel), False without one."""
+    'auto' resolves by arch: efficiency.resolved_moe_kernel), False without one."""
     if hw is None or phase.dp == 1 or not model.is_moe or not profile(engine).tp_spans_dp:
         return False
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
-    moe = resolved_moe_kernel(model, phase, engine, hw.gpu.arch, expert_dtype)
+    moe = eff.resolved_moe_kernel(model, phase, engine, hw.gpu.arch, expert_dtype)
     return bool(dispatch_act_bytes(model, phase, engine, moe, expert_dtype))
 
 

@@ -311,15 +311,6 @@ class AttentionShape:
     prefill_speed: float  # kernel speed of the prefill attention op (kernels.attention x head-dim rate, rates.py)
 
 
-def resolved_moe_kernel(model: ModelSpec, phase: PhasePlan, engine: str, arch: str, expert_dtype: str) -> str:
-    """The plan's kernels.moe, 'auto' resolved to the engine's pick on the arch (efficiency.auto_moe_kernel)."""
-    moe = phase.kernels.moe
-    if moe == "auto" and model.is_moe:
-        deepep = phase.comm.all2all == "deepep" and phase.ep > 1
-        moe = eff.auto_moe_kernel(engine, expert_dtype, arch, deepep, phase.ep, model.expert_format)
-    return moe
-
-
 def context(
     model: ModelSpec,
     phase: PhasePlan,
@@ -333,7 +324,7 @@ def context(
     arch, engine_profile = hw.gpu.arch, profile(engine)  # read once: each is a call (a property, a lookup)
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
-    moe = resolved_moe_kernel(model, phase, engine, arch, expert_dtype)
+    moe = eff.resolved_moe_kernel(model, phase, engine, arch, expert_dtype)
     imbalance = ep_balance.busiest_rank_load(phase.ep, model.num_experts, 1, math.inf, phase.eplb, expert_cv)
     attention_kernel = eff.auto_attention_kernel(engine, model, arch, phase.kernels.attention)
     sms = tiles.sm_count(hw.gpu.name, arch)
