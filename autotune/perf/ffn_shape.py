@@ -14,7 +14,7 @@ from autotune.perf import efficiency as eff
 from autotune.perf import ep_balance, precision
 from autotune.perf.opcore import Context, Op, _act_bytes, _gemm, _op_new, dense_op_dtype
 from autotune.perf.routing import LOGIT_BYTES, _miss_rates
-from autotune.perf.sharding import dense_layout, shared_expert_layout
+from autotune.perf.sharding import dense_layout, layout_shards, shared_expert_layout
 from autotune.specs import FfnSpec
 
 
@@ -114,7 +114,7 @@ def _dense_part(c: Context, ffn: FfnSpec) -> tuple:
         layout = shared_expert_layout(phase, c.engine, bool(c.dispatch_act_bytes))
     else:
         layout = dense_layout(ffn, phase, c.engine)
-    shards = phase.tp if layout == "tp" else 1 if layout in ("dp", "rank") else phase.tp * phase.dp
+    shards = layout_shards(layout, phase)
     rows_div = 1 if layout == "all" else phase.dp * phase.tp if layout == "rank" else phase.dp
     n = ffn.params / shards / hidden
     quants = precision.standalone_quants(c.dense_dtype, c.model.dense_format, 2) if c.dense_quant_bytes else 0

@@ -54,9 +54,8 @@ ACTIVATION_ROWS_PER_TOKEN = 16  # live hidden-sized rows per batched token (MoE/
 # - Shared experts: sharding.shared_expert_layout (the op list reads the same rule): SGLang over the full TP group
 #   (tp*dp), whole on every rank with an all-to-all backend such as DeepEP; vLLM over tp, whole on every rank under
 #   sequence-parallel MoE; SGLang's FP4 all-gather dispatch too (_replicated_dispatch, read where the box is given).
-#   SGLang's fused shared experts (one more routed
-#   expert at expert parallel 1: sharding.fused_shared_experts) are split over the tp*dp ranks as the routed experts
-#   are: the same bytes.
+#   SGLang's fused shared experts (one more routed expert at expert parallel 1: sharding.fused_shared_experts) are
+#   split over the tp*dp ranks as the routed experts are: the same bytes.
 # - Embedding: vocab-parallel over tp in both (SGLang's attention-TP group under DP attention:
 #   srt/layers/vocab_parallel_embedding.py:166-185). LM head: over tp, except SGLang under DP attention without
 #   --enable-dp-lm-head: over all tp*dp ranks (srt/models/deepseek_v2.py:3291-3297, vocab_parallel_embedding.py:

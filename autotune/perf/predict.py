@@ -6,6 +6,7 @@ from collections.abc import Callable
 from functools import partial
 
 from autotune.perf import comm, efficiency, precision, rates, sharding
+from autotune.perf.costing import BoundedMemo
 from autotune.perf.memory import memory_fit
 from autotune.perf.ops import complete, speculation, step_fn
 from autotune.perf.serving import (
@@ -63,7 +64,7 @@ def _model_facts(model: ModelSpec) -> tuple[tuple, int]:
 
 
 PHASE_CHECK_MEMO_MAX = 4096  # _layout_reason results remembered across plans
-_LAYOUT_REASONS: dict = {}  # (id(model), tp, dp, ep, pp) -> (model, reason)
+_LAYOUT_REASONS = BoundedMemo(PHASE_CHECK_MEMO_MAX)  # (id(model), tp, dp, ep, pp) -> (model, reason)
 
 
 def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str:
@@ -72,9 +73,7 @@ def _check_phase(phase: PhasePlan, model: ModelSpec, hw: HardwareProfile) -> str
     key = (id(model), phase.tp, phase.dp, phase.ep, phase.pp)
     hit = _LAYOUT_REASONS.get(key)
     if hit is None or hit[0] is not model:
-        if len(_LAYOUT_REASONS) >= PHASE_CHECK_MEMO_MAX:
-            _LAYOUT_REASONS.clear()
-        hit = _LAYOUT_REASONS[key] = (model, _layout_reason(phase, model))
+        hit = _LAYOUT_REASONS.put(key, (model, _layout_reason(phase, model)))
     if hit[1] or phase.comm.all2all != "deepep":
         return hit[1]
     for r in range(phase.replicas):

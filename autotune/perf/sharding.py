@@ -22,10 +22,15 @@ def dense_layout(ffn: FfnSpec, phase: PhasePlan, engine: str) -> str:
     return "all" if profile(engine).tp_spans_dp else "tp"
 
 
+def layout_shards(layout: str, phase: PhasePlan) -> int:
+    """Ranks a dense MLP's or shared experts' weights are split over under `layout` (dense_layout,
+    shared_expert_layout): the TP group for 'tp', none for 'dp' / 'rank' (whole on every rank), tp*dp for 'all'."""
+    return phase.tp if layout == "tp" else 1 if layout in ("dp", "rank") else phase.tp * phase.dp
+
+
 def dense_shards(ffn: FfnSpec, phase: PhasePlan, engine: str) -> int:
     """Ranks a dense MLP layer's weights are split over (see dense_layout)."""
-    layout = dense_layout(ffn, phase, engine)
-    return phase.tp if layout == "tp" else 1 if layout == "dp" else phase.tp * phase.dp
+    return layout_shards(dense_layout(ffn, phase, engine), phase)
 
 
 def shared_expert_layout(phase: PhasePlan, engine: str, replicated_dispatch: bool = False) -> str:
@@ -57,8 +62,7 @@ def shared_expert_layout(phase: PhasePlan, engine: str, replicated_dispatch: boo
 
 def shared_expert_shards(phase: PhasePlan, engine: str, replicated_dispatch: bool = False) -> int:
     """Ranks a MoE layer's shared experts are split over (shared_expert_layout; 1 = whole on every rank)."""
-    layout = shared_expert_layout(phase, engine, replicated_dispatch)
-    return phase.tp if layout == "tp" else 1 if layout == "rank" else phase.tp * phase.dp
+    return layout_shards(shared_expert_layout(phase, engine, replicated_dispatch), phase)
 
 
 def head_over_dp(engine: str, phase: PhasePlan) -> bool:
