@@ -132,8 +132,7 @@ def weights_per_gpu_bytes(
 
 def _weights_per_gpu_bytes(model: ModelSpec, phase: PhasePlan, engine: str, replicated: bool = False) -> float:
     """weights_per_gpu_bytes, computed."""
-    dense_b = DTYPE_BYTES[precision.dense_dtype(model, phase)]
-    expert_b = DTYPE_BYTES[precision.expert_dtype(model, phase)]
+    dense_b, expert_b = precision.dense_weight_bytes(model, phase), precision.expert_weight_bytes(model, phase)
     layers_per_stage = math.ceil(model.num_layers / phase.pp)
     per_kind = [_layer_bytes(layer, phase, engine, dense_b, expert_b, replicated) for layer, _ in layer_groups(model)]
     per_layer = _layer_kinds(model)(per_kind)

@@ -15,7 +15,6 @@ from autotune.perf import efficiency as eff
 from autotune.perf.attention_choice import decode_split_cap, mla_absorbed_prefill_rows, mla_query_concat
 from autotune.perf.layers import dsa_top_k
 from autotune.specs import (
-    DTYPE_BYTES,
     AttentionSpec,
     HardwareProfile,
     ModelSpec,
@@ -345,8 +344,8 @@ def context(
         eff.ATTENTION_VARIANT_SPEED.get(attention_kernel, 1.0),
         comm.pcie_ipc_max_bytes(phase, model.hidden_size * precision.ACTIVATION_BYTES),
         precision.kv_bytes_per_elem(model, phase, engine, arch),
-        DTYPE_BYTES[precision.dense_dtype(model, phase)],
-        DTYPE_BYTES[precision.expert_dtype(model, phase)],
+        precision.dense_weight_bytes(model, phase),
+        precision.expert_weight_bytes(model, phase),
         imbalance,
         comm.nccl_env(phase.comm),
         sms=sms,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from autotune.capability import kv_cache_dtype_on
-from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan
+from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan, stored_bytes
 
 ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
 _NARROWER = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "bf16"), "bf16": ("bf16",)}
@@ -20,6 +20,17 @@ def expert_dtype(model: ModelSpec, phase: PhasePlan) -> str:
     if phase.kernels.gemm_dtype == "fp8" and DTYPE_BYTES[model.expert_dtype] > DTYPE_BYTES["fp8"]:
         return "fp8"
     return model.expert_dtype
+
+
+def dense_weight_bytes(model: ModelSpec, phase: PhasePlan) -> float:
+    """Bytes of one stored attention / dense weight as the plan serves it: dense_dtype in the checkpoint's format
+    (specs.stored_bytes: NVFP4's scales per 16 values where the checkpoint keeps that dtype)."""
+    return stored_bytes(dense_dtype(model, phase), model.dense_format)
+
+
+def expert_weight_bytes(model: ModelSpec, phase: PhasePlan) -> float:
+    """Bytes of one stored routed-expert weight as the plan serves it (dense_weight_bytes for the experts)."""
+    return stored_bytes(expert_dtype(model, phase), model.expert_format)
 
 
 # Weight-only checkpoint formats whose GEMMs run in bf16 on every chip: ModelOpt W4A16_NVFP4 (FP4 weights, bf16

@@ -4,7 +4,7 @@ from autotune.specs.best import Baseline, BestConfig, HardwareRef, Launch, Model
 from autotune.specs.errors import MiTuneError, SpecError
 from autotune.specs.hardware import Accelerator, CollectivePoint, Features, HardwareProfile, HostInfo, Measured
 from autotune.specs.io import check_schema, dump_json, dump_yaml, from_dict, load, read_document, save, to_dict
-from autotune.specs.model import DTYPE_BYTES, AttentionSpec, FfnSpec, LayerSpec, ModelSpec
+from autotune.specs.model import DTYPE_BYTES, AttentionSpec, FfnSpec, LayerSpec, ModelSpec, stored_bytes
 from autotune.specs.plan import Batching, Comm, Kernels, Overlap, PhasePlan, Plan, Speculative
 from autotune.specs.prediction import MemoryFit, Prediction, StepBreakdown
 from autotune.specs.workload import Workload
@@ -78,4 +78,5 @@ __all__ = [
     "read_document",
     "save",
     "to_dict",
+    "stored_bytes",
 ]

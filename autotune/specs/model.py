@@ -9,6 +9,17 @@ from functools import cached_property
 # (FP4 E2M1 with one E8M0 scale per 32 values = 0.5 + 1/32 = 0.53125 B).
 CONTEXT_KEY = "max_position_embeddings"  # the config.json key ModelSpec.max_position is read from
 DTYPE_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.53125, "int4": 0.53125}
+# Stored formats of a dtype whose scales differ from DTYPE_BYTES' (MXFP4's for fp4): NVFP4 (ModelOpt, and
+# compressed-tensors W4A4 / W4A16 FP4) packs two E2M1 values a byte with one FP8 E4M3 scale per 16 of them: vLLM
+# model_executor/layers/quantization/modelopt.py:958-1014 (uint8 weights of k // 2, float8_e4m3fn scales of
+# k // group_size), group_size 16 by default (:837) and required of NVFP4 checkpoints (:1303-1309): 0.5 + 1/16 B.
+FORMAT_BYTES = {("fp4", "nvfp4"): 0.5625, ("fp4", "nvfp4_w4a16"): 0.5625}
+
+
+def stored_bytes(dtype: str, fmt: str = "") -> float:
+    """Bytes of one stored weight of `dtype` in checkpoint format `fmt`: FORMAT_BYTES where that format stores the
+    dtype with its own scales, else DTYPE_BYTES (the format does not apply to a dtype the plan re-quantises to)."""
+    return FORMAT_BYTES.get((dtype, fmt)) or DTYPE_BYTES[dtype]
 
 
 @dataclass(frozen=True)
@@ -190,4 +201,5 @@ class ModelSpec:
         """(dense bytes, routed-expert bytes) of the whole checkpoint as served."""
         expert_params = sum(layer.ffn.num_experts * layer.ffn.expert_params for layer in self.layers)
         dense_params = self.total_params - expert_params
-        return dense_params * DTYPE_BYTES[self.dense_dtype], expert_params * DTYPE_BYTES[self.expert_dtype]
+        dense_b = stored_bytes(self.dense_dtype, self.dense_format)
+        return dense_params * dense_b, expert_params * stored_bytes(self.expert_dtype, self.expert_format)
