@@ -845,6 +845,7 @@ def rows() -> list[Row]:
     out += sgmla28_rows()
     out += b200moe29_rows()
     out += dsa29_rows()
+    out += q35rtx36_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -2215,6 +2216,42 @@ def b200moe29_rows() -> list[Row]:
 def b200moe29_apart_rows() -> list[Row]:
     """b200moe29: the rows the trtllm_fp8_block speed is read from (APART says why)."""
     return _fib_rows(True)
+
+
+# q35rtx36: the ASUS page's 4-GPU NCCL all-reduce times (calibration.yaml rtx6kpro-asus-nccl-allreduce-4gpu: GPUs 0-3 of
+# the rtx-pro-6000-x8 box, NCCL defaults, SHM on the NODE pairs, fp16): the TP4 all-reduce the rtx6kpro Qwen3.5-397B
+# decode rows run twice a layer, 8 KB a sequence (8 KB at c=1, 1 MB at c=128). Bytes, label, us.
+ASUS_AR4_NCCL_US = (
+    (256, "256 B", 18.0),
+    (4 * KIB, "4 KB", 15.4),
+    (16 * KIB, "16 KB", 19.7),
+    (32 * KIB, "32 KB", 17.6),
+    (64 * KIB, "64 KB", 19.1),
+    (128 * KIB, "128 KB", 28.3),
+    (256 * KIB, "256 KB", 46.5),
+    (512 * KIB, "512 KB", 87.1),
+    (MIB, "1 MB", 109.2),
+    (2 * MIB, "2 MB", 152.1),
+)  # its 32 MB time (1,790 us) is left out: the entry's nccl-tests busbw row at 32 MB checks that size
+
+
+NOT_EXPRESSIBLE += [
+    (
+        "rtx6kpro-qwen35-decode-workload",
+        "the measured steps and workload of rtx6kpro-vllm-qwen35-397b-awq-nvfp4-decode (counted there): one prompt for"
+        " every stream, whose correlated routing routing.distinct_experts does not express",
+    ),
+]
+
+
+def q35rtx36_rows() -> list[Row]:
+    """The 4-GPU NCCL all-reduce table of the rtx-pro-6000-x8 box's page (GPUs 0-3, NCCL defaults)."""
+    entry, four = "rtx6kpro-asus-nccl-allreduce-4gpu", (0, 1, 2, 3)
+    pro = lambda: box("rtx-pro-6000-x8")  # noqa: E731
+    return [
+        Row(entry, f"AR 4 GPU {label}, NCCL defaults", "us", value, us(pro, four, size, nccl()))
+        for size, label, value in ASUS_AR4_NCCL_US
+    ]
 
 
 if __name__ == "__main__":
