@@ -51,8 +51,8 @@ def decode_graph_max_bs(memory_gib: float, phase: PhasePlan) -> int:
     return min(decode, b.max_running)
 
 
-# model_types whose checkpoints name DeepseekV3ForCausalLM (DeepSeek-V3 / R1 / V3.1; Kimi-K2's config.json too)
-DEEPSEEK_V3_ARCH = ("deepseek_v3", "kimi_k2")
+# model_types of the catalog whose checkpoints name DeepseekV3ForCausalLM (DeepSeek-V3 / R1 / V3.1)
+DEEPSEEK_V3_ARCH = ("deepseek_v3",)
 
 
 def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
