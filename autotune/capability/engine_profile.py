@@ -197,6 +197,9 @@ class EngineProfile:
     # rows every other MLA backend does so for (0: none)
     mla_absorbed_prefill_rows: tuple[tuple[str, int], ...] = ()
     mla_absorbed_prefill_rows_default: int = 0
+    # the engine runs a dense MLA layer's prompts on its absorbed path in every prompt-carrying step it replays in
+    # its prefill CUDA graph (graph_caps' step tokens), whatever their length (perf/mla_ops.py absorbed_prefill)
+    mla_graph_prefill_absorbed: bool = False
     # KV tokens per split of the Triton MLA decode kernel (power-of-two splits, at most 2 per SM), whose fp32
     # partial outputs are written and read back once more (perf/mla.py triton_scratch_bytes); 0: not modelled
     triton_mla_split_tokens: int = 0

@@ -5,7 +5,9 @@ decode query's concat."""
 from __future__ import annotations
 
 from autotune.capability.profiles import profile
+from autotune.perf import efficiency as eff
 from autotune.perf import tiles
+from autotune.specs import HardwareProfile, ModelSpec, PhasePlan
 
 
 def decode_split_cap(engine: str, arch: str, attention_kernel: str) -> int:
@@ -27,6 +29,18 @@ def mla_absorbed_prefill_rows(engine: str, arch: str, attention_kernel: str) -> 
     if attention_kernel == "auto":
         return next((rows for a, rows in p.mla_absorbed_prefill_rows if a == arch), p.mla_absorbed_prefill_rows_default)
     return p.mla_absorbed_prefill_rows_default
+
+
+def mla_graph_absorbed_tokens(
+    engine: str, model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, graph_tokens: float | None
+) -> float:
+    """The instance's step tokens up to which a prompt-carrying step runs its dense MLA layers' prompts on the
+    absorbed path because it replays the engine's prefill CUDA graph (profile mla_graph_prefill_absorbed): the
+    graph's cap, `graph_tokens` (step_fn's caps) or else the engine's (efficiency.graph_caps); 0 where the engine
+    does not, or the model has no absorbed-MLA layer."""
+    if not profile(engine).mla_graph_prefill_absorbed or not model.latent_kv:
+        return 0.0
+    return eff.graph_caps(model, phase, engine, hw, 1)[1] if graph_tokens is None else graph_tokens
 
 
 def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:

@@ -55,7 +55,7 @@ def _attention_prefix(c: Context) -> int:
             c.fp4_kloop,
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
-            c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed,
+            c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed, c.mla_absorbed_step_tokens,
         )  # fmt: skip
         prefix += linear_paths(c)
         c.memo_keys["attention_ids"] = _attention_ids(c.model)

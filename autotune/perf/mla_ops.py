@@ -14,11 +14,17 @@ from autotune.specs import AttentionSpec
 
 def absorbed_prefill(c: Context, att: AttentionSpec, x: StepInput, dp: int) -> bool:
     """Whether the step's prefill rows run on a dense absorbed-MLA layer's decode path: at most
-    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq). Not a DSA layer's
-    (attended_cap: its own indexer's or a shared top-k's): the sparse backends decide those (sparse_prefill)."""
-    if not c.mla_absorbed_prefill_rows or not x.prefill_tokens or att.compress_ratio != 1 or att.attended_cap:
+    Context.mla_absorbed_prefill_rows query rows per sequence (tiles.prefill_rows_per_seq), or a step of at most
+    Context.mla_absorbed_step_tokens tokens (the engine's prefill CUDA graph pins the absorbed method, SGLang:
+    attention_choice.mla_graph_absorbed_tokens). Not a DSA layer's (attended_cap: its own indexer's or a shared
+    top-k's): the sparse backends decide those (sparse_prefill)."""
+    if not x.prefill_tokens or att.compress_ratio != 1 or att.attended_cap:
         return False
-    if not mla.is_absorbed_mla(att):
+    if not (c.mla_absorbed_prefill_rows or c.mla_absorbed_step_tokens) or not mla.is_absorbed_mla(att):
+        return False
+    if x.decode_seqs * x.decode_width + x.prefill_tokens <= c.mla_absorbed_step_tokens:  # _step's graph rule
+        return True
+    if not c.mla_absorbed_prefill_rows:
         return False
     tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's (rank_prompt_tokens)
     return tiles.prefill_rows_per_seq(tokens, x.prefill_ctx) <= c.mla_absorbed_prefill_rows

@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 from autotune.capability import allreduce_rmsnorm_max_tokens, kv_cache_dtype_on
 from autotune.capability.profiles import profile
-from autotune.perf import comm, ep_balance, fractions, precision, rates, sharding, tiles
+from autotune.perf import attention_choice, comm, ep_balance, fractions, precision, rates, sharding, tiles
 from autotune.perf import efficiency as eff
 from autotune.perf.attention_choice import decode_split_cap, mla_absorbed_prefill_rows, mla_query_concat
 from autotune.perf.layers import dsa_top_k
@@ -262,6 +262,7 @@ class Context:
     moe_stream_gbs: float = 0.0  # cap on the routed experts' weight stream (GB/s; Marlin: _moe_stream_gbs), 0: none
     dense_stream_gbs: float = 0.0  # cap on a W4A16 checkpoint's dense weight stream (GB/s; _dense_stream_gbs), 0: none
     mla_absorbed_prefill_rows: int = 0  # prefills of at most this many rows per sequence take MLA's absorbed path
+    mla_absorbed_step_tokens: float = 0.0  # steps of at most this many tokens too (mla_graph_absorbed_tokens)
     triton_mla_split_tokens: int = 0  # KV tokens per split of the Triton MLA decode kernel (0: not that kernel)
     mla_query_concat: bool = False  # the MLA decode concatenates the latent query and its rope part (perf/mla.py)
     mla_prefix_up_projection: bool = False  # an MLA MHA prefill up-projects its cached prefix's latent KV (perf/mla.py)
@@ -317,9 +318,10 @@ def context(
     hw: HardwareProfile,
     stage: tuple[int, ...],
     expert_cv: float = 0.0,
+    graph_tokens: float | None = None,
 ) -> Context:
     """The phase's choices resolved once; `expert_cv`: the workload's expert-popularity CV (Workload.expert_load_cv,
-    0 = the default: ep_balance.expert_load_cv)."""
+    0 = the default: ep_balance.expert_load_cv); `graph_tokens`: step_fn's prefill graph cap (None: the engine's)."""
     arch, engine_profile = hw.gpu.arch, profile(engine)  # read once: each is a call (a property, a lookup)
     dense_dtype = precision.compute_dtype(model, phase, hw, "dense")
     expert_dtype = precision.compute_dtype(model, phase, hw, "expert")
@@ -364,6 +366,7 @@ def context(
         moe_stream_gbs=_moe_stream_gbs(moe, sms),
         dense_stream_gbs=_dense_stream_gbs(model, hw, engine, sms),
         mla_absorbed_prefill_rows=mla_absorbed_prefill_rows(engine, arch, attention_kernel),
+        mla_absorbed_step_tokens=attention_choice.mla_graph_absorbed_tokens(engine, model, phase, hw, graph_tokens),
         triton_mla_split_tokens=engine_profile.triton_mla_split_tokens if attention_kernel == "triton" else 0,
         mla_query_concat=mla_query_concat(engine, arch, attention_kernel),
         mla_prefix_up_projection=engine_profile.mla_prefill_prefix_up_projection,

@@ -227,15 +227,15 @@ def step_fn(
     (efficiency.graph_caps): (0, 0) prices every step without a graph. `expert_cv`: the workload's expert-popularity
     CV (Workload.expert_load_cv; 0 = the model's default), read once into the Context's EP imbalance."""
     ranks = phase.stage_ranks
-    c = context(model, phase, engine, hw, gpus[:ranks], expert_cv)
     spec_width = speculation(phase)[0]
+    caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
+    c = context(model, phase, engine, hw, gpus[:ranks], expert_cv, caps[1])
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
     # Context's PCIe-IPC size limit (comm.pcie_ipc_max_bytes), the CUDA-graph caps and the linear-attention layers'
     # prefill kernels its chunk picks (halves.linear_paths); of the workload, its expert popularity CV only as the
     # Context's EP imbalance
-    caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
     prefix = (
         id(model),
         id(hw),

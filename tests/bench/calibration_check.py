@@ -846,6 +846,7 @@ def rows() -> list[Row]:
     out += b200moe29_rows()
     out += dsa29_rows()
     out += q35rtx36_rows()
+    out += hopper36_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -2252,6 +2253,56 @@ def q35rtx36_rows() -> list[Row]:
         Row(entry, f"AR 4 GPU {label}, NCCL defaults", "us", value, us(pro, four, size, nccl()))
         for size, label, value in ASUS_AR4_NCCL_US
     ]
+
+
+# hopper36: InferenceX's published dsr1-fp8-h200-sglang curve of 2026-05-17 (lmsysorg/sglang:v0.5.12-cu130), as
+# SemiAnalysisAI/InferenceX#3288 / #3173 tabulate it (calibration.yaml inferencex-sglang-r1-fp8-h200-tp8-v0512):
+# concurrency -> (output tok/s/GPU, mean TTFT ms, mean TPOT ms). Same launch as INFERENCEX_R1_H200_LAYOUT with 256
+# running requests (the script's non-1k/1k branch; #3010's v0.5.19 run of the same script resolves
+# max_running_requests=256, chunked_prefill_size=32768, attention_backend=flashinfer).
+INFERENCEX_R1_H200_V0512 = {
+    "8k": {4: (43.12, 373.26, 10.94), 8: (68.33, 490.53, 13.88), 16: (93.89, 688.2, 20.02)},
+    "1k": {4: (49.17, None, 9.7), 8: (82.37, None, 11.73), 16: (126.62, None, 15.28), 32: (177.14, None, 21.8),
+           64: (259.8, None, 29.77)},
+}  # fmt: skip
+
+
+def inferencex_closed_loop(isl: int, osl: int, c: int, metric: str) -> Callable[[], float]:
+    """inferencex_c4 at concurrency `c` (10 x c prompts): the simulator's mean TTFT or mean TPOT, ms."""
+
+    def run() -> float:
+        lay = dict(INFERENCEX_R1_H200_LAYOUT, batching=Batching(max_running=256, chunked_prefill_tokens=32768))
+        plan = Plan("sglang", "aggregated", {"both": PhasePlan(gpus=EIGHT, **lay)})
+        std = dict(isl_std=isl / 0.9 * 0.2 / math.sqrt(12), osl_std=osl / 0.9 * 0.2 / math.sqrt(12))
+        w = Workload(isl=isl, osl=osl, concurrency=c, length_dist="normal", **std)
+        m, hw = model("deepseek-v3"), box("h200-x8")
+        out = simulate(deployment(plan, m, hw, w, predict(plan, m, hw, w)), make_trace(w, 10 * c), c)
+        n = range(len(out.osl))
+        if metric == "ttft":
+            return statistics.fmean(out.first_ms[i] - out.arrival_ms[i] for i in n)
+        return statistics.fmean((out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) for i in n)
+
+    return run
+
+
+def hopper36_rows() -> list[Row]:
+    """hopper36: the v0.5.12 curve (INFERENCEX_R1_H200_V0512): output tok/s/GPU at the steady state, TTFT and TPOT
+    of 8k/1k through the simulator's closed loop (as inferencex_c4), 1k/1k TPOT at the steady state (as
+    concurrency_rows). Left out (calibration.yaml notes): the 1k/1k TTFTs and the 8k/1k c=32 / c=64 points."""
+    entry, r1 = "inferencex-sglang-r1-fp8-h200-tp8-v0512", (lambda: model("deepseek-v3"))  # noqa: E731
+    lay = dict(INFERENCEX_R1_H200_LAYOUT, batching=Batching(max_running=256, chunked_prefill_tokens=32768))
+    out = []
+    for length, (isl, osl) in (("8k", (7373, 922)), ("1k", (922, 922))):
+        for c, (tok_s, ttft, tpot) in INFERENCEX_R1_H200_V0512[length].items():
+            label = f"DeepSeek-R1 FP8 TP8 8xH200 SGLang 0.5.12 {length}/1k c={c}"
+            steady = partial(at_concurrency, r1, "h200-x8", 8, "sglang", isl, osl, c, **lay)
+            out.append(Row(entry, label, "out tok/s/GPU", tok_s, steady(metric="out")))
+            if length == "8k":
+                out.append(Row(entry, label + " TTFT", "TTFT ms", ttft, inferencex_closed_loop(isl, osl, c, "ttft")))
+                out.append(Row(entry, label + " TPOT", "TPOT ms", tpot, inferencex_closed_loop(isl, osl, c, "tpot")))
+            else:
+                out.append(Row(entry, label + " TPOT", "TPOT ms", tpot, steady(metric="tpot")))
+    return out
 
 
 if __name__ == "__main__":

@@ -369,6 +369,62 @@ def moe_points(root, system, hw, model):
             yield f"moe_{dtype_name}", _seconds(c, ops), r.latency * 1e-3, *tags
 
 
+def sglang_moe_points(root, system, hw, model):
+    """SGLang's Triton fused MoE (the kernel its auto pick runs for block-FP8 experts without DeepEP,
+    capability/profiles/sglang_0_5_23.py auto_moe_kernel) with TP-sharded experts (moe_tp_size > 1, EP 1): the
+    shapes an SGLang TP plan runs, e.g. DeepSeek-R1 TP8's 256-wide expert slices, whose down projection reduces over
+    two 128-wide K blocks. moe_points reads vLLM's tables at moe_tp_size 1 only (4096-wide gate / up, 2048-deep
+    down), so this is the only check of those shapes; priced by the sglang profile's op list."""
+    import pandas as pd
+
+    paths = sorted(glob.glob(os.path.join(root, system, "moe", "sglang", "*", "moe_perf.parquet")), key=_version_key)
+    if not paths:
+        return
+    frame = pd.read_parquet(paths[-1])
+    frame = frame[(frame.distribution == "power_law_1.01") & (frame.moe_ep_size == 1) & (frame.moe_tp_size > 1)]
+    frame = frame[(frame.kernel_source == "sglang_fused_moe_triton") & (frame.moe_dtype == "fp8_block")]
+    for r in _thin(frame).itertuples():
+        tp, hidden, inter = int(r.moe_tp_size), int(r.hidden_size), int(r.inter_size)
+        ffn = FfnSpec("moe", 0, int(r.num_experts), int(r.topk), 3 * hidden * inter)
+        spec = dataclasses.replace(model, hidden_size=hidden, expert_dtype="fp8", expert_format="fp8_block")
+        phase = PhasePlan(gpus=tuple(range(tp)), tp=tp, kernels=Kernels(moe="triton"))
+        c = opcore.context(spec, phase, "sglang", hw, phase.gpus)
+        with routing_skew(table_routing_skew(int(r.num_tokens), int(r.num_experts), int(r.topk))):
+            ops = [op for op in oplist.ffn_ops(c, ffn, float(r.num_tokens)) if op.kind not in ("collective", "norm")]
+        yield "moe_fp8_block sglang-tp", _seconds(c, ops), r.latency * 1e-3
+
+
+# SGLang's context-MLA tables' kernels -> mi-tune's attention kernel (fa3 is SGLang's sm_90 pick, trtllm_mla its sm_100
+# one for an MLA model: the plan's `auto`)
+SGLANG_MLA_KERNELS = {"flash_attention": "auto", "trtllm_mla": "auto", "triton": "triton"}
+
+
+def sglang_mla_points(root, system, hw, model):
+    """SGLang's MLA prefill attention kernel (its context_mla tables: the attention alone, no projections) for the
+    prompt-carrying steps SGLang 0.5.23 replays in its breakable prefill CUDA graph (at most the graph's step tokens,
+    opcore.Context.mla_absorbed_step_tokens), which run the absorbed method over the latent KV
+    (srt/models/deepseek_common/attention_backend_handler.py:108-113): the op list's attention ops of that step.
+    Larger steps run MHA eagerly; the tables time them as the smaller ones (their time per token pair does not
+    change at the cap), so they are not what SGLang runs there and are left out."""
+    import pandas as pd
+
+    paths = sorted(glob.glob(os.path.join(root, system, "mla", "sglang", "*", "context_mla_perf.parquet")),
+                   key=_version_key)  # fmt: skip
+    if not paths:
+        return
+    frame = pd.read_parquet(paths[-1])
+    frame = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.isl > 1)]
+    spec = dataclasses.replace(model, dense_dtype="bf16")
+    for r in _thin(frame).itertuples():
+        phase = PhasePlan(gpus=tuple(range(8)), tp=8, kernels=Kernels(attention=SGLANG_MLA_KERNELS[r.kernel_source]))
+        c = opcore.context(spec, phase, "sglang", hw, phase.gpus)
+        x = opcore.StepInput(prefill_tokens=float(r.batch_size * r.isl), prefill_ctx=float(r.isl) / 2)
+        if x.prefill_tokens > c.mla_absorbed_step_tokens:
+            continue
+        ops = oplist.attention_ops(c, _heads(spec.layers[-1].attention, int(r.num_heads) * 8), x)
+        yield "mla_prefill sglang", _seconds(c, [op for op in ops if op.kind == "attention"]), r.latency * 1e-3
+
+
 def allreduce_points(root, system, hw, model):
     import pandas as pd
 
@@ -399,6 +455,9 @@ def table_dispatch_s(hw, group: tuple[int, ...], nbytes: float) -> float:
 
 
 CHECKS = (gemm_points, attention_points, mla_points, mla_bmm_points, moe_points, allreduce_points)
+# SGLang's own tables at the shapes an SGLang plan runs, printed in a table of their own (hopper36): the headline
+# above stays the vLLM tables' figure it has been since op_check began
+SGLANG_CHECKS = (sglang_moe_points, sglang_mla_points)
 
 
 def main(argv=None) -> int:
@@ -431,6 +490,16 @@ def main(argv=None) -> int:
     _table(apart)
     for name, why in APART.items():
         print(f"  {name}: {why}")
+    sglang: dict[tuple[str, str], list[float]] = {}
+    for system in args.systems:
+        hw = box(system)
+        for check in SGLANG_CHECKS:
+            for family, predicted, measured in check(args.data, system, hw, mla):
+                if measured > 0 and predicted > 0:
+                    sglang.setdefault((system, family), []).append(predicted / measured - 1)
+    print("\nSGLang's kernels (its own tables, the shapes an SGLang plan runs; not in the figures above):")
+    within = _table(sglang)
+    print(f"  {within} of {len(sglang)} groups within 20%")
     everything = {**groups, **apart}
     errors = [abs(e) for es in everything.values() for e in es]
     within = sum(statistics.median(abs(e) for e in es) <= 0.20 for es in everything.values())

@@ -91,7 +91,9 @@ def test_the_screen_lets_the_other_ranks_decode_beside_one_ranks_prompt():
     ranks = Ranks(8, rank_chunk(DEP8, "sglang", DEP8.batching.chunked_prefill_tokens), True)
     chunk = DEP8.batching.chunked_prefill_tokens
     stalled = separate_point(step, 16, 1, w, chunk, 1, ranks=ranks._replace(apart=False))
-    assert p.tpot_ms["mean"] < stalled.tpot_ms * 0.9
+    # 0.89 of it before hopper36, 0.91 since a prompt chunk within SGLang's prefill graph runs MLA's absorbed path
+    # (tests/perf/test_sglang_graph_mla.py), which lengthens the prompt rank's side of both
+    assert p.tpot_ms["mean"] < stalled.tpot_ms * 0.95
     assert p.tpot_ms["mean"] > step(StepInput(decode_seqs=16, decode_ctx=8192 + 128)).step_ms
 
 

@@ -110,7 +110,8 @@ def test_two_batch_overlap_launches_every_layer_once_per_micro_batch():
     for two_batch in (False, True):
         # EP 8: no shared-expert fusion either way (TBO turns SGLang's off: test_sglang_shared_fusion.py)
         plan = PhasePlan(gpus=tuple(range(8)), tp=8, ep=8, overlap=Overlap(two_batch=two_batch))
-        launches[two_batch] = eager_host.stage_launches(context(m, plan, "sglang", hw, plan.gpus), layer_groups(m), x)
+        c = context(m, plan, "sglang", hw, plan.gpus, graph_tokens=0.0)  # an eager step (no prefill graph)
+        launches[two_batch] = eager_host.stage_launches(c, layer_groups(m), x)
     assert launches[True] == pytest.approx(2 * launches[False])
 
 

@@ -51,6 +51,10 @@ def decode_graph_max_bs(memory_gib: float, phase: PhasePlan) -> int:
     return min(decode, b.max_running)
 
 
+# model_types of the catalog whose checkpoints name DeepseekV3ForCausalLM (DeepSeek-V3 / R1 / V3.1)
+DEEPSEEK_V3_ARCH = ("deepseek_v3",)
+
+
 def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan, query_len: int) -> tuple[int, int]:
     """SGLang's CUDA graphs, per rank: (decode requests, prompt-carrying step tokens) that replay one. Decode:
     decode_graph_max_bs within max_running_requests (a larger explicit max_bs captures graphs no batch reaches).
@@ -58,10 +62,14 @@ def graph_caps(arch: str, memory_gib: float, model: ModelSpec, phase: PhasePlan,
     chunk, min(8192, chunk) for an MLA model (srt/arg_groups/memory_hook.py:233-238); off by default with pp > 1
     (srt/arg_groups/cuda_graph_hook.py:150-161), with two-batch overlap and for DeepSeek-V4 (:183-240), V4.1 included:
     its config loader renames DeepseekV41ForCausalLM to DeepseekV4ForCausalLM (srt/configs/deepseek_v41.py:38-39),
-    which is_deepseek_v4 matches (srt/configs/model_config.py:395-400)."""
+    which is_deepseek_v4 matches (srt/configs/model_config.py:395-400); and for DeepseekV3ForCausalLM on trtllm_mla
+    (:279-311), the attention backend SGLang picks for it on compute capability 10.x when none is named
+    (arg_groups/model_overrides/deepseek_v2.py:178-188; is_sm100: srt/utils/common.py:309-313)."""
     b = phase.batching
     prefill = min(8192, b.chunked_prefill_tokens) if model.latent_kv else b.chunked_prefill_tokens
     if phase.pp > 1 or phase.overlap.two_batch or model.family in ("deepseek_v4", "deepseek_v41"):
+        prefill = 0
+    if arch in ("sm_100", "sm_103") and model.family in DEEPSEEK_V3_ARCH and phase.kernels.attention == "auto":
         prefill = 0
     return min(decode_graph_max_bs(memory_gib, phase), b.max_running), prefill
 
@@ -307,6 +315,11 @@ PROFILE = EngineProfile(
     gdn_prefill_side_launches=(4, 10),
     gdn_flashinfer_prefill=gdn_flashinfer_prefill,
     triton_mla_archs=(),
+    # a prefill replayed in the breakable (or piecewise) CUDA graph keeps one attention path, the absorbed MLA method
+    # over the latent KV (MHA one-shot / chunked-KV shapes vary with the KV length and are not captured): fa3,
+    # flashinfer and flashmla (srt/models/deepseek_common/attention_backend_handler.py:108-113), trtllm_mla (:171-173),
+    # triton (:233-235). A larger step replays eagerly and takes MHA (:115-133).
+    mla_graph_prefill_absorbed=True,
     # DSA (DeepSeek-V3.2, GLM-5.x): a prompt batch runs MHA_ONE_SHOT, the dense MLA prefill, while its longest
     # sequence is at most SGLANG_DSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD = 2048 tokens (srt/environ.py:1983) on sm_90
     # / sm_100 (srt/layers/attention/dsa_backend.py:4054-4078, read by handle_attention_dsa,
