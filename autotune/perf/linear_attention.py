@@ -21,6 +21,7 @@ SGLang srt/models/glm5_next.py:401-412 linear_attn_tp_size, which asserts heads 
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from autotune.capability.profiles import profile
@@ -81,6 +82,41 @@ FLASHINFER_HEAD_DIM = 128
 # Before: one prior, SCAN_SPEED, for both. calibration_check fla29_apart_rows shows the rows.
 CHAIN_SPEED = 0.43
 FUSED_SPEED = 0.45
+
+
+# The chain's chunk walk: its state pass (chunk_gated_delta_rule_fwd_h) runs one program per (sequence, value head,
+# BV-wide slice of d_v) that loops over the sequence's chunks in order (vLLM third_party/flash_linear_attention/ops/
+# chunk_delta_h.py:142 `for i_t in range(NT)`, grid (cdiv(V, BV), N * H) at :320-321; SGLang kernels/ops/attention/
+# fla/chunk_delta_h.py:167 and :401-402), so with few prompts the call takes about (chunks of a prompt) x (one chunk
+# step), however many SMs sit idle. The step, from the FLA / Triton column of four public tables of Qwen3.5-397B's
+# TP8 shape (2 key / 8 value heads of 128) at one prompt, (1 x 65,536 - 1 x 32,768) / 512 chunks (the fixed launch
+# part cancels): GB200 1.785 us (flashinfer-ai/flashinfer#3902), H100 SXM 1.87 (#3866), B300 1.99 (#4078), RTX PRO
+# 6000 Workstation 2.37 (#3659) -> 1.93, their median (calibration.yaml kernel-fla-gdn-prefill-one-prompt): nearly
+# the same on every GPU, a latency-bound loop rather than the SM's rate.
+CHAIN_WALK_STEP_US = 1.93
+# d_v slice of one state-pass program: SGLang's default SGLANG_GDN_CHUNK_H_BV = 32 (fla/chunk_delta_h.py:24), one of
+# vLLM's autotuned 32 / 64 (chunk_delta_h.py:34-39); one program resident per SM (a prior: the waves only matter
+# where the walk is near the throughput time, which the source's multi-prompt rows never reach)
+CHAIN_STATE_BV = 32
+
+
+def chain_walk_s(att: AttentionSpec, tokens_per_rank: float, seqs_per_rank: float, tp: int, sms: int) -> float:
+    """The FLA chain's serial chunk walk over `seqs_per_rank` prompts of `tokens_per_rank` tokens in all on one TP
+    rank: waves of (prompt, value head, d_v slice) programs over the SMs, each wave the chunks of a (mean) prompt
+    times CHAIN_WALK_STEP_US. 0 without a prompt count (the throughput time alone)."""
+    if seqs_per_rank <= 0:
+        return 0.0
+    _, d_v, heads, _ = _gdn_dims(att, tp)
+    programs = seqs_per_rank * heads * math.ceil(d_v / CHAIN_STATE_BV)
+    waves = math.ceil(programs / sms - 1e-9) if sms else 1
+    chunks = math.ceil(tokens_per_rank / seqs_per_rank / CHUNK - 1e-9)
+    return waves * chunks * CHAIN_WALK_STEP_US * 1e-6
+
+
+def reads_prompt_count(model: ModelSpec) -> bool:
+    """Whether a step's time reads its count of prompts (StepInput.prefill_seqs): a Gated DeltaNet layer's chain
+    walk (chain_walk_s); the simulator keys its step cache on the count only then (sim/engine.StepCache)."""
+    return any(layer.attention.kind == "gdn" for layer in model.layers)
 
 
 class PrefillPath(NamedTuple):

@@ -77,15 +77,25 @@ class StepCache:
     theirs, the share to 1/SHARE_GRID; the step itself is perf's (`step` = ops.step_fn of the phase), evaluated on
     a coarser grid of counts (`grid`) and interpolated bilinearly in between (step time is smooth in both counts),
     so a run evaluates tens of steps, not hundreds. `dp`: the phase's attention-DP ranks (a share of 1 / dp or
-    less is the even spread, StepInput's default)."""
+    less is the even spread, StepInput's default). `prompts_matter`: the step time reads the count of prompts
+    (StepInput.prefill_seqs: linear_attention.reads_prompt_count), which then joins the key, exactly; else it is
+    left out of the key and the step input."""
 
-    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int, dp: int = 1):
+    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int, dp: int = 1, prompts_matter=False):
         self.step, self.pp, self.dp, self.memo, self.grid = step, pp, dp, {}, {}
+        self.prompts_matter = prompts_matter
 
     def ms(
-        self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float, busiest: float = 0.0
+        self,
+        decode_seqs: float,
+        decode_ctx: float,
+        prefill_tokens: float,
+        prefill_ctx: float,
+        busiest: float = 0.0,
+        prompts: int = 0,
     ) -> float:
-        """The step's time; `busiest`: the prompt tokens of the busiest attention-DP rank (0: the even spread)."""
+        """The step's time; `busiest`: the prompt tokens of the busiest attention-DP rank (0: the even spread);
+        `prompts`: the prompts whose tokens the step runs."""
         share = 0.0
         if busiest and self.dp > 1 and prefill_tokens and busiest * self.dp > prefill_tokens * (1 + 1e-9):
             share = min(1.0, math.ceil(SHARE_GRID * busiest / prefill_tokens - 1e-9) / SHARE_GRID)
@@ -95,29 +105,34 @@ class StepCache:
             _bucket(prefill_tokens) if prefill_tokens else 0.0,
             _ctx_bucket(prefill_ctx) if prefill_tokens else 0.0,
             share,
+            prompts if prefill_tokens and self.prompts_matter else 0,
         )
         hit = self.memo.get(key)
         if hit is None:
             hit = self.memo[key] = self._interpolated(*key)
         return hit
 
-    def _interpolated(self, d: float, dctx: float, p: float, pctx: float, share: float) -> float:
+    def _interpolated(self, d: float, dctx: float, p: float, pctx: float, share: float, n: int = 0) -> float:
         d_lo, d_hi, wd = _bracket(d) if d else (0.0, 0.0, 0.0)
         p_lo, p_hi, wp = _bracket(p) if p else (0.0, 0.0, 0.0)
         at = self._at
-        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx, share) + (wp * at(d_lo, dctx, p_hi, pctx, share) if wp else 0.0)
+        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx, share, n) + (
+            wp * at(d_lo, dctx, p_hi, pctx, share, n) if wp else 0.0
+        )
         if not wd:
             return low
-        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx, share) + (wp * at(d_hi, dctx, p_hi, pctx, share) if wp else 0.0)
+        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx, share, n) + (
+            wp * at(d_hi, dctx, p_hi, pctx, share, n) if wp else 0.0
+        )
         return (1 - wd) * low + wd * high
 
-    def _at(self, d: float, dctx: float, p: float, pctx: float, share: float = 0.0) -> float:
-        key = (d, dctx, p, pctx, share)
+    def _at(self, d: float, dctx: float, p: float, pctx: float, share: float = 0.0, n: int = 0) -> float:
+        key = (d, dctx, p, pctx, share, n)
         hit = self.grid.get(key)
         if hit is None:
             pp = self.pp
             rank = max(share * p, 1.0) / pp if share and p else 0.0  # opcore.rank_prompt_tokens
-            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0, 1.0, rank)
+            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0, 1.0, rank, n / pp if p else 0.0)
             hit = self.grid[key] = self.step(x).step_ms
         return hit
 
@@ -331,9 +346,9 @@ class Instance:
             pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
             busiest = max(taken) if taken else 0.0  # the busiest attention-DP rank's
             if s.mixed:
-                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest), n
+                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest, len(chunks)), n
             else:  # SGLang without --enable-mixed-chunk: a prefill batch runs alone, the decoding requests wait
-                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx, busiest), 0
+                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx, busiest, len(chunks)), 0
         elif n:
             advanced = n
             ms = s.cache.ms(n, dctx, 0, 0)
@@ -485,7 +500,7 @@ def _disaggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> N
                     spec.rank_chunk or spec.chunk, out.isl[queue[0]] - int(out.isl[queue[0]] * spec.prefix_hit_rate)
                 )
                 first = max(1, first)  # on one attention-DP rank
-                loop_ms = spec.cache.ms(0, 0, first, first / 2, first) + dep.kv_transfer_ms
+                loop_ms = spec.cache.ms(0, 0, first, first / 2, first, 1) + dep.kv_transfer_ms
             else:
                 loop_ms = INF
             for tt, kk in active:
