@@ -115,7 +115,7 @@ def chain_walk_s(att: AttentionSpec, tokens_per_rank: float, seqs_per_rank: floa
 
 def reads_prompt_count(model: ModelSpec) -> bool:
     """Whether a step's time reads its count of prompts (StepInput.prefill_seqs): a Gated DeltaNet layer's chain
-    walk (chain_walk_s); the simulator keys its step cache on the count only then (sim/engine.StepCache)."""
+    walk (chain_walk_s); the simulator keys its step cache on the count only then (sim/step_cache.StepCache)."""
     return any(layer.attention.kind == "gdn" for layer in model.layers)
 
 

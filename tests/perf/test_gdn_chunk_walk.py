@@ -2,7 +2,7 @@
 (prompt, value head, d_v slice): vLLM third_party/flash_linear_attention/ops/chunk_delta_h.py:142,320-321), so a
 few long prompts take (chunks of a prompt) x (one chunk step), above the throughput time
 (perf/linear_attention.py chain_walk_s). The step input carries the prompt count (StepInput.prefill_seqs), set by
-the steady-state screen (perf/serving.py _input) and the simulator (sim/engine.py StepCache)."""
+the steady-state screen (perf/serving.py _input) and the simulator (sim/step_cache.py StepCache)."""
 
 from __future__ import annotations
 
