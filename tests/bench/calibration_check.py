@@ -2246,9 +2246,9 @@ GDN_ONE_PROMPT_FLA_MS = {  # (entry, GPU, tokens of the one prompt) -> FLA / Tri
     (GDN_ONE_PROMPT, "h100", 8192): 0.259,
     (GDN_ONE_PROMPT, "h100", 4096): 0.144,
     (GDN_ONE_PROMPT, "h100", 2048): 0.086,
-    (GDN_ONE_PROMPT, "rtx_pro_ws", 65536): 2.338,
-    (GDN_ONE_PROMPT, "rtx_pro_ws", 32768): 1.123,
 }
+# the RTX PRO 6000 Workstation rows (FLA ms), shown apart: the chain's throughput term sets them (APART)
+GDN_ONE_PROMPT_RTX_FLA_MS = {(GDN_ONE_PROMPT, "rtx_pro_ws", 65536): 2.338, (GDN_ONE_PROMPT, "rtx_pro_ws", 32768): 1.123}
 # the H100 table's two unequal prompts (FLA ms): the longer one's walk, which a prompt count puts at the mean's
 GDN_TWO_PROMPTS_FLA_MS = {(6144, 2048): 0.221, (4096, 4096): 0.184, (2048, 6144): 0.222}
 
@@ -2271,10 +2271,11 @@ def rtx_pro_ws_box8():
 GDN_BOXES = {"gb200": (b200_compute_box, 0), "h100": (h100_box8, 65536), "rtx_pro_ws": (rtx_pro_ws_box8, 0)}
 
 
-def gdnwalk36_rows() -> list[Row]:
-    """gdnwalk36: the FLA chain at one prompt of Qwen3.5-397B's TP8 shape on three GPUs (the B300 rows have no box)."""
+def gdnwalk36_rows(table: dict = GDN_ONE_PROMPT_FLA_MS) -> list[Row]:
+    """gdnwalk36: the FLA chain at one prompt of Qwen3.5-397B's TP8 shape on the GB200 and H100 (the B300 rows have no
+    box; the RTX PRO 6000 rows are shown apart)."""
     out = []
-    for (entry, gpu, tokens), ms in GDN_ONE_PROMPT_FLA_MS.items():
+    for (entry, gpu, tokens), ms in table.items():
         hw, chunk = GDN_BOXES[gpu]
         out.append(Row(entry, f"{gpu} GDN prefill FLA Triton qwen3.5-397b-a17b TP8 1x{tokens}", "ms", ms,
                        gdn_scan_ms("qwen3.5-397b-a17b", 8, tokens, "sglang", 1.0, hw, chunk)))  # fmt: skip
@@ -2282,8 +2283,8 @@ def gdnwalk36_rows() -> list[Row]:
 
 
 def gdnwalk36_apart_rows() -> list[Row]:
-    """gdnwalk36: the H100 table's two unequal prompts (APART says why)."""
-    return [
+    """gdnwalk36: the RTX PRO 6000 rows and the H100 table's two unequal prompts (APART says why)."""
+    return gdnwalk36_rows(GDN_ONE_PROMPT_RTX_FLA_MS) + [
         Row(GDN_ONE_PROMPT, f"h100 GDN prefill FLA Triton qwen3.5-397b-a17b TP8 {a}+{b}", "ms", ms,
             gdn_scan_ms("qwen3.5-397b-a17b", 8, a + b, "sglang", 2.0, h100_box8, 65536))
         for (a, b), ms in GDN_TWO_PROMPTS_FLA_MS.items()
@@ -2291,7 +2292,10 @@ def gdnwalk36_apart_rows() -> list[Row]:
 
 
 APART += (
-    " kernel-fla-gdn-prefill-one-prompt two unequal prompts: the call takes the longer prompt's chunk walk, which the"
+    " kernel-fla-gdn-prefill-one-prompt RTX PRO 6000 Workstation rows (1.45-1.52x): there the op list's chain"
+    " throughput term (CHAIN_SPEED, read on a GB200's HBM) is above the walk, so they test that speed's transfer to"
+    " sm_120's GDDR7 and L2, not the walk; counted, they moved shared refits (LOSO of the H800 / H100 MLA decode rows"
+    " 1.00 / 1.07 -> 1.12 / 1.19). Its two unequal prompts: the call takes the longer prompt's chunk walk, which the"
     " step input's prompt count (the mean prompt) cannot express; its FlashInfer column (the context-parallel route)"
     " is not shown: whether FlashInfer 0.7.3 carries those kernels is not established (gdnwalk36)."
 )
