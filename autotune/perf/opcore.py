@@ -36,7 +36,7 @@ class StepInput(NamedTuple):
     # prompt tokens on the busiest attention-DP rank (0: the even spread, prefill_tokens / dp): rank_prompt_tokens
     prefill_rank_tokens: float = 0.0
     # prompts whose tokens the step runs, per micro-batch (0: not counted): a Gated DeltaNet chain walks each prompt's
-    # chunks in order (linear_attention.chain_walk_s); set by sim/engine.py and perf/serving.py
+    # chunks in order (linear_attention.chain_walk_s); set by sim/step_cache.py and perf/serving.py
     prefill_seqs: float = 0.0
 
 
