@@ -195,11 +195,19 @@ def fused_prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int) -> L
 def prep_bytes(att: AttentionSpec, tokens_per_rank: float, tp: int) -> float:
     """The launches around a GDN scan (PrefillPath.side_launches): the q / k / v channels read and written once
     (vLLM's fused_post_conv_prep, SGLang's split and q / k L2 norm), the a / b projections read (bf16) and the gate
-    and beta written (fp32). The state gather / scatter moves a state per prefilling sequence, which the step input
-    does not count: left out."""
+    and beta written (fp32). The states of the prompts are the scan's (scan_state_bytes)."""
     d_k, d_v = head_dims(att)
     channels = (2 * att.num_kv_heads * d_k + att.num_heads * d_v) / tp
     return tokens_per_rank * (2 * channels * ACT_BYTES + att.num_heads / tp * (2 * ACT_BYTES + 2 * 4))
+
+
+def scan_state_bytes(att: AttentionSpec, seqs_per_rank: float, tp: int, state_dtype: str) -> float:
+    """The recurrent states a GDN scan reads and writes on one TP rank: each prompt's initial state read and its
+    final state written once (both kernels take initial_state and output_final_state: vLLM
+    qwen_gdn_linear_attn.py:2141-2157, whose gather_initial_states copy before the call, ops/gather_initial_states.py:
+    45-80, is left out; SGLang's kernels read and write the pool's slots in place, gdn_backend.py:1010-1013). Priced
+    with the scan's bytes once the step counts its prompts (StepInput.prefill_seqs)."""
+    return seqs_per_rank * 2 * att.state_elems_per_seq / tp * DTYPE_BYTES[state_dtype]
 
 
 def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int, state_dtype: str) -> LinearCost:

@@ -39,7 +39,8 @@ def _prefill_ops(c: Context, att: AttentionSpec, tokens: float, seqs: float = 0.
     kernel by kernel (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one
     elementwise op of that many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel
     at least the attention floor; the chain at least its serial chunk walk, linear_attention.chain_walk_s, carried as
-    the FLOPs that take that long at the op's rate and speed); another linear kind's scan, or one on an engine that
+    the FLOPs that take that long at the op's rate and speed; with the prompts' states read and written,
+    linear_attention.scan_state_bytes); another linear kind's scan, or one on an engine that
     does not list the GDN kernels, as one op at the prior SCAN_SPEED. FlashInfer's kernel gets no such floor: vLLM
     calls it with use_cp "auto" (layers/mamba/gdn/qwen_gdn_linear_attn.py:405,442), under which a few prompts take
     FlashInfer's context-parallel route that splits their chunks over the SMs (:1670-1673); SGLang's call
@@ -54,11 +55,13 @@ def _prefill_ops(c: Context, att: AttentionSpec, tokens: float, seqs: float = 0.
         ]
     cost = la.fused_prefill_cost(att, tokens, tp) if path.fused else la.chain_prefill_cost(att, tokens, tp)
     speed = la.FUSED_SPEED if path.fused else la.CHAIN_SPEED
-    flops = cost.flops
-    if seqs and not path.fused:
-        walk_s = la.chain_walk_s(att, tokens, seqs, tp, c.sms)
-        flops = max(flops, walk_s * c.table.get("attention", "bf16", "prefill").tflops * 1e12 * speed)
-    ops = [Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, cost.nbytes, path.scan_kernels, source, speed)]
+    flops, nbytes = cost.flops, cost.nbytes
+    if seqs:
+        nbytes += la.scan_state_bytes(att, seqs, tp, dtype)
+        if not path.fused:
+            walk_s = la.chain_walk_s(att, tokens, seqs, tp, c.sms)
+            flops = max(flops, walk_s * c.table.get("attention", "bf16", "prefill").tflops * 1e12 * speed)
+    ops = [Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, nbytes, path.scan_kernels, source, speed)]
     if path.side_launches:
         prep = la.prep_bytes(att, tokens, tp)
         ops.append(

@@ -23,14 +23,25 @@ def _phase(chunk: int) -> PhasePlan:
     return PhasePlan(gpus=tuple(range(8)), tp=8, batching=Batching(chunked_prefill_tokens=chunk))
 
 
-def _scan_s(engine: str, x: StepInput, chunk: int = 65536, preset: str = "h200-x8") -> float:
-    """The GDN scan op alone (the chain for SGLang on sm_90 past its 32,768-token FlashInfer limit)."""
+def _scan(engine: str, x: StepInput, chunk: int = 65536, preset: str = "h200-x8"):
+    """(the GDN scan op alone, its seconds): the chain for SGLang on sm_90 past its 32,768-token FlashInfer limit."""
     m = load_model(MODEL)
     phase = _phase(chunk)
     c = context(m, phase, engine, load_preset(preset), phase.gpus)
     att = next(layer.attention for layer in m.layers if layer.attention.kind == "gdn")
-    ops = [op for op in oplist.attention_ops(c, att, x) if op.source == "linear attention (gdn)"]
-    return costing.cost_ops(c, ops).time_s
+    (op,) = [op for op in oplist.attention_ops(c, att, x) if op.source == "linear attention (gdn)"]
+    return op, costing.cost_ops(c, [op]).time_s, c
+
+
+def _scan_s(engine: str, x: StepInput) -> float:
+    return _scan(engine, x)[1]
+
+
+def _without_states_s(engine: str, x: StepInput) -> float:
+    """The scan's seconds at `x` with the bytes of the step's unknown count (no prompts' states)."""
+    op, _, c = _scan(engine, x)
+    unknown, _, _ = _scan(engine, x._replace(prefill_seqs=0.0))
+    return costing.cost_ops(c, [op._replace(nbytes=unknown.nbytes)]).time_s
 
 
 def test_one_long_prompt_takes_the_chain_s_chunk_walk():
@@ -43,13 +54,24 @@ def test_one_long_prompt_takes_the_chain_s_chunk_walk():
 
 def test_many_prompts_keep_the_throughput_time():
     many = StepInput(prefill_tokens=TOKENS, prefill_seqs=64.0)  # 64 x 1,024 tokens: 16 chunks a prompt
-    assert _scan_s("sglang", many) == _scan_s("sglang", StepInput(prefill_tokens=TOKENS))
+    # the walk (16 waves of 16 chunks) stays below the throughput time; only the prompts' states add
+    assert _without_states_s("sglang", many) == _scan_s("sglang", StepInput(prefill_tokens=TOKENS))
 
 
-def test_flashinfer_s_kernel_reads_no_prompt_count():
+def test_each_prompt_s_state_is_read_and_written_once():
+    m = load_model(MODEL)
+    att = next(layer.attention for layer in m.layers if layer.attention.kind == "gdn")
+    for engine in ("sglang", "vllm"):  # the chain and FlashInfer's kernel
+        many = _scan(engine, StepInput(prefill_tokens=TOKENS, prefill_seqs=64.0))[0]
+        unknown = _scan(engine, StepInput(prefill_tokens=TOKENS))[0]
+        state = 64 * 2 * att.state_elems_per_seq / 8 * 4  # fp32 states of one TP8 rank
+        assert math.isclose(many.nbytes - unknown.nbytes, state, rel_tol=1e-9) and m.state_dtype == "fp32"
+
+
+def test_flashinfer_s_kernel_takes_no_walk():
     # vLLM on sm_90 runs FlashInfer's kernel (use_cp "auto": its context-parallel route for a few prompts)
-    one = _scan_s("vllm", StepInput(prefill_tokens=TOKENS, prefill_seqs=1.0))
-    assert one == _scan_s("vllm", StepInput(prefill_tokens=TOKENS))
+    one = StepInput(prefill_tokens=TOKENS, prefill_seqs=1.0)
+    assert _without_states_s("vllm", one) == _scan_s("vllm", StepInput(prefill_tokens=TOKENS))
 
 
 def test_a_model_without_gdn_reads_no_prompt_count():
