@@ -241,7 +241,8 @@ def _apart_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple, .
     tokens placed (x.prefill_rank_tokens) the prefill half reads only those (opcore.attention_rows), so it is
     the one of a lone prompt of that many tokens on one rank, whatever the other ranks prefill."""
     rank = x.prefill_rank_tokens
-    prefill = attention_terms(c, att, StepInput(0.0, 0.0, rank or x.prefill_tokens, x.prefill_ctx, 1.0, rank))
+    seqs = x.prefill_seqs * rank / x.prefill_tokens if rank else x.prefill_seqs  # the rank's prompts among them
+    prefill = attention_terms(c, att, StepInput(0.0, 0.0, rank or x.prefill_tokens, x.prefill_ctx, 1.0, rank, seqs))
     decode = attention_terms(c, att, StepInput(x.decode_seqs, x.decode_ctx, decode_width=x.decode_width))
     return prefill if sum(map(_SECONDS, prefill)) >= sum(map(_SECONDS, decode)) else decode
 

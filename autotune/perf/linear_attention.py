@@ -21,6 +21,7 @@ SGLang srt/models/glm5_next.py:401-412 linear_attn_tp_size, which asserts heads 
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from autotune.capability.profiles import profile
@@ -81,6 +82,41 @@ FLASHINFER_HEAD_DIM = 128
 # Before: one prior, SCAN_SPEED, for both. calibration_check fla29_apart_rows shows the rows.
 CHAIN_SPEED = 0.43
 FUSED_SPEED = 0.45
+
+
+# The chain's chunk walk: its state pass (chunk_gated_delta_rule_fwd_h) runs one program per (sequence, value head,
+# BV-wide slice of d_v) that loops over the sequence's chunks in order (vLLM third_party/flash_linear_attention/ops/
+# chunk_delta_h.py:142 `for i_t in range(NT)`, grid (cdiv(V, BV), N * H) at :320-321; SGLang kernels/ops/attention/
+# fla/chunk_delta_h.py:167 and :401-402), so with few prompts the call takes about (chunks of a prompt) x (one chunk
+# step), however many SMs sit idle. The step, from the FLA / Triton column of four public tables of Qwen3.5-397B's
+# TP8 shape (2 key / 8 value heads of 128) at one prompt, (1 x 65,536 - 1 x 32,768) / 512 chunks (the fixed launch
+# part cancels): GB200 1.785 us (flashinfer-ai/flashinfer#3902), H100 SXM 1.87 (#3866), B300 1.99 (#4078), RTX PRO
+# 6000 Workstation 2.37 (#3659) -> 1.93, their median (calibration.yaml kernel-fla-gdn-prefill-one-prompt): nearly
+# the same on every GPU, a latency-bound loop rather than the SM's rate.
+CHAIN_WALK_STEP_US = 1.93
+# d_v slice of one state-pass program: SGLang's default SGLANG_GDN_CHUNK_H_BV = 32 (fla/chunk_delta_h.py:24), one of
+# vLLM's autotuned 32 / 64 (chunk_delta_h.py:34-39); one program resident per SM (a prior: the waves only matter
+# where the walk is near the throughput time, which the source's multi-prompt rows never reach)
+CHAIN_STATE_BV = 32
+
+
+def chain_walk_s(att: AttentionSpec, tokens_per_rank: float, seqs_per_rank: float, tp: int, sms: int) -> float:
+    """The FLA chain's serial chunk walk over `seqs_per_rank` prompts of `tokens_per_rank` tokens in all on one TP
+    rank: waves of (prompt, value head, d_v slice) programs over the SMs, each wave the chunks of a (mean) prompt
+    times CHAIN_WALK_STEP_US. 0 without a prompt count (the throughput time alone)."""
+    if seqs_per_rank <= 0:
+        return 0.0
+    _, d_v, heads, _ = _gdn_dims(att, tp)
+    programs = seqs_per_rank * heads * math.ceil(d_v / CHAIN_STATE_BV)
+    waves = math.ceil(programs / sms - 1e-9) if sms else 1
+    chunks = math.ceil(tokens_per_rank / seqs_per_rank / CHUNK - 1e-9)
+    return waves * chunks * CHAIN_WALK_STEP_US * 1e-6
+
+
+def reads_prompt_count(model: ModelSpec) -> bool:
+    """Whether a step's time reads its count of prompts (StepInput.prefill_seqs): a Gated DeltaNet layer's chain
+    walk (chain_walk_s); the simulator keys its step cache on the count only then (sim/step_cache.StepCache)."""
+    return any(layer.attention.kind == "gdn" for layer in model.layers)
 
 
 class PrefillPath(NamedTuple):
@@ -159,11 +195,19 @@ def fused_prefill_cost(att: AttentionSpec, tokens_per_rank: float, tp: int) -> L
 def prep_bytes(att: AttentionSpec, tokens_per_rank: float, tp: int) -> float:
     """The launches around a GDN scan (PrefillPath.side_launches): the q / k / v channels read and written once
     (vLLM's fused_post_conv_prep, SGLang's split and q / k L2 norm), the a / b projections read (bf16) and the gate
-    and beta written (fp32). The state gather / scatter moves a state per prefilling sequence, which the step input
-    does not count: left out."""
+    and beta written (fp32). The states of the prompts are the scan's (scan_state_bytes)."""
     d_k, d_v = head_dims(att)
     channels = (2 * att.num_kv_heads * d_k + att.num_heads * d_v) / tp
     return tokens_per_rank * (2 * channels * ACT_BYTES + att.num_heads / tp * (2 * ACT_BYTES + 2 * 4))
+
+
+def scan_state_bytes(att: AttentionSpec, seqs_per_rank: float, tp: int, state_dtype: str) -> float:
+    """The recurrent states a GDN scan reads and writes on one TP rank: each prompt's initial state read and its
+    final state written once (both kernels take initial_state and output_final_state: vLLM
+    qwen_gdn_linear_attn.py:2141-2157, whose gather_initial_states copy before the call, ops/gather_initial_states.py:
+    45-80, is left out; SGLang's kernels read and write the pool's slots in place, gdn_backend.py:1010-1013). Priced
+    with the scan's bytes once the step counts its prompts (StepInput.prefill_seqs)."""
+    return seqs_per_rank * 2 * att.state_elems_per_seq / tp * DTYPE_BYTES[state_dtype]
 
 
 def decode_cost(att: AttentionSpec, seqs_per_rank: float, width: float, tp: int, state_dtype: str) -> LinearCost:

@@ -29,16 +29,22 @@ def linear_kernel_ops(c: Context, att: AttentionSpec, x: StepInput, rows: float)
                       1.0, f"linear attention ({att.kind})"))  # fmt: skip
     if x.prefill_tokens:
         tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # rank_prompt_tokens
-        ops += _prefill_ops(c, att, tokens)
+        # the rank's prompts: its share of the step's, as of its tokens
+        ops += _prefill_ops(c, att, tokens, x.prefill_seqs * tokens / x.prefill_tokens)
     return ops
 
 
-def _prefill_ops(c: Context, att: AttentionSpec, tokens: float) -> list[Op]:
-    """A linear-attention layer's scan over `tokens` prompt tokens on one rank, kernel by kernel
-    (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one elementwise op of that
-    many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel at least the attention
-    floor); another linear kind's scan, or one on an engine that does not list the GDN kernels, as one op at the
-    prior SCAN_SPEED."""
+def _prefill_ops(c: Context, att: AttentionSpec, tokens: float, seqs: float = 0.0) -> list[Op]:
+    """A linear-attention layer's scan over `tokens` prompt tokens of `seqs` prompts (0: not counted) on one rank,
+    kernel by kernel (linear_attention.prefill_path): a Gated DeltaNet layer's launches around the scan as one
+    elementwise op of that many kernels, then the scan, FlashInfer's one kernel or the FLA Triton chain (each kernel
+    at least the attention floor; the chain at least its serial chunk walk, linear_attention.chain_walk_s, carried as
+    the FLOPs that take that long at the op's rate and speed; with the prompts' states read and written,
+    linear_attention.scan_state_bytes); another linear kind's scan, or one on an engine that
+    does not list the GDN kernels, as one op at the prior SCAN_SPEED. FlashInfer's kernel gets no such floor: vLLM
+    calls it with use_cp "auto" (layers/mamba/gdn/qwen_gdn_linear_attn.py:405,442), under which a few prompts take
+    FlashInfer's context-parallel route that splits their chunks over the SMs (:1670-1673); SGLang's call
+    (srt/layers/attention/linear/kernels/gdn_flashinfer.py:566-581) leaves FlashInfer's default (not read here)."""
     la, tp, dtype = linear_attention, c.phase.tp, c.model.state_dtype
     path = la.prefill_path(c.engine, att, c.hw.gpu.arch, c.phase.batching.chunked_prefill_tokens, dtype)
     source = f"linear attention ({att.kind})"
@@ -49,9 +55,13 @@ def _prefill_ops(c: Context, att: AttentionSpec, tokens: float) -> list[Op]:
         ]
     cost = la.fused_prefill_cost(att, tokens, tp) if path.fused else la.chain_prefill_cost(att, tokens, tp)
     speed = la.FUSED_SPEED if path.fused else la.CHAIN_SPEED
-    ops = [
-        Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, cost.flops, cost.nbytes, path.scan_kernels, source, speed)
-    ]
+    flops, nbytes = cost.flops, cost.nbytes
+    if seqs:
+        nbytes += la.scan_state_bytes(att, seqs, tp, dtype)
+        if not path.fused:
+            walk_s = la.chain_walk_s(att, tokens, seqs, tp, c.sms)
+            flops = max(flops, walk_s * c.table.get("attention", "bf16", "prefill").tflops * 1e12 * speed)
+    ops = [Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, nbytes, path.scan_kernels, source, speed)]
     if path.side_launches:
         prep = la.prep_bytes(att, tokens, tp)
         ops.append(

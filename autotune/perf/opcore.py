@@ -34,6 +34,9 @@ class StepInput(NamedTuple):
     decode_width: float = 1.0  # tokens each decode sequence runs per step (step_cost sets 1 + draft tokens)
     # prompt tokens on the busiest attention-DP rank (0: the even spread, prefill_tokens / dp): rank_prompt_tokens
     prefill_rank_tokens: float = 0.0
+    # prompts whose tokens the step runs, per micro-batch (0: not counted): a Gated DeltaNet chain walks each prompt's
+    # chunks in order (linear_attention.chain_walk_s); set by sim/step_cache.py and perf/serving.py
+    prefill_seqs: float = 0.0
 
 
 def rank_prompt_tokens(x: StepInput, dp: int) -> float:

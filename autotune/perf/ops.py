@@ -373,7 +373,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     decode_seqs, prefill_tokens = x.decode_seqs, x.prefill_tokens
     width = spec_width if decode_seqs else 1
     if width > 1:
-        x = StepInput(decode_seqs, x.decode_ctx, prefill_tokens, x.prefill_ctx, width, x.prefill_rank_tokens)
+        x = StepInput(decode_seqs, x.decode_ctx, prefill_tokens, x.prefill_ctx, width, *x[5:])
     decode_only = StepInput(decode_seqs, x.decode_ctx, decode_width=x.decode_width) if prefill_tokens else x
     inputs = {True: x, False: decode_only}  # layer_input (a step without prompt tokens is its own decode part)
     gathers = _NO_GATHER  # attention DP's gather and return by layer input (perf/dp_gather.py)

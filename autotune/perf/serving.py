@@ -66,12 +66,16 @@ def _input(ranks: Ranks, d: float, dctx: float, p: float, pctx: float, piece: fl
     """The StepInput (per micro-batch: / pp) of `d` decoding sequences and `p` prompt tokens in pieces of `piece`
     (one prompt's tokens in the step), with the busiest attention-DP rank's prompt tokens expected as the round
     robin (sim/engine.py) places the pieces: ceil(pieces / dp) of them on the busiest rank, within its budget and
-    the step's tokens, at least the even spread. A lone prompt is all on one rank; dp or more pieces spread."""
-    if ranks.dp <= 1 or not p:
+    the step's tokens, at least the even spread. A lone prompt is all on one rank; dp or more pieces spread. The
+    pieces are the step's prompts (StepInput.prefill_seqs, per micro-batch)."""
+    if not p:
         return StepInput(d / pp, dctx, p / pp, pctx)
+    seqs = p / max(piece, 1.0) / pp
+    if ranks.dp <= 1:
+        return StepInput(d / pp, dctx, p / pp, pctx, 1.0, 0.0, seqs)
     even = p / ranks.dp
     busiest = min(p, ranks.chunk, max(even, math.ceil(p / max(piece, 1.0) / ranks.dp - 1e-9) * piece))
-    return StepInput(d / pp, dctx, p / pp, pctx, 1.0, busiest / pp if busiest > even * (1 + 1e-9) else 0.0)
+    return StepInput(d / pp, dctx, p / pp, pctx, 1.0, busiest / pp if busiest > even * (1 + 1e-9) else 0.0, seqs)
 
 
 def _prefill_input(tokens: float, ctx: float, ranks: Ranks = NO_DP, piece: float = 0.0) -> StepInput:

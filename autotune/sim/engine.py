@@ -38,88 +38,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from autotune.perf.ops import StepInput
+from autotune.sim.step_cache import StepCache
 from autotune.sim.trace import Request
-from autotune.specs import StepBreakdown
 
 INF = math.inf
-EXACT_BELOW = 32  # batch sizes and token counts up to this are looked up exactly; above, on a 2^(1/8) grid
-TOKEN_GRID = 8  # lookup buckets per doubling of a token/sequence count (representative within +-4.4%)
-CTX_GRID = 4  # buckets per doubling of an attention context (+-9%)
-COST_EXACT_BELOW = 16  # step costs are evaluated at whole counts up to this, above on a 2^(1/2) grid ...
-COST_GRID = 2  # ... and interpolated linearly in the decoding sequences and the prompt tokens in between
 CTX_DRIFT = 0.1  # a decode segment ends once its mean context has grown by this share (a new context bucket)
 _TAKE = operator.itemgetter(1)  # a step's chunk's tokens: (prefilling item, tokens)
-SHARE_GRID = 32  # the busiest DP rank's share of a step's prompt tokens, looked up in steps of 1/32
-
-
-def _bucket(x: float) -> float:
-    return float(round(x)) if x <= EXACT_BELOW else 2.0 ** (round(TOKEN_GRID * math.log2(x)) / TOKEN_GRID)
-
-
-def _ctx_bucket(x: float) -> float:
-    return 2.0 ** (round(CTX_GRID * math.log2(x)) / CTX_GRID) if x > 1 else 1.0
-
-
-def _bracket(x: float) -> tuple[float, float, float]:
-    """(grid point below, grid point above, weight of the one above) of a count on the cost grid."""
-    if x <= COST_EXACT_BELOW:
-        lo = float(math.floor(x))
-        return lo, lo + 1.0, x - lo
-    k = math.floor(COST_GRID * math.log2(x))
-    lo, hi = 2.0 ** (k / COST_GRID), 2.0 ** ((k + 1) / COST_GRID)
-    return lo, hi, (x - lo) / (hi - lo)
-
-
-class StepCache:
-    """Step time (ms) of one instance by (decoding sequences, decode context, prompt tokens, prompt context, the
-    busiest attention-DP rank's share of the prompt tokens): counts rounded to a lookup bucket, contexts to
-    theirs, the share to 1/SHARE_GRID; the step itself is perf's (`step` = ops.step_fn of the phase), evaluated on
-    a coarser grid of counts (`grid`) and interpolated bilinearly in between (step time is smooth in both counts),
-    so a run evaluates tens of steps, not hundreds. `dp`: the phase's attention-DP ranks (a share of 1 / dp or
-    less is the even spread, StepInput's default)."""
-
-    def __init__(self, step: Callable[[StepInput], StepBreakdown], pp: int, dp: int = 1):
-        self.step, self.pp, self.dp, self.memo, self.grid = step, pp, dp, {}, {}
-
-    def ms(
-        self, decode_seqs: float, decode_ctx: float, prefill_tokens: float, prefill_ctx: float, busiest: float = 0.0
-    ) -> float:
-        """The step's time; `busiest`: the prompt tokens of the busiest attention-DP rank (0: the even spread)."""
-        share = 0.0
-        if busiest and self.dp > 1 and prefill_tokens and busiest * self.dp > prefill_tokens * (1 + 1e-9):
-            share = min(1.0, math.ceil(SHARE_GRID * busiest / prefill_tokens - 1e-9) / SHARE_GRID)
-        key = (
-            _bucket(decode_seqs) if decode_seqs else 0.0,
-            _ctx_bucket(decode_ctx) if decode_seqs else 0.0,
-            _bucket(prefill_tokens) if prefill_tokens else 0.0,
-            _ctx_bucket(prefill_ctx) if prefill_tokens else 0.0,
-            share,
-        )
-        hit = self.memo.get(key)
-        if hit is None:
-            hit = self.memo[key] = self._interpolated(*key)
-        return hit
-
-    def _interpolated(self, d: float, dctx: float, p: float, pctx: float, share: float) -> float:
-        d_lo, d_hi, wd = _bracket(d) if d else (0.0, 0.0, 0.0)
-        p_lo, p_hi, wp = _bracket(p) if p else (0.0, 0.0, 0.0)
-        at = self._at
-        low = (1 - wp) * at(d_lo, dctx, p_lo, pctx, share) + (wp * at(d_lo, dctx, p_hi, pctx, share) if wp else 0.0)
-        if not wd:
-            return low
-        high = (1 - wp) * at(d_hi, dctx, p_lo, pctx, share) + (wp * at(d_hi, dctx, p_hi, pctx, share) if wp else 0.0)
-        return (1 - wd) * low + wd * high
-
-    def _at(self, d: float, dctx: float, p: float, pctx: float, share: float = 0.0) -> float:
-        key = (d, dctx, p, pctx, share)
-        hit = self.grid.get(key)
-        if hit is None:
-            pp = self.pp
-            rank = max(share * p, 1.0) / pp if share and p else 0.0  # opcore.rank_prompt_tokens
-            x = StepInput(d / pp, dctx if d else 0.0, p / pp, pctx if p else 0.0, 1.0, rank)
-            hit = self.grid[key] = self.step(x).step_ms
-        return hit
 
 
 @dataclass(frozen=True)
@@ -331,9 +255,9 @@ class Instance:
             pctx = sum(t * (item[2] + t / 2) for item, t in chunks) / p
             busiest = max(taken) if taken else 0.0  # the busiest attention-DP rank's
             if s.mixed:
-                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest), n
+                k, ms, advanced = 1, s.cache.ms(n, dctx, p, pctx, busiest, len(chunks)), n
             else:  # SGLang without --enable-mixed-chunk: a prefill batch runs alone, the decoding requests wait
-                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx, busiest), 0
+                k, ms, advanced = 1, s.cache.ms(0, 0, p, pctx, busiest, len(chunks)), 0
         elif n:
             advanced = n
             ms = s.cache.ms(n, dctx, 0, 0)
@@ -485,7 +409,7 @@ def _disaggregated(dep: Deployment, out: Outcome, n: int, concurrency: int) -> N
                     spec.rank_chunk or spec.chunk, out.isl[queue[0]] - int(out.isl[queue[0]] * spec.prefix_hit_rate)
                 )
                 first = max(1, first)  # on one attention-DP rank
-                loop_ms = spec.cache.ms(0, 0, first, first / 2, first) + dep.kv_transfer_ms
+                loop_ms = spec.cache.ms(0, 0, first, first / 2, first, 1) + dep.kv_transfer_ms
             else:
                 loop_ms = INF
             for tt, kk in active:

@@ -14,6 +14,7 @@ import dataclasses
 import math
 
 from autotune.perf.efficiency import pickup_lag_steps
+from autotune.perf.linear_attention import reads_prompt_count
 from autotune.perf.ops import speculation, step_fn
 from autotune.perf.sharding import dp_prefill_apart, mixed_steps, rank_chunk
 from autotune.sim.engine import Deployment, InstanceSpec, Outcome, StepCache, simulate
@@ -34,7 +35,7 @@ def _instance(
     chunk = phase.batching.chunked_prefill_tokens * (phase.pp if role == "prefill" else 1)
     return InstanceSpec(
         role=role,
-        cache=StepCache(step, phase.pp, phase.dp),
+        cache=StepCache(step, phase.pp, phase.dp, reads_prompt_count(model)),
         max_running=phase.batching.max_running,
         # a prefill-only instance keeps pp micro-batches in flight, each with its own token budget, as the
         # steady-state pool does (perf/serving.prefill_pool); mixed instances share one budget (aggregated_point)

@@ -844,6 +844,7 @@ def rows() -> list[Row]:
     out += op28_rows()
     out += sgmla28_rows()
     out += b200moe29_rows()
+    out += gdnwalk36_rows()
     out += dsa29_rows()
     out += q35rtx36_rows()
     out += hopper36_rows()
@@ -1315,6 +1316,7 @@ def apart_rows() -> list[Row]:
     out += sgmla28_apart_rows()  # sgmla28
     out += fla29_apart_rows()
     out += b200moe29_apart_rows()
+    out += gdnwalk36_apart_rows()
     return out + pcie_source_apart_rows() + b200_nvfp4_apart_rows() + four_bit_apart_rows()  # fp4b23, q4c23
 
 
@@ -2134,13 +2136,21 @@ GDN_GB200_MS = {
 }
 
 
-def gdn_scan_ms(name: str, tp: int, tokens: int, engine: str) -> Callable[[], float]:
+def gdn_scan_ms(
+    name: str, tp: int, tokens: int, engine: str, seqs: float = 0.0, hw: Callable | None = None, chunk: int = 0
+) -> Callable[[], float]:
+    """The op list's GDN scan op alone for `tokens` prompt tokens of `seqs` prompts (StepInput.prefill_seqs) on
+    `hw` (default the B200 datasheet box) at `chunk` chunked-prefill tokens (0: the plan's default; the engine's path
+    pick reads it)."""
+
     def run() -> float:
         m = model(name)
         group = tuple(range(tp))
-        c = opcore.context(m, PhasePlan(gpus=group, tp=tp), engine, b200_compute_box(), group)
+        plan = PhasePlan(gpus=group, tp=tp, batching=Batching(chunked_prefill_tokens=chunk)) if chunk else None
+        plan = plan or PhasePlan(gpus=group, tp=tp)
+        c = opcore.context(m, plan, engine, (hw or b200_compute_box)(), group)
         att = next(layer.attention for layer in m.layers if layer.attention.kind == "gdn")
-        ops = oplist.attention_ops(c, att, opcore.StepInput(prefill_tokens=tokens))
+        ops = oplist.attention_ops(c, att, opcore.StepInput(prefill_tokens=tokens, prefill_seqs=seqs))
         return cost_ops(c, [op for op in ops if op.source == "linear attention (gdn)"]).time_s * 1e3
 
     return run
@@ -2151,12 +2161,18 @@ def fla29_apart_rows() -> list[Row]:
     (vLLM's) at each shape of the table (APART says why none is counted)."""
     out = []
     for (name, tp, prompts, tokens), (fi_ms, fla_ms) in GDN_GB200_MS.items():
-        shape = f"{name} TP{tp} {prompts}"
-        out.append(Row(GDN_GB200, f"GB200 GDN prefill FLA Triton {shape}", "ms", fla_ms,
-                       gdn_scan_ms(name, tp, tokens, "sglang")))  # fmt: skip
+        shape, seqs = f"{name} TP{tp} {prompts}", _gdn_prompts(prompts)
+        if not prompts.startswith("1x"):  # the one-prompt FLA rows are counted (gdnwalk36_rows)
+            out.append(Row(GDN_GB200, f"GB200 GDN prefill FLA Triton {shape}", "ms", fla_ms,
+                           gdn_scan_ms(name, tp, tokens, "sglang", seqs)))  # fmt: skip
         out.append(Row(GDN_GB200, f"GB200 GDN prefill FlashInfer {shape}", "ms", fi_ms,
-                       gdn_scan_ms(name, tp, tokens, "vllm")))  # fmt: skip
+                       gdn_scan_ms(name, tp, tokens, "vllm", seqs)))  # fmt: skip
     return out
+
+
+def _gdn_prompts(prompts: str) -> float:
+    """The prompt count of a GDN table's shape: "8192x8" eight, "2048+6144" two."""
+    return float(prompts.count("+") + 1) if "+" in prompts else float(prompts.split("x")[1])
 
 
 APART += (
@@ -2164,10 +2180,9 @@ APART += (
     " 8192x8 / x16 / x32 rows), so its other rows are the same kernels on the same GPU in the same run: no"
     " independent check, and a LOSO refit that holds the source out does not refit those speeds (counting the"
     " chain's four other 8,192-token 35B rows, 0.92-0.93, moved the shared attention prefill constants' refit: LOSO"
-    " 8.0%, in-sample 5.9%). Shown, not counted. Its single-prompt and 8-value-head rows: one CTA walks one"
-    " (sequence, head)'s chunks in order, so with fewer (sequence, head) pairs than SMs the call takes the chunk"
-    " count times a step time (~2.2 us a 64-token chunk for FlashInfer, ~1.9 us for the chain at 1 x 8,192 and"
-    " 1 x 65,536), which the op list does not price: the step input carries no count of prompts (fla29)."
+    " 8.0%, in-sample 5.9%). Shown, not counted. Its one-prompt FLA rows are counted (gdnwalk36_rows: the chain's"
+    " chunk walk, StepInput.prefill_seqs); its FlashInfer one-prompt rows time the PR branch's non-context-parallel"
+    ' kernel (~2.2 us a 64-token chunk), which vLLM\'s use_cp "auto" call does not take for a few prompts (fla29).'
 )
 
 
@@ -2303,6 +2318,75 @@ def hopper36_rows() -> list[Row]:
             else:
                 out.append(Row(entry, label + " TPOT", "TPOT ms", tpot, steady(metric="tpot")))
     return out
+
+
+# gdnwalk36: the FLA Triton GDN chain at one prompt, its serial chunk walk (perf/linear_attention.py chain_walk_s,
+# CHAIN_WALK_STEP_US), Qwen3.5-397B's TP8 shape: calibration.yaml kernel-fla-gdn-prefill-one-prompt (H100, RTX PRO
+# 6000 Workstation) and kernel-flashinfer-gdn-prefill-gb200 (GB200, on the B200 datasheet box). The chain as SGLang
+# runs it: on the H100 at a 65,536-token chunk, past its FlashInfer limit (sglang_0_5_23.gdn_flashinfer_prefill).
+GDN_ONE_PROMPT = "kernel-fla-gdn-prefill-one-prompt"
+GDN_ONE_PROMPT_FLA_MS = {  # (entry, GPU, tokens of the one prompt) -> FLA / Triton ms
+    (GDN_GB200, "gb200", 65536): 1.862,
+    (GDN_GB200, "gb200", 8192): 0.250,
+    (GDN_ONE_PROMPT, "h100", 65536): 1.954,
+    (GDN_ONE_PROMPT, "h100", 32768): 0.997,
+    (GDN_ONE_PROMPT, "h100", 16384): 0.508,
+    (GDN_ONE_PROMPT, "h100", 8192): 0.259,
+    (GDN_ONE_PROMPT, "h100", 4096): 0.144,
+    (GDN_ONE_PROMPT, "h100", 2048): 0.086,
+}
+# the RTX PRO 6000 Workstation rows (FLA ms), shown apart: the chain's throughput term sets them (APART)
+GDN_ONE_PROMPT_RTX_FLA_MS = {(GDN_ONE_PROMPT, "rtx_pro_ws", 65536): 2.338, (GDN_ONE_PROMPT, "rtx_pro_ws", 32768): 1.123}
+# the H100 table's two unequal prompts (FLA ms): the longer one's walk, which a prompt count puts at the mean's
+GDN_TWO_PROMPTS_FLA_MS = {(6144, 2048): 0.221, (4096, 4096): 0.184, (2048, 6144): 0.222}
+
+
+@cache
+def h100_box8():
+    """Eight H100 SXM: h100_box's GPU on the H200 preset's eight (the TP8 shape's groups)."""
+    return with_device(box("h200-x8"), "h100-sxm", "name", "mem_bw_gbs", "peak_tflops")
+
+
+@cache
+def rtx_pro_ws_box8():
+    """Eight RTX PRO 6000 Workstation Edition: rtx_pro_ws_box's GPU on the preset's eight."""
+    hw = box("rtx-pro-6000-x8")
+    one = rtx_pro_ws_box().accelerators[0]
+    gpus = tuple(dataclasses.replace(a, name=one.name, mem_bw_gbs=one.mem_bw_gbs) for a in hw.accelerators)
+    return dataclasses.replace(hw, accelerators=gpus)
+
+
+GDN_BOXES = {"gb200": (b200_compute_box, 0), "h100": (h100_box8, 65536), "rtx_pro_ws": (rtx_pro_ws_box8, 0)}
+
+
+def gdnwalk36_rows(table: dict = GDN_ONE_PROMPT_FLA_MS) -> list[Row]:
+    """gdnwalk36: the FLA chain at one prompt of Qwen3.5-397B's TP8 shape on the GB200 and H100 (the B300 rows have no
+    box; the RTX PRO 6000 rows are shown apart)."""
+    out = []
+    for (entry, gpu, tokens), ms in table.items():
+        hw, chunk = GDN_BOXES[gpu]
+        out.append(Row(entry, f"{gpu} GDN prefill FLA Triton qwen3.5-397b-a17b TP8 1x{tokens}", "ms", ms,
+                       gdn_scan_ms("qwen3.5-397b-a17b", 8, tokens, "sglang", 1.0, hw, chunk)))  # fmt: skip
+    return out
+
+
+def gdnwalk36_apart_rows() -> list[Row]:
+    """gdnwalk36: the RTX PRO 6000 rows and the H100 table's two unequal prompts (APART says why)."""
+    return gdnwalk36_rows(GDN_ONE_PROMPT_RTX_FLA_MS) + [
+        Row(GDN_ONE_PROMPT, f"h100 GDN prefill FLA Triton qwen3.5-397b-a17b TP8 {a}+{b}", "ms", ms,
+            gdn_scan_ms("qwen3.5-397b-a17b", 8, a + b, "sglang", 2.0, h100_box8, 65536))
+        for (a, b), ms in GDN_TWO_PROMPTS_FLA_MS.items()
+    ]  # fmt: skip
+
+
+APART += (
+    " kernel-fla-gdn-prefill-one-prompt RTX PRO 6000 Workstation rows (1.45-1.52x): there the op list's chain"
+    " throughput term (CHAIN_SPEED, read on a GB200's HBM) is above the walk, so they test that speed's transfer to"
+    " sm_120's GDDR7 and L2, not the walk; counted, they moved shared refits (LOSO of the H800 / H100 MLA decode rows"
+    " 1.00 / 1.07 -> 1.12 / 1.19). Its two unequal prompts: the call takes the longer prompt's chunk walk, which the"
+    " step input's prompt count (the mean prompt) cannot express; its FlashInfer column (the context-parallel route)"
+    " is not shown: whether FlashInfer 0.7.3 carries those kernels is not established (gdnwalk36)."
+)
 
 
 if __name__ == "__main__":

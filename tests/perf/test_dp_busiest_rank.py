@@ -64,7 +64,7 @@ def test_the_screen_puts_a_lone_prompt_on_one_rank_and_spreads_dp_of_them():
     assert _input(ranks, 0, 0, 4096, 2048, 4096).prefill_rank_tokens == 4096  # one piece: one rank
     assert _input(ranks, 0, 0, 8 * 4096, 2048, 4096).prefill_rank_tokens == 0.0  # dp pieces: the even spread
     assert _input(ranks, 0, 0, 9 * 1000, 2048, 1000).prefill_rank_tokens == 2000  # round robin: 2 on the first
-    assert _input(Ranks(), 0, 0, 4096, 2048, 4096) == StepInput(0, 0, 4096, 2048)  # no DP: as before
+    assert _input(Ranks(), 0, 0, 4096, 2048, 4096) == StepInput(0, 0, 4096, 2048, prefill_seqs=1.0)  # no DP: one prompt
 
 
 def test_sglang_dp_prefills_a_lone_prompt_in_chunk_over_dp_pieces_on_one_rank():

@@ -101,7 +101,7 @@ def test_plain_is_the_recursive_form_before():
     )
     for leave_out in ((), ("gpus", "replicas", "batching")):
         assert halves.plain(phase, leave_out) == _plain_before(phase, leave_out)
-    assert halves.step_input(StepInput(1.0, 2.0)) == (1.0, 2.0, 0.0, 0.0, 1.0, 0.0)  # with prefill_rank_tokens
+    assert halves.step_input(StepInput(1.0, 2.0)) == (1.0, 2.0, 0.0, 0.0, 1.0, 0.0, 0.0)  # rank tokens, prompts
     assert type(halves.step_input(StepInput(1.0, 2.0))) is tuple
 
 
