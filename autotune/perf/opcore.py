@@ -270,6 +270,7 @@ class Context:
     mla_decode_fixed_waves: float = 0.0  # its fixed time beyond the attention floor (tiles.mla_decode_fixed_waves)
     dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
     dsa_fp8_sparse_speed: float = 1.0  # the DSA sparse prefill kernel on FP8 MMA (_dsa_fp8_sparse_speed), 1 elsewhere
+    dsa_indexer_dtype: str = "bf16"  # the indexer's logits GEMM dtype (profile dsa_indexer_fp8_archs; mla_ops.py)
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     fused_shared: int = 0  # shared experts fused into the routed MoE (sharding.fused_shared_experts; ffn_shape.py)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
@@ -298,7 +299,6 @@ class AttentionShape:
     rep_n: float
     rep_bytes: float
     heads_per_rank: float
-    index_heads_per_rank: float
     kv_shard: int  # ranks a prefill row's KV is split over
     decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
     score_dim_decode: int
@@ -372,6 +372,7 @@ def context(
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, arch, rates.MIN_US["attention"]),
         dsa_prefill=engine_profile.dsa_prefill(arch, dsa_top_k(model)),
         dsa_fp8_sparse_speed=_dsa_fp8_sparse_speed(model, phase, hw, engine),
+        dsa_indexer_dtype=_dsa_indexer_dtype(arch, engine_profile.dsa_indexer_fp8_archs, table),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         fused_shared=sharding.fused_shared_experts(model, phase, engine, arch, moe),
         platform=phase.platform if engine_profile.ascend_platform else None,
@@ -423,6 +424,11 @@ def _dsa_fp8_sparse_speed(model: ModelSpec, phase: PhasePlan, hw: HardwareProfil
         return 1.0
     bf16, fp8 = hw.gpu.peak_tflops.get("bf16", 0.0), hw.gpu.peak_tflops.get("fp8", 0.0)
     return fp8 / bf16 if bf16 > 0 and fp8 > bf16 else 1.0
+
+
+def _dsa_indexer_dtype(arch: str, fp8_archs: tuple[str, ...], table: rates.RatesTable) -> str:
+    """The indexer's logits GEMM dtype: fp8 on the profile's FP8-indexer archs with an FP8 GEMM rate, else bf16."""
+    return "fp8" if arch in fp8_archs and ("gemm", "fp8", "m>1024") in table.entries else "bf16"
 
 
 def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:

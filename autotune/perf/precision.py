@@ -6,6 +6,12 @@ from autotune.capability import kv_cache_dtype_on
 from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan
 
 ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
+# Bytes per element of a DSA / V4 lightning indexer key in the cache, whatever the main KV's dtype: FP8 E4M3 values
+# and one fp32 scale per 128 (vLLM models/deepseek_v41/attention.py:181-189 _indexer_k_cache_head_dim, 128 + 4 =
+# 132 B a 128-wide key, "the same layout as V3.2", at the default indexer_kv_dtype auto -> fp8: v1/attention/backends/
+# mla/indexer.py:67-75; SGLang srt/mem_cache/memory_pool.py:5279-5281 DSATokenToKVPool, a uint8 index_k_with_scale
+# buffer at quant_block_size 128)
+INDEX_KEY_BYTES_PER_ELEM = 1.0 + 4.0 / 128
 _NARROWER = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "bf16"), "bf16": ("bf16",)}
 
 

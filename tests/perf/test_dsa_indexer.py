@@ -1,0 +1,79 @@
+"""The DSA / V4 lightning indexer's ops (perf/mla_ops.py indexer_ops): its MQA logits on every index head of every
+attention-TP rank (ReplicatedLinear in both engines: vLLM models/deepseek_v41/attention.py:1422-1450, SGLang
+srt/layers/attention/dsa/dsa_indexer.py:344-372), on FP8 tensor cores where the engine runs DeepGEMM's FP8 MQA
+logits (engine profile dsa_indexer_fp8_archs), its keys read in the FP8 + fp32-scale layout whatever the main KV
+dtype, and the row top-k over fp32 logits. Each test fails on the model before this (the indexer's scoring folded
+into the attention op, its heads divided by TP, at the BF16 attention rate, its keys at the KV element's bytes)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from autotune.catalog import load_model, load_preset
+from autotune.perf import precision
+from autotune.perf.layers import indexer_scored
+from autotune.perf.opcore import context
+from autotune.perf.oplist import attention_ops
+from autotune.perf.ops import StepInput
+from autotune.specs import PhasePlan
+
+GLM5 = load_model("glm-5")
+ATT = GLM5.layers[-1].attention
+H200, RTX = load_preset("h200-x8"), load_preset("rtx-pro-6000-x8")
+DECODE = StepInput(decode_seqs=64.0, decode_ctx=8192.0)
+
+
+def _ops(x, tp=1, engine="vllm", box=H200, kv="auto", model=GLM5, att=ATT):
+    phase = PhasePlan(gpus=tuple(range(tp)), tp=tp)
+    phase = dataclasses.replace(phase, kernels=dataclasses.replace(phase.kernels, kv_cache_dtype=kv))
+    c = context(model, phase, engine, box, tuple(range(tp)))
+    return {op.source: op for op in attention_ops(c, att, x)}
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("x", [DECODE, StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0)])
+def test_every_tp_rank_scores_with_all_the_index_heads(engine, x):
+    """TP splits the attention heads, not the indexer's: its logits FLOPs per rank are the same at TP 1 and TP 4,
+    2 x index_heads x index_dim per scored entry and query row."""
+    one, four = _ops(x, 1, engine)["dsa indexer logits"], _ops(x, 4, engine)["dsa indexer logits"]
+    queries = x.decode_seqs or x.prefill_tokens
+    scored = indexer_scored(ATT, x.decode_ctx or x.prefill_ctx)
+    assert one.flops == four.flops == pytest.approx(2 * ATT.index_heads * ATT.index_dim * scored * queries)
+
+
+def test_the_attention_op_no_longer_carries_the_indexer():
+    """The decode attention op's FLOPs are the top-k entries' only: heads x score_dim_decode x top-k a query."""
+    att = _ops(DECODE)["kernels.attention"]
+    assert att.flops == pytest.approx(2 * ATT.num_heads * ATT.score_dim_decode * ATT.attended_cap * 64.0)
+
+
+def test_the_logits_run_on_fp8_tensor_cores_where_deepgemm_runs():
+    """DeepGEMM's MQA logits on sm_90 / sm_100 / sm_120 (the main box's RTX PRO 6000 included): an FP8 GEMM op; on
+    an A100, where neither engine has the kernel, BF16."""
+    assert _ops(DECODE, box=RTX)["dsa indexer logits"].dtype == "fp8"
+    assert _ops(DECODE, box=H200, engine="sglang")["dsa indexer logits"].dtype == "fp8"
+    a100 = load_preset("a100-sxm-x8")
+    assert _ops(DECODE, box=a100)["dsa indexer logits"].dtype == "bf16"
+
+
+def test_index_keys_are_read_in_fp8_with_a_scale_whatever_the_kv_dtype():
+    """Each decode sequence reads its scored keys once at 132 B a 128-wide key, with a BF16 or an FP8 main KV; the
+    logits op also writes fp32 logits, which the top-k reads back."""
+    for kv in ("bf16", "fp8"):
+        ops = _ops(DECODE, kv=kv)
+        scored = indexer_scored(ATT, DECODE.decode_ctx)
+        keys = 64.0 * scored * ATT.index_dim * precision.INDEX_KEY_BYTES_PER_ELEM
+        logits = 64.0 * scored * 4
+        queries = 64.0 * ATT.index_heads * (ATT.index_dim + 4)
+        assert ops["dsa indexer logits"].nbytes == pytest.approx(keys + queries + logits)
+        assert ops["dsa indexer top-k"].nbytes == pytest.approx(logits + 64.0 * ATT.attended_cap * 4)
+    assert ATT.index_dim * precision.INDEX_KEY_BYTES_PER_ELEM == 132.0
+
+
+def test_a_layer_reusing_another_layers_top_k_runs_no_indexer():
+    """GLM IndexCache "shared" layers (index_heads 0) attend a top-k they do not compute: no indexer op."""
+    shared = dataclasses.replace(ATT, index_heads=0)
+    ops = _ops(DECODE, att=shared)
+    assert "dsa indexer logits" not in ops and "dsa indexer top-k" not in ops
