@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from autotune.capability import kv_cache_dtype_on
+from autotune.perf.layers import index_key_elems
 from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan
 
 ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
@@ -50,12 +51,19 @@ def compute_dtype(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, group
 
 def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
     """KV bytes per token of context, all layers, in the KV dtype the engine runs (capability.kv_cache_dtype_on:
-    the plan's, or the engine's default where the plan says `auto`)."""
-    return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch))
+    the plan's, or the engine's default where the plan says `auto`), but the indexer's keys (layers.index_key_elems)
+    in their own layout (INDEX_KEY_BYTES_PER_ELEM) whatever that dtype: the other elements at the dtype's mean bytes
+    (kv_bytes_per_elem; a native format's mean where the model gives its official figure)."""
+    index = index_key_elems(model)
+    if not index:
+        return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch))
+    main = model.kv_elems_per_token - index
+    return main * kv_bytes_per_elem(model, phase, engine, arch) + index * INDEX_KEY_BYTES_PER_ELEM
 
 
 def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
-    return kv_bytes_per_token(model, phase, engine, arch) / max(model.kv_elems_per_token, 1.0)
+    """Bytes of one stored KV element (the indexer's keys aside: kv_bytes_per_token), the mean over the layers."""
+    return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch)) / max(model.kv_elems_per_token, 1.0)
 
 
 def numerics_changes(model: ModelSpec, phase: PhasePlan) -> tuple[str, ...]:

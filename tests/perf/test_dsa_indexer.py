@@ -77,3 +77,32 @@ def test_a_layer_reusing_another_layers_top_k_runs_no_indexer():
     shared = dataclasses.replace(ATT, index_heads=0)
     ops = _ops(DECODE, att=shared)
     assert "dsa indexer logits" not in ops and "dsa indexer top-k" not in ops
+
+
+@pytest.mark.parametrize("kv", ["bf16", "fp8"])
+def test_the_kv_pool_holds_the_index_keys_in_fp8_with_a_scale(kv):
+    """GLM-5's per-token KV: the 576-wide latent of every layer at the KV dtype, the 128-wide index key of each
+    indexer layer at 132 B (vLLM _indexer_k_cache_head_dim; SGLang DSATokenToKVPool), whatever the KV dtype."""
+    plain = PhasePlan(gpus=(0,), tp=1)
+    phase = dataclasses.replace(plain, kernels=dataclasses.replace(plain.kernels, kv_cache_dtype=kv))
+    indexers = sum(1 for layer in GLM5.layers if layer.attention.index_heads)
+    assert indexers and all(layer.attention.compress_ratio == 1 for layer in GLM5.layers)
+    latent = sum(layer.attention.kv_elems_per_token for layer in GLM5.layers) - indexers * ATT.index_dim
+    expected = latent * {"bf16": 2, "fp8": 1}[kv] + indexers * 132.0
+    assert precision.kv_bytes_per_token(GLM5, phase, "vllm", "sm_90") == pytest.approx(expected)
+    assert precision.kv_bytes_per_elem(GLM5, phase, "vllm", "sm_90") == {"bf16": 2, "fp8": 1}[kv]
+
+
+def test_v41_index_keys_take_their_fp8_layout_beside_the_native_kv():
+    """DeepSeek-V4.1-Flash's official 890 B a token holds FP4 index keys; vLLM stores them FP8 + scale (the default
+    indexer_kv_dtype, v1/attention/backends/mla/indexer.py:67-75): 320 index elements a token (layers 2, 8, 14 at
+    ratio 2, 20 at ratio 1) at 132 / 128 B, the rest at the native mean."""
+    model = load_model("deepseek-v4.1-flash")
+    phase = PhasePlan(gpus=(0,), tp=1)
+    index = sum(layer.attention.index_dim / layer.attention.compress_ratio for layer in model.layers
+                if layer.attention.index_heads and layer.attention.kv_elems_per_token)  # fmt: skip
+    assert index == 320.0
+    mean = model.kv_bytes_per_token("auto") / model.kv_elems_per_token
+    expected = (model.kv_elems_per_token - index) * mean + index * 132.0 / 128
+    assert precision.kv_bytes_per_token(model, phase, "vllm", "sm_120") == pytest.approx(expected)
+    assert precision.kv_bytes_per_token(model, phase, "vllm", "sm_120") > model.kv_bytes_per_token("auto")
