@@ -845,6 +845,7 @@ def rows() -> list[Row]:
     out += sgmla28_rows()
     out += b200moe29_rows()
     out += dsa29_rows()
+    out += dsaidx36_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -2215,6 +2216,36 @@ def b200moe29_rows() -> list[Row]:
 def b200moe29_apart_rows() -> list[Row]:
     """b200moe29: the rows the trtllm_fp8_block speed is read from (APART says why)."""
     return _fib_rows(True)
+
+
+# dsaidx36: DeepGEMM's FP8 paged MQA logits (the DSA indexer's decode scoring) on a Blackwell GPU, TensorRT-LLM
+# PR 13219's table (calibration.yaml kernel-deepgemm-paged-mqa-logits-b200-trtllm13219): (sequences, context) -> us,
+# next_n 1, the rows whose keys (132 B each) exceed the B200's 126 MB L2
+MQA_LOGITS_B200_US = {(32, 32768): 24.9, (16, 65536): 25.2, (32, 65536): 45.3}
+
+
+def indexer_logits_us(seqs: int, ctx: int) -> Callable[[], float]:
+    """The op list's indexer logits op (perf/mla_ops.py indexer_ops) for GLM-5's 32 x 128 indexer on one B200,
+    vLLM TP1, `seqs` decodes of one token at context `ctx`, us."""
+
+    def run() -> float:
+        m, phase = model("glm-5"), PhasePlan(gpus=(0,), tp=1)
+        c = opcore.context(m, phase, "vllm", b200_compute_box(), phase.gpus)
+        x = opcore.StepInput(decode_seqs=float(seqs), decode_ctx=float(ctx))
+        ops = oplist.attention_ops(c, m.layers[-1].attention, x)
+        return cost_ops(c, [op for op in ops if op.source == "dsa indexer logits"]).time_s * 1e6
+
+    return run
+
+
+def dsaidx36_rows() -> list[Row]:
+    """kernel-deepgemm-paged-mqa-logits-b200-trtllm13219 (dsaidx36): the indexer's decode logits, memory bound."""
+    e = "kernel-deepgemm-paged-mqa-logits-b200-trtllm13219"
+    return [
+        Row(e, f"B200 DeepGEMM fp8_paged_mqa_logits {n} seqs x {ctx // 1024}k, next_n 1", "us", us,
+            indexer_logits_us(n, ctx))
+        for (n, ctx), us in MQA_LOGITS_B200_US.items()
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":
