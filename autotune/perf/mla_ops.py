@@ -7,6 +7,7 @@ building a layer's attention ops (`_projection_ops`, `_kernel_ops`)."""
 from __future__ import annotations
 
 from autotune.perf import mla, precision, rates, tiles
+from autotune.perf.costing import _rate_terms
 from autotune.perf.layers import attended_entries
 from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _op_new, _tile_speed
 from autotune.specs import AttentionSpec
@@ -180,16 +181,21 @@ def indexer_ops(ops: list, c: Context, att: AttentionSpec, queries: float, score
     model_executor/models/deepseek_v2.py:698-703, models/deepseek_v4/attention.py:920-954,
     models/deepseek_v41/attention.py:1422-1450; SGLang srt/layers/attention/dsa/dsa_indexer.py:301, :344-372), then
     the row top-k over the fp32 logits. Bytes: `keys` index keys read (each sequence's once, in the FP8 + scale layout:
-    precision.INDEX_KEY_BYTES_PER_ELEM), the FP8 queries and fp32 head weights, the logits written and read back, the
-    top-k indices. Rate: the logits are a GEMM of M = `rows` (a sequence's query rows) x index heads against its keys,
-    K = index_dim: the GEMM rate of that M in Context.dsa_indexer_dtype (FP8 where the engine runs DeepGEMM's
-    FP8 MQA logits, engine profile dsa_indexer_fp8_archs). That the kernel reaches a GEMM's fraction of the peak at
-    K = 128 is a prior (no public timing of the sm_120 kernel); the top-k at the stream rate, a prior too."""
-    heads, dim = att.index_heads, att.index_dim
+    precision.INDEX_KEY_BYTES_PER_ELEM), the FP8 queries and fp32 head weights, the logits written; the top-k reads
+    them back and writes its indices. Rate: the logits are a GEMM of M = `rows` (a sequence's query rows) x index
+    heads against its keys, K = index_dim: the GEMM rate of that M in Context.dsa_indexer_dtype (FP8 where the engine
+    runs DeepGEMM's FP8 MQA logits, engine profile dsa_indexer_fp8_archs). That the kernel reaches a GEMM's fraction
+    of the peak at K = 128 is a prior (tests/bench/calibration_check.py dsaidx36_rows checks its memory-bound decode
+    on a B200; no public timing of the sm_120 kernel). One op of two launches (a second op and its term in every
+    step's attention half cost V4.1's prediction ~2.7% more instructions): the top-k's bytes join its memory term and,
+    at the op's FLOP/s-to-B/s ratio, its FLOPs, so that its time is the logits kernel's max(compute, memory) plus the
+    top-k's memory time, the two kernels' sum, at either bound."""
+    heads, dim, dtype = att.index_heads, att.index_dim, c.dsa_indexer_dtype
     logits = queries * scored * INDEXER_LOGIT_BYTES
-    nbytes = keys * dim * precision.INDEX_KEY_BYTES_PER_ELEM + queries * heads * (dim + 4.0) + logits
-    m = rows * heads
-    ops.append(Op("gemm", c.dsa_indexer_dtype, rates.m_bucket(m), m, 0.0, 0.0, 2 * heads * dim * scored * queries,
-                  nbytes, 1.0, "dsa indexer logits"))  # fmt: skip
     topk = logits + queries * att.attended_cap * INDEXER_INDEX_BYTES
-    ops.append(Op("elementwise", "bf16", "any", queries, 0.0, 0.0, 0.0, topk, 1.0, "dsa indexer top-k"))
+    nbytes = keys * dim * precision.INDEX_KEY_BYTES_PER_ELEM + queries * heads * (dim + 4.0) + logits + topk
+    m = rows * heads
+    key = ("gemm", dtype, rates.m_bucket(m))
+    flops_per_s, bytes_per_s, _, _ = c.rate_terms.get(key) or _rate_terms(c, key)  # the costing's own rates
+    flops = 2 * heads * dim * scored * queries + topk * flops_per_s / bytes_per_s
+    ops.append(_op_new(Op, (*key, m, 0.0, 0.0, flops, nbytes, 2.0, "dsa indexer", 1.0, ())))

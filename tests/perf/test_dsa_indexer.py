@@ -12,11 +12,11 @@ import dataclasses
 import pytest
 
 from autotune.catalog import load_model, load_preset
-from autotune.perf import precision
+from autotune.perf import precision, rates
 from autotune.perf.layers import indexer_scored
 from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops
-from autotune.perf.ops import StepInput
+from autotune.perf.ops import StepInput, cost_ops
 from autotune.specs import PhasePlan
 
 GLM5 = load_model("glm-5")
@@ -36,11 +36,15 @@ def _ops(x, tp=1, engine="vllm", box=H200, kv="auto", model=GLM5, att=ATT):
 @pytest.mark.parametrize("x", [DECODE, StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0)])
 def test_every_tp_rank_scores_with_all_the_index_heads(engine, x):
     """TP splits the attention heads, not the indexer's: its logits FLOPs per rank are the same at TP 1 and TP 4,
-    2 x index_heads x index_dim per scored entry and query row."""
-    one, four = _ops(x, 1, engine)["dsa indexer logits"], _ops(x, 4, engine)["dsa indexer logits"]
+    2 x index_heads x index_dim per scored entry and query row (the op's FLOPs also carry its top-k's memory time:
+    the top-k's bytes at the op's FLOP-a-byte ratio)."""
+    one, four = _ops(x, 1, engine)["dsa indexer"], _ops(x, 4, engine)["dsa indexer"]
+    assert (one.flops, one.nbytes) == (four.flops, four.nbytes)
     queries = x.decode_seqs or x.prefill_tokens
     scored = indexer_scored(ATT, x.decode_ctx or x.prefill_ctx)
-    assert one.flops == four.flops == pytest.approx(2 * ATT.index_heads * ATT.index_dim * scored * queries)
+    rate = rates.rates_table(H200).get(one.kind, one.dtype, one.bucket)
+    topk_flops = (queries * scored * 4 + queries * ATT.attended_cap * 4) * rate.tflops * 1e3 / rate.gbs
+    assert one.flops - topk_flops == pytest.approx(2 * ATT.index_heads * ATT.index_dim * scored * queries)
 
 
 def test_the_attention_op_no_longer_carries_the_indexer():
@@ -52,31 +56,48 @@ def test_the_attention_op_no_longer_carries_the_indexer():
 def test_the_logits_run_on_fp8_tensor_cores_where_deepgemm_runs():
     """DeepGEMM's MQA logits on sm_90 / sm_100 / sm_120 (the main box's RTX PRO 6000 included): an FP8 GEMM op; on
     an A100, where neither engine has the kernel, BF16."""
-    assert _ops(DECODE, box=RTX)["dsa indexer logits"].dtype == "fp8"
-    assert _ops(DECODE, box=H200, engine="sglang")["dsa indexer logits"].dtype == "fp8"
+    assert _ops(DECODE, box=RTX)["dsa indexer"].dtype == "fp8"
+    assert _ops(DECODE, box=H200, engine="sglang")["dsa indexer"].dtype == "fp8"
     a100 = load_preset("a100-sxm-x8")
-    assert _ops(DECODE, box=a100)["dsa indexer logits"].dtype == "bf16"
+    assert _ops(DECODE, box=a100)["dsa indexer"].dtype == "bf16"
 
 
 def test_index_keys_are_read_in_fp8_with_a_scale_whatever_the_kv_dtype():
     """Each decode sequence reads its scored keys once at 132 B a 128-wide key, with a BF16 or an FP8 main KV; the
-    logits op also writes fp32 logits, which the top-k reads back."""
+    logits kernel also writes fp32 logits, which the top-k reads back, writing its int32 indices."""
     for kv in ("bf16", "fp8"):
-        ops = _ops(DECODE, kv=kv)
+        op = _ops(DECODE, kv=kv)["dsa indexer"]
         scored = indexer_scored(ATT, DECODE.decode_ctx)
         keys = 64.0 * scored * ATT.index_dim * precision.INDEX_KEY_BYTES_PER_ELEM
         logits = 64.0 * scored * 4
         queries = 64.0 * ATT.index_heads * (ATT.index_dim + 4)
-        assert ops["dsa indexer logits"].nbytes == pytest.approx(keys + queries + logits)
-        assert ops["dsa indexer top-k"].nbytes == pytest.approx(logits + 64.0 * ATT.attended_cap * 4)
+        assert op.nbytes == pytest.approx(keys + queries + 2 * logits + 64.0 * ATT.attended_cap * 4)
+        assert op.count == 2.0  # the logits kernel and the top-k
     assert ATT.index_dim * precision.INDEX_KEY_BYTES_PER_ELEM == 132.0
+
+
+@pytest.mark.parametrize("x", [DECODE, StepInput(prefill_tokens=8192.0, prefill_ctx=4096.0)])
+def test_the_indexer_takes_the_logits_kernel_then_the_top_k(x):
+    """The one op costs the logits kernel's max(compute, memory) plus the top-k's read of the logits and write of its
+    indices, each at the op's rates, and two launches: memory bound at decode, compute bound at prefill."""
+    phase = PhasePlan(gpus=(0,), tp=1)
+    c = context(GLM5, phase, "vllm", RTX, (0,))
+    op = next(op for op in attention_ops(c, ATT, x) if op.source == "dsa indexer")
+    rate = c.table.get(op.kind, op.dtype, op.bucket)
+    queries = x.decode_seqs or x.prefill_tokens
+    scored = indexer_scored(ATT, x.decode_ctx or x.prefill_ctx)
+    topk = queries * scored * 4 + queries * ATT.attended_cap * 4
+    logits_s = max(2 * ATT.index_heads * ATT.index_dim * scored * queries / (rate.tflops * 1e12),
+                   (op.nbytes - topk) / (rate.gbs * 1e9))  # fmt: skip
+    expected = logits_s + topk / (rate.gbs * 1e9) + 2 * rate.min_us * 1e-6
+    assert cost_ops(c, [op]).time_s == pytest.approx(expected, rel=1e-9)
 
 
 def test_a_layer_reusing_another_layers_top_k_runs_no_indexer():
     """GLM IndexCache "shared" layers (index_heads 0) attend a top-k they do not compute: no indexer op."""
     shared = dataclasses.replace(ATT, index_heads=0)
     ops = _ops(DECODE, att=shared)
-    assert "dsa indexer logits" not in ops and "dsa indexer top-k" not in ops
+    assert "dsa indexer" not in ops
 
 
 @pytest.mark.parametrize("kv", ["bf16", "fp8"])
