@@ -2225,15 +2225,23 @@ MQA_LOGITS_B200_US = {(32, 32768): 24.9, (16, 65536): 25.2, (32, 65536): 45.3}
 
 
 def indexer_logits_us(seqs: int, ctx: int) -> Callable[[], float]:
-    """The op list's indexer logits op (perf/mla_ops.py indexer_ops) for GLM-5's 32 x 128 indexer on one B200,
-    vLLM TP1, `seqs` decodes of one token at context `ctx`, us."""
+    """The logits kernel of the op list's indexer op (perf/mla_ops.py indexer_ops) for GLM-5's 32 x 128 indexer on
+    one B200, vLLM TP1, `seqs` decodes of one token at context `ctx`, us: the op less its top-k (the bytes it reads
+    and writes, carried in the op's bytes and, at the op's FLOP-a-byte ratio, its FLOPs) and that launch."""
 
     def run() -> float:
+        from autotune.perf import layers, mla_ops
+
         m, phase = model("glm-5"), PhasePlan(gpus=(0,), tp=1)
+        att = m.layers[-1].attention
         c = opcore.context(m, phase, "vllm", b200_compute_box(), phase.gpus)
         x = opcore.StepInput(decode_seqs=float(seqs), decode_ctx=float(ctx))
-        ops = oplist.attention_ops(c, m.layers[-1].attention, x)
-        return cost_ops(c, [op for op in ops if op.source == "dsa indexer logits"]).time_s * 1e6
+        op = next(op for op in oplist.attention_ops(c, att, x) if op.source == "dsa indexer")
+        scored = layers.indexer_scored(att, float(ctx))
+        topk = seqs * (scored * mla_ops.INDEXER_LOGIT_BYTES + att.attended_cap * mla_ops.INDEXER_INDEX_BYTES)
+        rate = rates.rates_table(c.hw).get(op.kind, op.dtype, op.bucket)
+        flops = op.flops - topk * rate.tflops * 1e3 / rate.gbs
+        return cost_ops(c, [op._replace(flops=flops, nbytes=op.nbytes - topk, count=1.0)]).time_s * 1e6
 
     return run
 
