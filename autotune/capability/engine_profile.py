@@ -226,8 +226,12 @@ class EngineProfile:
     dsa_fp8_kv_families: tuple[str, ...] = ()
     dsa_fp8_kv_archs: tuple[str, ...] = ()
     # archs where the DSA sparse prefill kernel over an FP8 KV cache runs FP8 MMA on FP8 queries and keys
-    # (perf/opcore.py _dsa_fp8_sparse_speed)
+    # (perf/attention_choice.py dsa_fp8_sparse_speed)
     dsa_fp8_sparse_mma_archs: tuple[str, ...] = ()
+    # archs where the DSA / V4 lightning indexer scores on FP8 tensor cores (DeepGEMM's fp8_mqa_logits /
+    # fp8_paged_mqa_logits or a TileLang FP8 kernel): its logits op is priced at the FP8 GEMM rate there, BF16
+    # elsewhere (perf/mla_ops.py indexer_ops)
+    dsa_indexer_fp8_archs: tuple[str, ...] = ()
     # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)

@@ -1,12 +1,15 @@
 """What the attention backend a plan runs implies on its arch, read from the engine profile once per Context
-(opcore.context): the decode kernel's KV-split cap, the MLA prefill rows that take the absorbed path, the MLA
-decode query's concat."""
+(opcore.context): the decode kernel's KV-split cap, the MLA prefill rows and graphed steps that take the absorbed
+path, the MLA decode query's concat, a DSA layer's FP8 sparse prefill speed and indexer dtype."""
 
 from __future__ import annotations
 
+from autotune.capability import kv_cache_dtype_on
 from autotune.capability.profiles import profile
 from autotune.perf import efficiency as eff
 from autotune.perf import tiles
+from autotune.perf.layers import dsa_top_k
+from autotune.perf.rates import RatesTable
 from autotune.specs import HardwareProfile, ModelSpec, PhasePlan
 
 
@@ -48,3 +51,24 @@ def mla_query_concat(engine: str, arch: str, attention_kernel: str) -> bool:
     profile's mla_decode_query_concat), which the `auto` backend on mla_split_query_archs does not."""
     p = profile(engine)
     return p.mla_decode_query_concat and not (attention_kernel == "auto" and arch in p.mla_split_query_archs)
+
+
+def dsa_fp8_sparse_speed(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> float:
+    """Speed of a DSA layer's sparse prefill kernel on FP8 MMA against the BF16 one it is priced as: where the
+    engine runs it on FP8 queries and an FP8 KV cache (the plan's or the engine's default, kv_cache_dtype_on) on
+    an arch its profile names (dsa_fp8_sparse_mma_archs), the part's FP8 / BF16 dense peak ratio; 1 elsewhere. The
+    ratio is a prior: the FP8 kernel taken to reach the same fraction of the FP8 peak as the BF16 sparse kernel of
+    the BF16 one (no public figure of trtllm-gen's FP8 sparse MLA rate; TensorRT-LLM's DeepSeek README says its FP8
+    MLA kernels are "accelerated by FP8 arithmetic", NVIDIA/TensorRT-LLM#9141)."""
+    arch = hw.gpu.arch
+    if arch not in profile(engine).dsa_fp8_sparse_mma_archs or not dsa_top_k(model):
+        return 1.0
+    if kv_cache_dtype_on(engine, phase, model, arch) != "fp8":
+        return 1.0
+    bf16, fp8 = hw.gpu.peak_tflops.get("bf16", 0.0), hw.gpu.peak_tflops.get("fp8", 0.0)
+    return fp8 / bf16 if bf16 > 0 and fp8 > bf16 else 1.0
+
+
+def dsa_indexer_dtype(arch: str, fp8_archs: tuple[str, ...], table: RatesTable) -> str:
+    """The indexer's logits GEMM dtype: fp8 on the profile's FP8-indexer archs with an FP8 GEMM rate, else bf16."""
+    return "fp8" if arch in fp8_archs and ("gemm", "fp8", "m>1024") in table.entries else "bf16"

@@ -54,7 +54,6 @@ def _shape(c: Context, att: AttentionSpec) -> AttentionShape:
         rep_n=rep / hidden if hidden else 0.0,
         rep_bytes=rep * w_bytes,
         heads_per_rank=att.num_heads / tp,
-        index_heads_per_rank=att.index_heads / tp,
         kv_shard=kv_shard,
         decode_shard=kv_shard * (phase.dcp if att.latent_shared else 1),
         score_dim_decode=att.score_dim_decode or att.score_dim,

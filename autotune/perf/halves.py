@@ -39,7 +39,8 @@ def _attention_prefix(c: Context) -> int:
     K-loop bounds (Context.fp8_kloop, fp4_kloop), FA3's paged prefill path and FP8 speed (Context.fa3_paged_prefill,
     fp8_prefill_speed), the latent-MLA decode
     query tile and fixed time (Context.mla_decode_q_tile, mla_decode_fixed_waves), the DSA prefill rule and its FP8
-    sparse kernel's speed (Context.dsa_prefill, dsa_fp8_sparse_speed), the vllm-ascend platform
+    sparse kernel's speed (Context.dsa_prefill, dsa_fp8_sparse_speed), the indexer's logits dtype
+    (Context.dsa_indexer_dtype), the vllm-ascend platform
     options when the engine runs on it,
     whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
     in the Context's memo_keys as "dp_apart", and the linear-attention layers' prefill kernels (linear_paths)."""
@@ -56,6 +57,7 @@ def _attention_prefix(c: Context) -> int:
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
             c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed, c.mla_absorbed_step_tokens,
+            c.dsa_indexer_dtype,
         )  # fmt: skip
         prefix += linear_paths(c)
         c.memo_keys["attention_ids"] = _attention_ids(c.model)

@@ -26,6 +26,27 @@ def indexer_scored(att: AttentionSpec, ctx: float) -> float:
     return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
 
 
+_INDEX_KEYS: dict[int, tuple[ModelSpec, float]] = {}  # id(model) -> (model, index_key_elems)
+
+
+def index_key_elems(model: ModelSpec) -> float:
+    """Indexer key elements the model's KV cache stores per token, all layers: index_dim per compressed (and pooled)
+    entry of each layer that runs an indexer and stores KV (its kv_elems_per_token holds them; a V4.1 index source
+    that reads another layer's keys stores none). Memoised per model object (every KV sizing asks)."""
+    hit = _INDEX_KEYS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    elems = sum(
+        n * layer.attention.index_dim / layer.attention.compress_ratio / layer.attention.index_pool
+        for layer, n in layer_groups(model)
+        if layer.attention.index_heads and layer.attention.kv_elems_per_token
+    )
+    if len(_INDEX_KEYS) >= 64:
+        _INDEX_KEYS.clear()
+    _INDEX_KEYS[id(model)] = (model, elems)
+    return elems
+
+
 def dsa_top_k(model: ModelSpec) -> int:
     """The top-k entries the model's DSA layers attend (absorbed MLA with an indexer: mla-dsa), 0 without any."""
     return max((layer.attention.attended_cap for layer, _ in layer_groups(model) if layer.attention.kind == "mla-dsa"),

@@ -7,7 +7,8 @@ building a layer's attention ops (`_projection_ops`, `_kernel_ops`)."""
 from __future__ import annotations
 
 from autotune.perf import mla, precision, rates, tiles
-from autotune.perf.layers import attended_entries, indexer_scored
+from autotune.perf.costing import _rate_terms
+from autotune.perf.layers import attended_entries
 from autotune.perf.opcore import AttentionShape, Context, Op, StepInput, _act_bytes, _gemm, _op_new, _tile_speed
 from autotune.specs import AttentionSpec
 
@@ -149,8 +150,8 @@ def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, 
     causal diagonal (README of deepseek-ai/FlashMLA, "Sparse MLA Prefill": P = Q @ focused_kv^T over `indices`
     [s_q, topk]), on the rank's heads padded to the engine's tile (Context.dsa_prefill[1]). No kv_b up-projection,
     key concat or output copy: the absorbed rows' W_UK / W_UV launches are module_ops'. Bytes: each sequence's latent
-    KV and indexer keys read once (its rows' top-k overlap in L2, an assumption), queries and outputs once per row.
-    The indexer's scoring joins the op as on the MHA path (oplist._prefill_attention_ops). Rate: the prefill rate
+    KV read once (its rows' top-k overlap in L2, an assumption), queries and outputs once per row. The indexer's
+    scoring is its own ops (indexer_ops, from oplist._kernel_ops). Rate: the prefill rate
     (rates.ATTENTION_PREFILL_FRACTION of the BF16 peak, 0.60), which FlashMLA's README tops at 640 TFLOPS on H800
     SXM5 (0.65 of 989) and 1450 on B200 for the sparse prefill (calibration.yaml kernel-flashmla-sparse-prefill)."""
     tokens = x.prefill_rank_tokens or x.prefill_tokens / c.phase.dp  # the busiest DP rank's (rank_prompt_tokens)
@@ -158,14 +159,49 @@ def sparse_prefill_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, 
     heads, tile = shape.heads_per_rank, c.dsa_prefill[1]
     if tile:
         heads = -(-heads // tile) * tile
-    entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
+    entries = attended_entries(att, x.prefill_ctx)
     flops = 2 * heads * shape.score_dim_decode * entries * tokens
-    flops += 2 * shape.index_heads_per_rank * att.index_dim * scored * tokens
     whole = x.prefill_ctx + rows / 2  # a sequence's whole KV (the last row's prefix)
-    per_seq = whole * att.kv_read_elems_per_token + indexer_scored(att, whole) * att.index_dim
-    nbytes = tokens / rows * per_seq * c.kv_elem_bytes / shape.kv_shard + tokens * shape.q_o_bytes
+    nbytes = tokens / rows * whole * att.kv_read_elems_per_token * c.kv_elem_bytes / shape.kv_shard
+    nbytes += tokens * shape.q_o_bytes
     # on FP8 MMA (Context.dsa_fp8_sparse_speed) the speed divides the op's memory term too: the op reads ~2,000
     # FLOPs a byte at 64 heads (8192-token prompts, top-k 2048), far above a B200's ~280 at BF16, so it is moot
     speed = c.attention_speed * c.dsa_fp8_sparse_speed
     ops.append(Op("attention", "bf16", "prefill", tokens, 0.0, 0.0, flops, nbytes, tiles.PREFILL_LAUNCHES,
                   "kernels.attention (DSA sparse prefill)", speed))  # fmt: skip
+
+
+# The indexer's logits are fp32: the MQA-logits kernel writes one per (query row, scored entry) and the row top-k
+# reads them back (vLLM's indexer_logits_dtype default float32: model_executor/layers/sparse_attn_indexer.py:1323-1325,
+# as_fp32_logits :372, top_k_per_row_prefill :971; SGLang's fallback allocates them fp32 too,
+# srt/layers/attention/dsa/utils.py:477-480); the top-k writes int32 indices (topk_indices_buffer)
+INDEXER_LOGIT_BYTES = 4.0
+INDEXER_INDEX_BYTES = 4.0
+
+
+def indexer_ops(ops: list, c: Context, att: AttentionSpec, queries: float, scored: float, rows: float,
+                keys: float) -> None:  # fmt: skip
+    """A layer's lightning indexer (att.index_heads: the layer runs one), two kernels after its projections: the MQA
+    logits, each of the rank's `queries` rows scoring `scored` entries (layers.indexer_scored) on ALL the index heads
+    (the indexer is ReplicatedLinear, whole on every attention-TP rank and its DP ranks alike: vLLM
+    model_executor/models/deepseek_v2.py:698-703, models/deepseek_v4/attention.py:920-954,
+    models/deepseek_v41/attention.py:1422-1450; SGLang srt/layers/attention/dsa/dsa_indexer.py:301, :344-372), then
+    the row top-k over the fp32 logits. Bytes: `keys` index keys read (each sequence's once, in the FP8 + scale layout:
+    precision.INDEX_KEY_BYTES_PER_ELEM), the FP8 queries and fp32 head weights, the logits written; the top-k reads
+    them back and writes its indices. Rate: the logits are a GEMM of M = `rows` (a sequence's query rows) x index
+    heads against its keys, K = index_dim: the GEMM rate of that M in Context.dsa_indexer_dtype (FP8 where the engine
+    runs DeepGEMM's FP8 MQA logits, engine profile dsa_indexer_fp8_archs). That the kernel reaches a GEMM's fraction
+    of the peak at K = 128 is a prior (tests/bench/calibration_check.py dsaidx36_rows checks its memory-bound decode
+    on a B200; no public timing of the sm_120 kernel). One op of two launches (a second op and its term in every
+    step's attention half cost V4.1's prediction ~2.7% more instructions): the top-k's bytes join its memory term and,
+    at the op's FLOP/s-to-B/s ratio, its FLOPs, so that its time is the logits kernel's max(compute, memory) plus the
+    top-k's memory time, the two kernels' sum, at either bound."""
+    heads, dim, dtype = att.index_heads, att.index_dim, c.dsa_indexer_dtype
+    logits = queries * scored * INDEXER_LOGIT_BYTES
+    topk = logits + queries * att.attended_cap * INDEXER_INDEX_BYTES
+    nbytes = keys * dim * precision.INDEX_KEY_BYTES_PER_ELEM + queries * heads * (dim + 4.0) + logits + topk
+    m = rows * heads
+    key = ("gemm", dtype, rates.m_bucket(m))
+    flops_per_s, bytes_per_s, _, _ = c.rate_terms.get(key) or _rate_terms(c, key)  # the costing's own rates
+    flops = 2 * heads * dim * scored * queries + topk * flops_per_s / bytes_per_s
+    ops.append(_op_new(Op, (*key, m, 0.0, 0.0, flops, nbytes, 2.0, "dsa indexer", 1.0, ())))

@@ -272,7 +272,8 @@ class Context:
     mla_decode_q_tile: int = 0  # query rows per tile of the latent-MLA decode kernel (tiles.mla_decode_q_tile; 0: none)
     mla_decode_fixed_waves: float = 0.0  # its fixed time beyond the attention floor (tiles.mla_decode_fixed_waves)
     dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
-    dsa_fp8_sparse_speed: float = 1.0  # the DSA sparse prefill kernel on FP8 MMA (_dsa_fp8_sparse_speed), 1 elsewhere
+    dsa_fp8_sparse_speed: float = 1.0  # the DSA sparse prefill kernel on FP8 MMA (attention_choice), 1 elsewhere
+    dsa_indexer_dtype: str = "bf16"  # the indexer's logits GEMM dtype (profile dsa_indexer_fp8_archs; mla_ops.py)
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     fused_shared: int = 0  # shared experts fused into the routed MoE (sharding.fused_shared_experts; ffn_shape.py)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
@@ -301,7 +302,6 @@ class AttentionShape:
     rep_n: float
     rep_bytes: float
     heads_per_rank: float
-    index_heads_per_rank: float
     kv_shard: int  # ranks a prefill row's KV is split over
     decode_shard: int  # ranks a decode sequence's KV is split over (dcp for latent KV)
     score_dim_decode: int
@@ -376,7 +376,8 @@ def context(
         mla_decode_q_tile=tiles.mla_decode_q_tile(attention_kernel, arch),
         mla_decode_fixed_waves=tiles.mla_decode_fixed_waves(attention_kernel, arch, rates.MIN_US["attention"]),
         dsa_prefill=engine_profile.dsa_prefill(arch, dsa_top_k(model)),
-        dsa_fp8_sparse_speed=_dsa_fp8_sparse_speed(model, phase, hw, engine),
+        dsa_fp8_sparse_speed=attention_choice.dsa_fp8_sparse_speed(model, phase, hw, engine),
+        dsa_indexer_dtype=attention_choice.dsa_indexer_dtype(arch, engine_profile.dsa_indexer_fp8_archs, table),
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         fused_shared=sharding.fused_shared_experts(model, phase, engine, arch, moe),
         platform=phase.platform if engine_profile.ascend_platform else None,
@@ -412,22 +413,6 @@ def _fp8_prefill_speed(
         return 1.0
     ratio = fractions.tensor_rate_ratio(hw)
     return fractions.fp8_prefill_speed(arch, rates.ATTENTION_PREFILL_FRACTION, ratio, fp8 / bf16)
-
-
-def _dsa_fp8_sparse_speed(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, engine: str) -> float:
-    """Speed of a DSA layer's sparse prefill kernel on FP8 MMA against the BF16 one it is priced as: where the
-    engine runs it on FP8 queries and an FP8 KV cache (the plan's or the engine's default, kv_cache_dtype_on) on
-    an arch its profile names (dsa_fp8_sparse_mma_archs), the part's FP8 / BF16 dense peak ratio; 1 elsewhere. The
-    ratio is a prior: the FP8 kernel taken to reach the same fraction of the FP8 peak as the BF16 sparse kernel of
-    the BF16 one (no public figure of trtllm-gen's FP8 sparse MLA rate; TensorRT-LLM's DeepSeek README says its FP8
-    MLA kernels are "accelerated by FP8 arithmetic", NVIDIA/TensorRT-LLM#9141)."""
-    arch = hw.gpu.arch
-    if arch not in profile(engine).dsa_fp8_sparse_mma_archs or not dsa_top_k(model):
-        return 1.0
-    if kv_cache_dtype_on(engine, phase, model, arch) != "fp8":
-        return 1.0
-    bf16, fp8 = hw.gpu.peak_tflops.get("bf16", 0.0), hw.gpu.peak_tflops.get("fp8", 0.0)
-    return fp8 / bf16 if bf16 > 0 and fp8 > bf16 else 1.0
 
 
 def _moe_variant_speed(moe: str, hw: HardwareProfile, dtype: str, ratio: float) -> float:

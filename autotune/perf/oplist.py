@@ -131,21 +131,19 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
     (decode reads each sequence's KV once). The step-independent parts come from _attention_shape."""
     dp = c.phase.dp
     heads_per_rank = shape.heads_per_rank
-    index_heads_per_rank = shape.index_heads_per_rank
     kv_elem_bytes = c.kv_elem_bytes
     if x.decode_seqs:
         seqs = x.decode_seqs / dp
         queries = seqs * x.decode_width  # verified tokens attend the same KV as their sequence
         # decode context parallel: each of the dcp ranks holds and reads 1/dcp of every sequence's latent KV
         # and runs all its group's heads over it (the heads' partial outputs are combined: a dcp all-gather)
-        entries, scored = attended_entries(att, x.decode_ctx), indexer_scored(att, x.decode_ctx)
+        entries = attended_entries(att, x.decode_ctx)
         flops = 2 * heads_per_rank * shape.score_dim_decode * entries * queries
         if c.mla_decode_q_tile and att.latent_shared and att.compress_ratio == 1 and not att.index_heads:
             rows = heads_per_rank * x.decode_width  # one tile's rows per sequence, padded (tiles.mla_decode_q_tile)
             flops *= tiles.padded_rows(rows, c.mla_decode_q_tile) / rows
-        flops += 2 * index_heads_per_rank * att.index_dim * scored * queries
-        per_seq = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes
-        nbytes = per_seq / shape.decode_shard * seqs + queries * shape.q_o_bytes
+        nbytes = entries * att.kv_read_elems_per_token * kv_elem_bytes / shape.decode_shard * seqs
+        nbytes += queries * shape.q_o_bytes
         if c.triton_mla_split_tokens and mla.is_absorbed_mla(att):  # its split partials (perf/mla.py)
             splits = mla.triton_decode_splits(x.decode_ctx / c.phase.dcp, c.sms, c.triton_mla_split_tokens)
             nbytes += mla.triton_scratch_bytes(att, queries, heads_per_rank, splits)
@@ -166,12 +164,20 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             # the dense MLA kernel's fixed time beyond the attention floor (tiles.MLA_DECODE_FIXED_US)
             ops.append(Op("attention", "bf16", "wave", queries, 0.0, 0.0, 0.0, 0.0, c.mla_decode_fixed_waves,
                           "kernels.attention (MLA decode fixed time)"))  # fmt: skip
+        if att.index_heads:  # the indexer's logits and top-k (each sequence's keys read once: dcp splits them)
+            scored = indexer_scored(att, x.decode_ctx)
+            mla_ops.indexer_ops(ops, c, att, queries, scored, x.decode_width, scored * seqs / shape.decode_shard)
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
     elif sparse_prefill:  # a DSA layer's prompts over the top-k (mla_ops.sparse_prefill)
         mla_ops.sparse_prefill_ops(ops, c, att, x, shape)
     elif x.prefill_tokens:
         _prefill_attention_ops(ops, c, att, x, shape)
+    if att.index_heads and x.prefill_tokens:  # each prompt's keys read once (mla_ops.sparse_prefill_ops' rows)
+        tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's: rank_prompt_tokens
+        rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
+        keys = tokens / rows * indexer_scored(att, x.prefill_ctx + rows / 2) / shape.kv_shard
+        mla_ops.indexer_ops(ops, c, att, tokens, indexer_scored(att, x.prefill_ctx), rows, keys)
 
 
 def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:
@@ -179,14 +185,13 @@ def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInp
     diagonal blocks computed whole), bounded by its longest CTA where the kernel is FlashAttention's; an MLA
     layer's prefill kernels; the CTA waves."""
     dp, kv_elem_bytes = c.phase.dp, c.kv_elem_bytes
-    heads_per_rank, index_heads_per_rank = shape.heads_per_rank, shape.index_heads_per_rank
+    heads_per_rank = shape.heads_per_rank
     tokens_per_rank = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's: rank_prompt_tokens
-    entries, scored = attended_entries(att, x.prefill_ctx), indexer_scored(att, x.prefill_ctx)
+    entries = attended_entries(att, x.prefill_ctx)
     # the causal mask's diagonal blocks are computed whole: half a KV block more per query (tiles.py)
     computed = entries + tiles.causal_diagonal_entries(entries) if att.compress_ratio == 1 else entries
     flops = 2 * heads_per_rank * att.score_dim * computed * tokens_per_rank
-    flops += 2 * index_heads_per_rank * att.index_dim * scored * tokens_per_rank
-    nbytes = (entries * att.kv_read_elems_per_token + scored * att.index_dim) * kv_elem_bytes / shape.kv_shard
+    nbytes = entries * att.kv_read_elems_per_token * kv_elem_bytes / shape.kv_shard
     nbytes += tokens_per_rank * shape.q_o_bytes
     speed = shape.prefill_speed
     if not att.latent_shared and att.compress_ratio == 1 and not att.index_heads:  # bounded by its longest CTA

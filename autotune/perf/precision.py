@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 from autotune.capability import kv_cache_dtype_on
+from autotune.perf.layers import index_key_elems
 from autotune.specs import DTYPE_BYTES, HardwareProfile, ModelSpec, PhasePlan, stored_bytes
 
 ACTIVATION_BYTES = 2.0  # bf16 activations on the wire and in HBM
+# Bytes per element of a DSA / V4 lightning indexer key in the cache, whatever the main KV's dtype: FP8 E4M3 values
+# and one fp32 scale per 128 (vLLM models/deepseek_v41/attention.py:181-189 _indexer_k_cache_head_dim, 128 + 4 =
+# 132 B a 128-wide key, "the same layout as V3.2", at the default indexer_kv_dtype auto -> fp8: v1/attention/backends/
+# mla/indexer.py:67-75; SGLang srt/mem_cache/memory_pool.py:5279-5281 DSATokenToKVPool, a uint8 index_k_with_scale
+# buffer at quant_block_size 128)
+INDEX_KEY_BYTES_PER_ELEM = 1.0 + 4.0 / 128
 _NARROWER = {"fp4": ("fp4", "fp8", "bf16"), "fp8": ("fp8", "bf16"), "int8": ("int8", "bf16"), "bf16": ("bf16",)}
 
 
@@ -55,12 +62,19 @@ def compute_dtype(model: ModelSpec, phase: PhasePlan, hw: HardwareProfile, group
 
 def kv_bytes_per_token(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
     """KV bytes per token of context, all layers, in the KV dtype the engine runs (capability.kv_cache_dtype_on:
-    the plan's, or the engine's default where the plan says `auto`)."""
-    return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch))
+    the plan's, or the engine's default where the plan says `auto`), but the indexer's keys (layers.index_key_elems)
+    in their own layout (INDEX_KEY_BYTES_PER_ELEM) whatever that dtype: the other elements at the dtype's mean bytes
+    (kv_bytes_per_elem; a native format's mean where the model gives its official figure)."""
+    index = index_key_elems(model)
+    if not index:
+        return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch))
+    main = model.kv_elems_per_token - index
+    return main * kv_bytes_per_elem(model, phase, engine, arch) + index * INDEX_KEY_BYTES_PER_ELEM
 
 
 def kv_bytes_per_elem(model: ModelSpec, phase: PhasePlan, engine: str, arch: str) -> float:
-    return kv_bytes_per_token(model, phase, engine, arch) / max(model.kv_elems_per_token, 1.0)
+    """Bytes of one stored KV element (the indexer's keys aside: kv_bytes_per_token), the mean over the layers."""
+    return model.kv_bytes_per_token(kv_cache_dtype_on(engine, phase, model, arch)) / max(model.kv_elems_per_token, 1.0)
 
 
 def numerics_changes(model: ModelSpec, phase: PhasePlan) -> tuple[str, ...]:

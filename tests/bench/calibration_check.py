@@ -848,6 +848,7 @@ def rows() -> list[Row]:
     out += dsa29_rows()
     out += q35rtx36_rows()
     out += hopper36_rows()
+    out += dsaidx36_rows()
     return out + concurrency_rows() + pcie_source_rows() + graphless_rows() + b200_nvfp4_rows()  # fp4b23
 
 
@@ -1278,7 +1279,7 @@ FP4B23_APART = (
     "srt/layers/attention/dsa_backend.py:3826-3833), neither modelled; 0.70 and 2.29x with that FP8 cache's KV "
     "bytes and pool (capability.kv_cache_dtype_on, dsafp829: more requests run, so the P50 TPOT grows), 0.93 and "
     "1.73x with the sparse prefill on FP8 MMA at the B200's FP8 / BF16 peak ratio, a prior: "
-    "opcore._dsa_fp8_sparse_speed)."
+    "attention_choice.dsa_fp8_sparse_speed)."
 )
 
 
@@ -2297,8 +2298,6 @@ def inferencex_closed_loop(isl: int, osl: int, c: int, metric: str) -> Callable[
             return statistics.fmean(out.first_ms[i] - out.arrival_ms[i] for i in n)
         return statistics.fmean((out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) for i in n)
 
-    return run
-
 
 def hopper36_rows() -> list[Row]:
     """hopper36: the v0.5.12 curve (INFERENCEX_R1_H200_V0512): output tok/s/GPU at the steady state, TTFT and TPOT
@@ -2387,6 +2386,44 @@ APART += (
     " step input's prompt count (the mean prompt) cannot express; its FlashInfer column (the context-parallel route)"
     " is not shown: whether FlashInfer 0.7.3 carries those kernels is not established (gdnwalk36)."
 )
+
+
+# dsaidx36: DeepGEMM's FP8 paged MQA logits (the DSA indexer's decode scoring) on a Blackwell GPU, TensorRT-LLM
+# PR 13219's table (calibration.yaml kernel-deepgemm-paged-mqa-logits-b200-trtllm13219): (sequences, context) -> us,
+# next_n 1, the rows whose keys (132 B each) exceed the B200's 126 MB L2
+MQA_LOGITS_B200_US = {(32, 32768): 24.9, (16, 65536): 25.2, (32, 65536): 45.3}
+
+
+def indexer_logits_us(seqs: int, ctx: int) -> Callable[[], float]:
+    """The logits kernel of the op list's indexer op (perf/mla_ops.py indexer_ops) for GLM-5's 32 x 128 indexer on
+    one B200, vLLM TP1, `seqs` decodes of one token at context `ctx`, us: the op less its top-k (the bytes it reads
+    and writes, carried in the op's bytes and, at the op's FLOP-a-byte ratio, its FLOPs) and that launch."""
+
+    def run() -> float:
+        from autotune.perf import layers, mla_ops
+
+        m, phase = model("glm-5"), PhasePlan(gpus=(0,), tp=1)
+        att = m.layers[-1].attention
+        c = opcore.context(m, phase, "vllm", b200_compute_box(), phase.gpus)
+        x = opcore.StepInput(decode_seqs=float(seqs), decode_ctx=float(ctx))
+        op = next(op for op in oplist.attention_ops(c, att, x) if op.source == "dsa indexer")
+        scored = layers.indexer_scored(att, float(ctx))
+        topk = seqs * (scored * mla_ops.INDEXER_LOGIT_BYTES + att.attended_cap * mla_ops.INDEXER_INDEX_BYTES)
+        rate = rates.rates_table(c.hw).get(op.kind, op.dtype, op.bucket)
+        flops = op.flops - topk * rate.tflops * 1e3 / rate.gbs
+        return cost_ops(c, [op._replace(flops=flops, nbytes=op.nbytes - topk, count=1.0)]).time_s * 1e6
+
+    return run
+
+
+def dsaidx36_rows() -> list[Row]:
+    """kernel-deepgemm-paged-mqa-logits-b200-trtllm13219 (dsaidx36): the indexer's decode logits, memory bound."""
+    e = "kernel-deepgemm-paged-mqa-logits-b200-trtllm13219"
+    return [
+        Row(e, f"B200 DeepGEMM fp8_paged_mqa_logits {n} seqs x {ctx // 1024}k, next_n 1", "us", us,
+            indexer_logits_us(n, ctx))
+        for (n, ctx), us in MQA_LOGITS_B200_US.items()
+    ]  # fmt: skip
 
 
 if __name__ == "__main__":

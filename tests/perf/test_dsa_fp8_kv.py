@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from autotune import capability
 from autotune.catalog import load_model, load_preset
 from autotune.engines import build_launch
+from autotune.perf import precision
 from autotune.perf.memory import memory_fit
 from autotune.perf.opcore import context
 from autotune.perf.oplist import attention_ops
@@ -45,13 +48,16 @@ def test_auto_resolves_to_fp8_where_each_engine_says_so():
 
 
 def test_the_kv_pool_holds_twice_the_tokens_under_the_fp8_default():
-    """SGLang on B200: `auto` sizes the pool as an explicit fp8 cache does (half the bytes a token), not as bf16."""
+    """SGLang on B200: `auto` sizes the pool as an explicit fp8 cache does (half the bytes a token of the latent
+    rows; the indexer keys take 132 B either way: precision.INDEX_KEY_BYTES_PER_ELEM), not as bf16."""
     auto = memory_fit(GLM53, DP8, B200, 9216, "sglang")
     fp8 = memory_fit(GLM53, _kv(DP8, "fp8"), B200, 9216, "sglang")
     bf16 = memory_fit(GLM53, _kv(DP8, "bf16"), B200, 9216, "sglang")
     assert bf16.kv_tokens > 0
     assert auto.kv_tokens == fp8.kv_tokens
-    assert auto.kv_tokens > 1.9 * bf16.kv_tokens
+    per_token = {kv: precision.kv_bytes_per_token(GLM53, _kv(DP8, kv), "sglang", "sm_100") for kv in ("bf16", "fp8")}
+    assert 1.7 < per_token["bf16"] / per_token["fp8"] < 2.0
+    assert auto.kv_tokens == pytest.approx(bf16.kv_tokens * per_token["bf16"] / per_token["fp8"], rel=1e-5)
     hopper_auto = memory_fit(GLM53, DP8, H200, 9216, "sglang")  # sm_90 keeps the checkpoint's bf16
     assert 0 < hopper_auto.kv_tokens == memory_fit(GLM53, _kv(DP8, "bf16"), H200, 9216, "sglang").kv_tokens
 

@@ -347,6 +347,12 @@ PROFILE = EngineProfile(
     # backend="trtllm-gen"): a prompt chunk's sparse prefill too (forward_extend, :2210-2211). On sm_12x GLM runs
     # flashinfer_sparse_mla (srt/arg_groups/overrides.py:637-675), not read
     dsa_fp8_sparse_mma_archs=("sm_100", "sm_103"),
+    # the indexer scores with DeepGEMM's fp8_mqa_logits / fp8_paged_mqa_logits by default
+    # (srt/layers/attention/dsa/utils.py:457-503; srt/layers/attention/dsv4/indexer.py:880); on sm_12x a V4 model
+    # runs TileLang's FP8 indexer kernel instead (srt/arg_groups/model_hook.py:482-502 sets
+    # SGLANG_OPT_USE_TILELANG_INDEXER; srt/layers/attention/dsv4/indexer.py:862-865), FP8 MMA too: its speed against
+    # DeepGEMM's is not read (a prior: the same FP8 rate)
+    dsa_indexer_fp8_archs=("sm_90", "sm_100", "sm_103", "sm_120", "sm_121"),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
     # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):

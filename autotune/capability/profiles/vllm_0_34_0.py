@@ -425,6 +425,12 @@ PROFILE = EngineProfile(
     # DeepseekV32ForCausalLM keeps its checkpoint's default (:81-95)
     dsa_fp8_kv_families=("glm_moe_dsa",),
     dsa_fp8_kv_archs=("sm_100", "sm_103"),
+    # the indexer's scoring is DeepGEMM's FP8 MQA logits (fp8_fp4_mqa_logits for prompts, fp8_fp4_paged_mqa_logits for
+    # decodes: vllm/model_executor/layers/sparse_attn_indexer.py:448-458, :921-929), built for SM90 / SM100 / SM120
+    # (vllm/utils/deep_gemm.py:703-735; vllm/third_party/deep_gemm/include/deep_gemm/impls/sm120_fp8_mqa_logits.cuh;
+    # support_deep_gemm, vllm/platforms/cuda.py:732-738); without DeepGEMM the indexer raises
+    # (vllm/model_executor/layers/sparse_attn_indexer.py:1349-1353): no sm_80 / sm_89 path
+    dsa_indexer_fp8_archs=("sm_90", "sm_100", "sm_103", "sm_120", "sm_121"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
     # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
     # the 10.x family): the conditions of the fusion.allreduce_rmsnorm rule (autotune/capability/vllm_0_34_0.py),
