@@ -2172,8 +2172,11 @@ def fla29_apart_rows() -> list[Row]:
 
 
 def _gdn_prompts(prompts: str) -> float:
-    """The prompt count of a GDN table's shape: "8192x8" eight, "2048+6144" two."""
-    return float(prompts.count("+") + 1) if "+" in prompts else float(prompts.split("x")[1])
+    """The prompt count of a GDN table's shape: "8192x8" eight (tokens x prompts), "2048+6144" two, "1x8192" one
+    (the source writes its one-prompt shapes the other way round)."""
+    if "+" in prompts:
+        return float(prompts.count("+") + 1)
+    return 1.0 if prompts.startswith("1x") else float(prompts.split("x")[1])
 
 
 APART += (
@@ -2297,6 +2300,8 @@ def inferencex_closed_loop(isl: int, osl: int, c: int, metric: str) -> Callable[
         if metric == "ttft":
             return statistics.fmean(out.first_ms[i] - out.arrival_ms[i] for i in n)
         return statistics.fmean((out.done_ms[i] - out.first_ms[i]) / (out.osl[i] - 1) for i in n)
+
+    return run
 
 
 def hopper36_rows() -> list[Row]:
