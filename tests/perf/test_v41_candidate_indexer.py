@@ -1,7 +1,7 @@
 """DeepSeek-V4.1's two-level indexer: the candidate source layer (candidate_source_layer_id) scores every
 compressed entry and publishes its best blocks; the later index layers score only those blocks where the engine
 runs DeepGEMM's sparse MQA logits (sm_10x, no DCP: vLLM model_executor/models/config.py:709-760; SGLang
-srt/layers/attention/dsv4/v41_indexer/__init__.py:78-127), and elsewhere compute dense logits over the whole
+srt/layers/attention/dsv4/v41_indexer/__init__.py:78-123), and elsewhere compute dense logits over the whole
 context and mask them (vLLM model_executor/layers/sparse_attn_indexer.py:940-961). Each test fails on f56e7fc,
 which capped the source layer too and every consumer on every GPU."""
 
