@@ -232,6 +232,10 @@ class EngineProfile:
     # fp8_paged_mqa_logits or a TileLang FP8 kernel): its logits op is priced at the FP8 GEMM rate there, BF16
     # elsewhere (perf/mla_ops.py indexer_ops)
     dsa_indexer_fp8_archs: tuple[str, ...] = ()
+    # archs where a DeepSeek-V4.1 candidate consumer's indexer scores only the candidate blocks (DeepGEMM's sparse
+    # MQA logits, without decode context parallelism); elsewhere it scores every entry and masks (perf/layers.py
+    # indexer_scored, Context.dsa_candidate_sparse)
+    dsa_candidate_sparse_archs: tuple[str, ...] = ()
     # the Triton fused MoE's down projection of a block-FP8 checkpoint loads its tiles by TMA at prefill sizes (its
     # tuned `_down` config sets USE_TMA), which takes away the fixed time per wave of tiles the pointer-gathered
     # kernel pays (perf/oplist.py _moe_waves)

@@ -40,8 +40,8 @@ def _attention_prefix(c: Context) -> int:
     fp8_prefill_speed), the latent-MLA decode
     query tile and fixed time (Context.mla_decode_q_tile, mla_decode_fixed_waves), the DSA prefill rule and its FP8
     sparse kernel's speed (Context.dsa_prefill, dsa_fp8_sparse_speed), the indexer's logits dtype
-    (Context.dsa_indexer_dtype), the vllm-ascend platform
-    options when the engine runs on it,
+    (Context.dsa_indexer_dtype) and whether it scores V4.1 candidates only (dsa_candidate_sparse), the vllm-ascend
+    platform options when the engine runs on it,
     whether each DP rank runs its prefill apart from its decodes (sharding.dp_prefill_apart: _apart_terms), noted
     in the Context's memo_keys as "dp_apart", and the linear-attention layers' prefill kernels (linear_paths)."""
     hit = c.memo_keys.get("attention")
@@ -57,7 +57,7 @@ def _attention_prefix(c: Context) -> int:
             c.mla_absorbed_prefill_rows, c.triton_mla_split_tokens, c.mla_query_concat, c.mla_prefix_up_projection,
             c.mla_decode_q_tile, c.fa3_paged_prefill, c.dense_stream_gbs, c.fp8_prefill_speed, apart,
             c.mla_decode_fixed_waves, c.dsa_prefill, c.dsa_fp8_sparse_speed, c.mla_absorbed_step_tokens,
-            c.dsa_indexer_dtype,
+            c.dsa_indexer_dtype, c.dsa_candidate_sparse,
         )  # fmt: skip
         prefix += linear_paths(c)
         c.memo_keys["attention_ids"] = _attention_ids(c.model)

@@ -18,12 +18,16 @@ def attended_entries(att: AttentionSpec, ctx: float) -> float:
     return entries + window
 
 
-def indexer_scored(att: AttentionSpec, ctx: float) -> float:
-    """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer)."""
+def indexer_scored(att: AttentionSpec, ctx: float, candidates_only: bool = False) -> float:
+    """Compressed entries the layer's sparse-attention indexer scores for one query (0 without an indexer): every
+    entry, unless `candidates_only` (Context.dsa_candidate_sparse: the engine's sparse MQA logits score a V4.1
+    consumer's candidate blocks alone) caps them at index_scored_cap. The default path computes dense logits over
+    the whole context and masks them to the candidates (vLLM model_executor/layers/sparse_attn_indexer.py:940-961,
+    :1149-1180; SGLang srt/layers/attention/dsv4/v41_indexer/dense_blocks.py:121-140)."""
     if not att.index_heads:
         return 0.0
     scored = ctx / att.compress_ratio / att.index_pool
-    return min(scored, att.index_scored_cap) if att.index_scored_cap else scored
+    return min(scored, att.index_scored_cap) if candidates_only and att.index_scored_cap else scored
 
 
 _INDEX_KEYS: dict[int, tuple[ModelSpec, float]] = {}  # id(model) -> (model, index_key_elems)

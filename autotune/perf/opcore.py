@@ -274,6 +274,7 @@ class Context:
     dsa_prefill: tuple[int, int] = (0, 0)  # DSA prompts: (profile dsa_mha_prefill_max_kv, head tile), mla_ops.py
     dsa_fp8_sparse_speed: float = 1.0  # the DSA sparse prefill kernel on FP8 MMA (attention_choice), 1 elsewhere
     dsa_indexer_dtype: str = "bf16"  # the indexer's logits GEMM dtype (profile dsa_indexer_fp8_archs; mla_ops.py)
+    dsa_candidate_sparse: bool = False  # V4.1 consumers score their candidates only (layers.indexer_scored)
     moe_tile_waves: tuple[str, ...] = ()  # routed-expert GEMMs that pay tile-wave fixed time (oplist._moe_waves)
     fused_shared: int = 0  # shared experts fused into the routed MoE (sharding.fused_shared_experts; ffn_shape.py)
     # the phase's vllm-ascend platform options where the engine runs on it (engine profile ascend_platform), else
@@ -378,6 +379,7 @@ def context(
         dsa_prefill=engine_profile.dsa_prefill(arch, dsa_top_k(model)),
         dsa_fp8_sparse_speed=attention_choice.dsa_fp8_sparse_speed(model, phase, hw, engine),
         dsa_indexer_dtype=attention_choice.dsa_indexer_dtype(arch, engine_profile.dsa_indexer_fp8_archs, table),
+        dsa_candidate_sparse=arch in engine_profile.dsa_candidate_sparse_archs and phase.dcp == 1,
         moe_tile_waves=_moe_tile_waves(engine, moe, model.expert_format),
         fused_shared=sharding.fused_shared_experts(model, phase, engine, arch, moe),
         platform=phase.platform if engine_profile.ascend_platform else None,

@@ -165,7 +165,7 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
             ops.append(Op("attention", "bf16", "wave", queries, 0.0, 0.0, 0.0, 0.0, c.mla_decode_fixed_waves,
                           "kernels.attention (MLA decode fixed time)"))  # fmt: skip
         if att.index_heads:  # the indexer's logits and top-k (each sequence's keys read once: dcp splits them)
-            scored = indexer_scored(att, x.decode_ctx)
+            scored = indexer_scored(att, x.decode_ctx, c.dsa_candidate_sparse)
             mla_ops.indexer_ops(ops, c, att, queries, scored, x.decode_width, scored * seqs / shape.decode_shard)
     if absorbed_prefill:  # short prompts run with the decodes on the latent KV (Context.mla_absorbed_prefill_rows)
         mla_ops.absorbed_prefill_ops(ops, c, att, x, shape, bool(x.decode_seqs))
@@ -176,8 +176,9 @@ def _kernel_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: 
     if att.index_heads and x.prefill_tokens:  # each prompt's keys read once (mla_ops.sparse_prefill_ops' rows)
         tokens = x.prefill_rank_tokens or x.prefill_tokens / dp  # the busiest DP rank's: rank_prompt_tokens
         rows = tiles.prefill_rows_per_seq(tokens, x.prefill_ctx)
-        keys = tokens / rows * indexer_scored(att, x.prefill_ctx + rows / 2) / shape.kv_shard
-        mla_ops.indexer_ops(ops, c, att, tokens, indexer_scored(att, x.prefill_ctx), rows, keys)
+        sparse = c.dsa_candidate_sparse
+        keys = tokens / rows * indexer_scored(att, x.prefill_ctx + rows / 2, sparse) / shape.kv_shard
+        mla_ops.indexer_ops(ops, c, att, tokens, indexer_scored(att, x.prefill_ctx, sparse), rows, keys)
 
 
 def _prefill_attention_ops(ops: list, c: Context, att: AttentionSpec, x: StepInput, shape: AttentionShape) -> None:

@@ -39,7 +39,9 @@ class AttentionSpec:
     score_dim_decode: int = 0  # per-head width in decode when it differs (absorbed MLA: kv_lora+rope+kv_lora)
     index_heads: int = 0  # sparse-attention indexer run by THIS layer (0: none, or it reuses another's top-k)
     index_dim: int = 0  # indexer key width; scoring costs 2*index_heads*index_dim FLOPs per scored entry
-    index_scored_cap: int = 0  # entries the indexer scores at most (hierarchical candidates); 0 = all
+    # entries the indexer scores at most (V4.1 candidate consumers) where the engine scores only the candidates
+    # (Context.dsa_candidate_sparse; elsewhere it scores all and masks); 0 = all
+    index_scored_cap: int = 0
     index_pool: int = 1  # context tokens per indexer key (GLM-5.3-Flash index_kpool: one pooled key per 4 tokens)
     # part of `params` every TP rank holds whole (MLA q_a/kv_a down-projections, DSA/V4 indexer, V4 compressor):
     # the engines build them as ReplicatedLinear; the rest of `params` is split over TP

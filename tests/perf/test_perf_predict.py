@@ -105,7 +105,9 @@ def test_attention_entries_and_experts_hit():
     assert attended_entries(swa, 10_000) == 128
     assert attended_entries(ratio2, 100) == pytest.approx(50 + 100)  # 100/2 compressed + window of 100
     assert attended_entries(ratio1, 100_000) == 512 + 128  # top-k cap + window
-    assert indexer_scored(v41.layers[20].attention, 1e6) == 2048 * 8  # hierarchical candidates
+    assert indexer_scored(v41.layers[20].attention, 1e6, True) == 1e6  # the candidate source scores every entry
+    assert indexer_scored(v41.layers[24].attention, 1e6, True) == 2048 * 8  # a consumer: its candidates (sm_10x)
+    assert indexer_scored(v41.layers[24].attention, 1e6) == 1e6  # elsewhere dense logits, masked
     assert indexer_scored(v41.layers[21].attention, 1e6) == 0  # reuses layer 20's top-k
     assert distinct_experts(384, 6, 1) == pytest.approx(6)
     assert distinct_experts(384, 6, 10_000) == pytest.approx(384, rel=1e-3)

@@ -353,6 +353,11 @@ PROFILE = EngineProfile(
     # SGLANG_OPT_USE_TILELANG_INDEXER; srt/layers/attention/dsv4/indexer.py:862-865), FP8 MMA too: its speed against
     # DeepGEMM's is not read (a prior: the same FP8 rate)
     dsa_indexer_fp8_archs=("sm_90", "sm_100", "sm_103", "sm_120", "sm_121"),
+    # V4.1's candidate consumers score DeepGEMM's paged sparse table on SM100
+    # (srt/layers/attention/dsv4/v41_indexer/__init__.py:78-123; DEEPGEMM_PAGED_SPARSE_MQA_LOGITS needs
+    # DEEPGEMM_BLACKWELL, is_sm100: srt/layers/deep_gemm_wrapper/configurer.py:57-78), dense masked blocks elsewhere
+    # (srt/layers/attention/dsv4/v41_indexer/dense_blocks.py:121-140)
+    dsa_candidate_sparse_archs=("sm_100", "sm_103"),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
     # through page_table (srt/layers/attention/flashattention_backend.py forward_extend, :1704-1708, :1789-1793):

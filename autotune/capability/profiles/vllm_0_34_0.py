@@ -431,6 +431,10 @@ PROFILE = EngineProfile(
     # support_deep_gemm, vllm/platforms/cuda.py:732-738); without DeepGEMM the indexer raises
     # (vllm/model_executor/layers/sparse_attn_indexer.py:1349-1353): no sm_80 / sm_89 path
     dsa_indexer_fp8_archs=("sm_90", "sm_100", "sm_103", "sm_120", "sm_121"),
+    # V4.1's sparse-logits indexer, on by default (attention_config.indexer_sparse_logits None) where supported: the
+    # 10.x family, no DCP / PCP (vllm/model_executor/models/config.py:709-760, vllm/config/attention.py:121-134;
+    # vllm/models/deepseek_v41/attention.py:1478-1517); elsewhere dense logits masked to the candidates
+    dsa_candidate_sparse_archs=("sm_100", "sm_103"),
     # fuse_allreduce_rms is on at the default -O2 (vllm/config/vllm.py:465 optimization_level, :325-345
     # OPTIMIZATION_LEVEL_02) where enable_allreduce_rms_fusion holds (:208-231: TP > 1, CUDA, FlashInfer, cc 9.0 or
     # the 10.x family): the conditions of the fusion.allreduce_rmsnorm rule (autotune/capability/vllm_0_34_0.py),

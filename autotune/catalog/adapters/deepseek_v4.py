@@ -118,7 +118,10 @@ def deepseek_v41_model(config: dict, name: str) -> ModelSpec:
         extra += (q_lora * index_heads * index_dim + hidden * index_heads) if indexer else 0
         kv_elems = (head_dim + index_dim) / ratio if owner else 0.0
         candidates = cfg.num("candidate_topk_blocks", 0) * cfg.num("candidate_block_size", 0)
-        scored_cap = candidates if i >= cfg.num("candidate_source_layer_id", len(ratios)) else 0
+        # the candidate source scores densely and publishes the blocks; only the later indexers are capped to them
+        # (vLLM models/deepseek_v41/attention.py:531-532; SGLang srt/layers/attention/dsv4/dsv41_sparse.py:204-205)
+        source = cfg.num("candidate_source_layer_id", -1)
+        scored_cap = candidates if 0 <= source < i else 0
         index = (index_heads, index_dim, scored_cap) if indexer else (0, 0, 0)
         return _v4_attention(cfg, "csa2", extra, ratio, kv_elems, cfg.num("index_topk"), index)
 
@@ -136,8 +139,9 @@ def deepseek_v41_model(config: dict, name: str) -> ModelSpec:
         f"compressor of layer {decoder_start}, which builds the decoders' global KV from them, is counted in that "
         f"layer (not in prefill)",
         f"indexer ({index_heads} heads x {index_dim}) runs on layers {sorted(index_sources)}, the others reuse its "
-        f"top-k; from layer {cfg.num('candidate_source_layer_id', 0)} it scores only "
-        f"{cfg.num('candidate_topk_blocks', 0)} x {cfg.num('candidate_block_size', 0)} candidate entries",
+        f"top-k; after layer {cfg.num('candidate_source_layer_id', 0)} it scores only "
+        f"{cfg.num('candidate_topk_blocks', 0)} x {cfg.num('candidate_block_size', 0)} candidate entries where "
+        f"the engine runs the sparse MQA logits (sm_10x), masked dense logits elsewhere",
         f"Engram tables ({engram_rows} rows) served from host memory; their per-token projection engram.wkv is "
         f"not in params",
     ]
