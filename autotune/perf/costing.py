@@ -112,10 +112,18 @@ def _collective_s(c: Context, name: str, group: tuple[int, ...], nbytes: float) 
                 seconds += ADD_NORM_PASSES * nbytes / bytes_per_s + min_s
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
-            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
+            hit = c.allreduce_memo[key] = (_ALLREDUCE_NAMES.get(algo) or _allreduce_name(algo), seconds)
         return hit
     fn = c.comm_fns.get((name, group)) or _comm_fn(c, name, group)
     return name, fn(nbytes) * c.table.collective_scale
+
+
+_ALLREDUCE_NAMES: dict[str, str] = {}  # all-reduce algorithm -> the name it is reported under, one string each
+
+
+def _allreduce_name(algo: str) -> str:
+    name = _ALLREDUCE_NAMES[algo] = f"allreduce:{algo}"
+    return name
 
 
 class BoundedMemo(dict):

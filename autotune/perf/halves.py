@@ -185,7 +185,9 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     rows, absorbed_rows, kernels = parts
     op_terms = _projection_terms(c, att, rows, absorbed_rows) + _op_terms(c, kernels)
     if "collective" not in map(_KIND, kernels):  # a collective's cost depends on more than the key
-        _ATTENTION_TERMS.put(key, op_terms)
+        if len(_ATTENTION_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _ATTENTION_TERMS.clear()
+        _ATTENTION_TERMS[key] = op_terms
     return op_terms
 
 
@@ -207,7 +209,9 @@ def _projection_terms(c: Context, att: AttentionSpec, rows: float, absorbed_rows
         _projection_ops(ops, c, att, rows, absorbed_rows)
         hit = _op_terms(c, ops)
         if projection is not None:
-            _PROJECTION_TERMS.put(key, hit)
+            if len(_PROJECTION_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+                _PROJECTION_TERMS.clear()
+            _PROJECTION_TERMS[key] = hit
     return hit
 
 
@@ -271,7 +275,9 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
         if phase.dcp > 1:
             cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
     if phase.dcp == 1 and not total.comm_s:
-        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, tuple(total.parts)))
+        if len(_ATTENTION_SUMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _ATTENTION_SUMS.clear()
+        _ATTENTION_SUMS[key] = (total.compute_s, total.memory_s, tuple(total.parts))
 
 
 _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
@@ -322,7 +328,10 @@ def ffn_kernel_terms(
         if name is None:
             compute_s += t_compute
             memory_s += seconds - t_compute
-    return _FFN_KERNEL_TERMS.put(key, (kernels, norms, compute_s, memory_s))
+    if len(_FFN_KERNEL_TERMS) >= FFN_MEMO_MAX:  # BoundedMemo.put without its call
+        _FFN_KERNEL_TERMS.clear()
+    hit = _FFN_KERNEL_TERMS[key] = (kernels, norms, compute_s, memory_s)
+    return hit
 
 
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
@@ -371,7 +380,9 @@ def _head_terms(c: Context, rows: float) -> tuple[tuple, ...]:
     key = (_head_prefix(c), rows)
     terms = _HEAD_KERNEL_TERMS.get(key)
     if terms is None:
-        terms = _HEAD_KERNEL_TERMS.put(key, _op_terms(c, head_kernel_ops(c, rows)))
+        if len(_HEAD_KERNEL_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _HEAD_KERNEL_TERMS.clear()
+        terms = _HEAD_KERNEL_TERMS[key] = _op_terms(c, head_kernel_ops(c, rows))
     if c.phase.tp > 1 and rows:
         terms += (collective_term(c, logits_gather(c, rows)),)
     return terms
@@ -388,7 +399,10 @@ def head_cost(c: Context, rows: float) -> Cost:
     hit = _HEADS.get(key)
     if hit is not None:
         return hit
-    return _HEADS.put(key, _add_terms(Cost(), _head_terms(c, rows), 1.0))
+    if len(_HEADS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+        _HEADS.clear()
+    hit = _HEADS[key] = _add_terms(Cost(), _head_terms(c, rows), 1.0)
+    return hit
 
 
 def add_head(total: Cost, c: Context, rows: float, times: float) -> None:

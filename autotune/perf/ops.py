@@ -270,7 +270,10 @@ def step_fn(
         hit = steps_get(key)
         if hit is None:
             (step_ms, batch_tokens, launch_ms), total = _step(c, facts, x)
-            hit = pending[key] = TimedStep(_STEPS.put(key, step_ms))
+            if len(_STEPS) >= STEP_MEMO_MAX:  # _STEPS.put without its call
+                _STEPS.clear()
+            _STEPS[key] = step_ms
+            hit = pending[key] = TimedStep(step_ms)
             pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
         elif type(hit) is float:
             # timed earlier in this prediction: that TimedStep (complete() builds it from its Cost), not a second
