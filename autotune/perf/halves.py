@@ -172,8 +172,13 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
         return _apart_terms(c, att, x)
     key = (prefix, id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
-    if hit is not None:
-        return hit
+    return _attention_miss(c, att, x, key) if hit is None else hit
+
+
+def _attention_miss(c: Context, att: AttentionSpec, x: StepInput, key: tuple) -> tuple[tuple, ...]:
+    """attention_terms of a step whose prompts do not run apart, its memo lacking `key` (attention_terms'):
+    add_attention_halves, which looked the key up itself, calls it directly."""
+    prefix = key[0]
     same = c.memo_keys["attention_ids"][0].get(id(att), id(att))  # the model's first equal layer kind
     if same != id(att):
         hit = _ATTENTION_TERMS.get((prefix, same, key[2]))  # an equal layer kind's (DeepSeek-V3's dense and MoE)
@@ -279,9 +284,25 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
     # every step): each kind's sums start at 0.0 and are added to the total's in turn, the same float operations
     compute_total, memory_total, comm_s, parts = total.compute_s, total.memory_s, total.comm_s, total.parts
     pp = phase.pp
+    # attention_terms' memo looked up here (its key: the prefix, the layer kind, the input as a plain tuple), a call
+    # only on a miss or for the step's own input where its DP ranks run the prompts apart (_apart_terms)
+    terms_get = _ATTENTION_TERMS.get
+    x_keys = {True: key[2]}
+    if x.prefill_tokens and x.decode_seqs and c.memo_keys["dp_apart"]:
+        x_keys[True] = None
     for layer, count in groups:
-        layer_x, times = inputs[layer.in_prefill], count / pp
-        op_terms = attention_terms(c, layer.attention, layer_x)
+        in_prefill, att = layer.in_prefill, layer.attention
+        layer_x, times = inputs[in_prefill], count / pp
+        x_key = x_keys.get(in_prefill, False)
+        if x_key is False:  # the decode part (a layer outside prefill), keyed once a step
+            x_key = x_keys[in_prefill] = step_input(layer_x)
+        if x_key is None:
+            op_terms = attention_terms(c, att, layer_x)
+        else:
+            term_key = (prefix, id(att), x_key)
+            op_terms = terms_get(term_key)
+            if op_terms is None:
+                op_terms = _attention_miss(c, att, layer_x, term_key)
         compute_s = memory_s = 0.0
         if times == 1.0:
             for _, name, seconds, t_compute in op_terms:
