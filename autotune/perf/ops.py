@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from autotune.capability.profiles import profile
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
 from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, collective_terms, cost_ops
@@ -237,18 +238,9 @@ def step_fn(
     # Context's EP imbalance
     caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
     prefix = (
-        id(model),
-        id(hw),
-        engine,
-        label,
-        c.stage,
-        hand_off_group,
-        c.ipc_max,
-        c.imbalance,
-        caps,
-        halves.plain(phase, STEP_FREE),
-        halves.linear_paths(c),
-    )
+        id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, c.imbalance, caps,
+        halves.plain(phase, STEP_FREE), halves.linear_paths(c),
+    )  # fmt: skip
     number = c.memo_keys["step"] = halves.number(prefix, (model, hw))  # also eager_host's memo key
     facts = _step_facts(c, spec_width, hand_off_group, caps)
     stages = phase.pp
@@ -347,6 +339,10 @@ class _StepFacts(NamedTuple):
     prefill_launch_s: float  # PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * num_layers / pp
     decode_launch_s: float  # as prefill_launch_s with DECODE_LAUNCH_US_PER_LAYER (vllm-ascend: its graph mode's)
     draft_launch_s: float  # (spec_width - 1) * DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp
+    # eff.scheduler_overhead_ms's engine part: the profile's scheduler_cpu_ms and whether it overlaps the GPU step
+    # (eff.scheduler_overlapped), read once per step_fn rather than per step
+    scheduler_cpu_ms: float
+    scheduler_overlapped: bool
 
 
 def _step_facts(c: Context, spec_width: int, hand_off_group: tuple[int, ...], caps: tuple[float, float]) -> _StepFacts:
@@ -365,6 +361,8 @@ def _step_facts(c: Context, spec_width: int, hand_off_group: tuple[int, ...], ca
         eff.PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * model.num_layers / pp,
         decode_us * 1e-6 * model.num_layers / pp,
         (spec_width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp,
+        profile(c.engine).scheduler_cpu_ms,
+        eff.scheduler_overlapped(c.engine, pp),
     )
 
 
@@ -372,7 +370,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
     StepBreakdown."""
     phase = c.phase
-    groups, ffn_groups, spec_width, hand_off_group, caps, per_stage, *launch = facts
+    groups, ffn_groups, spec_width, hand_off_group, caps, per_stage, *launch, cpu_ms, overlapped = facts
     decode_seqs, prefill_tokens = x.decode_seqs, x.prefill_tokens
     width = spec_width if decode_seqs else 1
     if width > 1:
@@ -391,8 +389,11 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
         add_attention_halves(total, c, groups, inputs, x)
         memo = c.ffn_memo  # _ffn_cost's, looked up here first: its key is (ffn_ids' id, step_tokens[, DP gather])
+        # step_tokens of x and of its decode part, written out
+        x_tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
+        part_tokens = decode_only.decode_seqs * decode_only.decode_width + decode_only.prefill_tokens
         for ffn, ffn_id, in_prefill, times in ffn_groups:
-            tokens = step_tokens(x if in_prefill else decode_only)
+            tokens = x_tokens if in_prefill else part_tokens
             gather = gathers[in_prefill]
             key = (ffn_id, tokens) if gather is None else (ffn_id, tokens, gather)
             total.add(memo.get(key) or _ffn_miss(c, key, ffn, tokens, gather), times)
@@ -415,6 +416,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
         # collective's Cost has compute and memory 0.0 and by_rate its seconds x 1.0, which add as these terms do
         _add_terms(total, _op_terms(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]), 1.0)
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
-    overhead_ms = eff.scheduler_overhead_ms(c.engine, stages, gpu_ms)
+    # eff.scheduler_overhead_ms(c.engine, stages, gpu_ms) of the profile facts _step_facts read
+    overhead_ms = max(eff.OVERLAP_EXPOSED_MS, cpu_ms - gpu_ms) if overlapped else cpu_ms
     batch_tokens = int(round(decode_seqs * width + prefill_tokens))
     return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total
