@@ -444,7 +444,9 @@ def head_cost(c: Context, rows: float) -> Cost:
     """cost_ops(c, lm_head.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
     DP ranks (then its only collective is the TP logits all-gather), keyed on _gather_prefix and the rows. Callers
     must not mutate the Cost."""
-    prefix = _gather_prefix(c)
+    prefix = c.memo_keys.get("head_gather")  # _gather_prefix's, once the Context has it
+    if prefix is None:
+        prefix = _gather_prefix(c)
     if prefix < 0:
         return cost_ops(c, head_ops(c, rows))
     key = (prefix, rows)
@@ -460,7 +462,9 @@ def head_cost(c: Context, rows: float) -> Cost:
 def add_head(total: Cost, c: Context, rows: float, times: float) -> None:
     """cost_ops(c, lm_head.head_ops(c, rows), total, times): the ops' terms (_head_terms) remembered across plans by
     _gather_prefix and the rows (the draft passes of speculative decoding add the head `times` over)."""
-    prefix = _gather_prefix(c)
+    prefix = c.memo_keys.get("head_gather")  # _gather_prefix's, once the Context has it
+    if prefix is None:
+        prefix = _gather_prefix(c)
     if prefix < 0:
         cost_ops(c, head_ops(c, rows), total, times)
         return

@@ -180,7 +180,14 @@ def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
     MTP, a stand-in."""
     one = StepInput(x.decode_seqs, x.decode_ctx)  # its own decode part: layer_input(the last layer, one) is one
     passes = (x.decode_width - 1) * times
-    _add_layer(total, c, c.model.layers[-1], one, passes)
+    layer = c.model.layers[-1]
+    if c.phase.overlap.two_batch or c.phase.dcp > 1:
+        _add_layer(total, c, layer, one, passes)
+    else:  # _add_layer without overlap or dcp gathers (dcp_ops: none), _ffn_cost's memo looked up here
+        _add_terms(total, attention_terms(c, layer.attention, one), passes)
+        tokens = one.decode_seqs * one.decode_width + one.prefill_tokens  # step_tokens(one)
+        key = (c.memo_keys["ffn_ids"][id(layer.ffn)], tokens)  # _ffn_cost's key (_step_facts noted the id map)
+        total.add(c.ffn_memo.get(key) or _ffn_miss(c, key, layer.ffn, tokens, None), passes)
     halves.add_head(total, c, x.decode_seqs, passes)
 
 
