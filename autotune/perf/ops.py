@@ -14,7 +14,15 @@ from typing import NamedTuple
 from autotune.capability.profiles import profile
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
-from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, collective_terms, cost_ops
+from autotune.perf.costing import (
+    MEMO_MAX,
+    Cost,
+    _add_terms,
+    _op_terms,
+    collective_terms,
+    cost_ops,
+    shared_rate_terms,
+)
 from autotune.perf.dp_gather import DpGather, dp_gather
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
@@ -236,6 +244,7 @@ def step_fn(
     CV (Workload.expert_load_cv; 0 = the model's default), read once into the Context's EP imbalance."""
     ranks = phase.stage_ranks
     c = context(model, phase, engine, hw, gpus[:ranks], expert_cv)
+    c.rate_terms.update(shared_rate_terms(c))
     spec_width = speculation(phase)[0]
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and

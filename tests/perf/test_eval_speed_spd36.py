@@ -4,12 +4,14 @@ predictions)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from autotune.capability.profiles import profile
 from autotune.catalog import load_model, load_preset
+from autotune.perf import costing, halves, ops
 from autotune.perf import efficiency as eff
-from autotune.perf import halves, ops
 from autotune.perf.costing import Cost, _add_terms
 from autotune.perf.layers import layer_groups
 from autotune.perf.opcore import StepInput, context
@@ -96,3 +98,22 @@ def test_draft_layer_adds_as_add_layer_did(model_name, hw, engine, phase):
         halves.add_head(ref, c, x.decode_seqs, passes)
         assert (total.compute_s, total.memory_s, total.comm_s) == (ref.compute_s, ref.memory_s, ref.comm_s)
         assert total.by_rate == ref.by_rate
+
+
+def test_rate_terms_are_shared_by_contexts_of_one_table_and_stream_caps():
+    """A Context's rate terms (costing._rate_terms) are remembered for every Context of its rates table and weight-
+    stream caps, which is all they read: ops.step_fn copies them in, and they equal the terms costed afresh."""
+    model = load_model("deepseek-v4.1-flash")
+    tp4, tp8 = PhasePlan(gpus=GPUS[:4], tp=4), PhasePlan(gpus=GPUS, tp=8)
+    first = context(model, tp4, "vllm", RTX, GPUS[:4])
+    key = ("gemm", first.dense_dtype, "m<=16")
+    terms = costing._rate_terms(first, key)
+    other = context(model, tp8, "sglang", RTX, GPUS)
+    assert costing.shared_rate_terms(other)[key] == terms
+    ops.step_fn(model, tp8, "sglang", RTX, GPUS, "decode")  # a step_fn's Context starts with them
+    fresh = context(model, tp8, "sglang", RTX, GPUS)
+    assert costing._rate_terms(fresh, key) == terms
+    capped = dataclasses.replace(fresh, moe_stream_gbs=100.0)  # another cap: its own terms
+    assert costing.shared_rate_terms(capped) is not costing.shared_rate_terms(fresh)
+    moe_key = ("grouped_moe", fresh.expert_dtype, "m<=16")
+    assert costing._rate_terms(capped, moe_key)[1] == 100.0 * costing.GB
