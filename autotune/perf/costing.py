@@ -112,10 +112,18 @@ def _collective_s(c: Context, name: str, group: tuple[int, ...], nbytes: float) 
                 seconds += ADD_NORM_PASSES * nbytes / bytes_per_s + min_s
             if len(c.allreduce_memo) >= MEMO_MAX:
                 c.allreduce_memo.clear()
-            hit = c.allreduce_memo[key] = (f"allreduce:{algo}", seconds)
+            hit = c.allreduce_memo[key] = (_ALLREDUCE_NAMES.get(algo) or _allreduce_name(algo), seconds)
         return hit
     fn = c.comm_fns.get((name, group)) or _comm_fn(c, name, group)
     return name, fn(nbytes) * c.table.collective_scale
+
+
+_ALLREDUCE_NAMES: dict[str, str] = {}  # all-reduce algorithm -> the name it is reported under, one string each
+
+
+def _allreduce_name(algo: str) -> str:
+    name = _ALLREDUCE_NAMES[algo] = f"allreduce:{algo}"
+    return name
 
 
 class BoundedMemo(dict):
@@ -201,7 +209,23 @@ def _rate_terms(c: Context, key: tuple[str, str, str]) -> tuple[float, float, fl
     if key[1] == DENSE_W4A16 and c.dense_stream_gbs:
         gbs = min(gbs, c.dense_stream_gbs)
     terms = c.rate_terms[key] = (r.tflops * TFLOP, gbs * GB, r.min_us * 1e-6, key)
+    shared_rate_terms(c)[key] = terms
     return terms
+
+
+RATE_TERMS_MEMO_MAX = 64  # rates tables and stream caps whose rate terms are shared across Contexts
+_RATE_TERMS = BoundedMemo(RATE_TERMS_MEMO_MAX)  # (id(table), moe cap, dense cap) -> (the table, key -> terms)
+
+
+def shared_rate_terms(c: Context) -> dict:
+    """The rate terms (_rate_terms) of every Context of the same rates table (by identity, kept alive by the entry)
+    and weight-stream caps (Context.moe_stream_gbs, dense_stream_gbs): all that _rate_terms reads of it. ops.step_fn
+    copies them into a new Context's rate_terms (one dict update, no _rate_terms call per key and Context)."""
+    key = (id(c.table), c.moe_stream_gbs, c.dense_stream_gbs)
+    hit = _RATE_TERMS.get(key)
+    if hit is None or hit[0] is not c.table:
+        hit = _RATE_TERMS.put(key, (c.table, {}))
+    return hit[1]
 
 
 def cost_ops(c: Context, ops: list[Op], into: Cost | None = None, times: float = 1.0) -> Cost:

@@ -174,8 +174,13 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
         return _apart_terms(c, att, x)
     key = (prefix, id(att), step_input(x))  # `att` is one of the prefix's model's layer kinds
     hit = _ATTENTION_TERMS.get(key)
-    if hit is not None:
-        return hit
+    return _attention_miss(c, att, x, key) if hit is None else hit
+
+
+def _attention_miss(c: Context, att: AttentionSpec, x: StepInput, key: tuple) -> tuple[tuple, ...]:
+    """attention_terms of a step whose prompts do not run apart, its memo lacking `key` (attention_terms'):
+    add_attention_halves, which looked the key up itself, calls it directly."""
+    prefix = key[0]
     same = c.memo_keys["attention_ids"][0].get(id(att), id(att))  # the model's first equal layer kind
     if same != id(att):
         hit = _ATTENTION_TERMS.get((prefix, same, key[2]))  # an equal layer kind's (DeepSeek-V3's dense and MoE)
@@ -187,7 +192,9 @@ def attention_terms(c: Context, att: AttentionSpec, x: StepInput) -> tuple[tuple
     rows, absorbed_rows, kernels = parts
     op_terms = _projection_terms(c, att, rows, absorbed_rows) + _op_terms(c, kernels)
     if "collective" not in map(_KIND, kernels):  # a collective's cost depends on more than the key
-        _ATTENTION_TERMS.put(key, op_terms)
+        if len(_ATTENTION_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _ATTENTION_TERMS.clear()
+        _ATTENTION_TERMS[key] = op_terms
     return op_terms
 
 
@@ -209,7 +216,9 @@ def _projection_terms(c: Context, att: AttentionSpec, rows: float, absorbed_rows
         _projection_ops(ops, c, att, rows, absorbed_rows)
         hit = _op_terms(c, ops)
         if projection is not None:
-            _PROJECTION_TERMS.put(key, hit)
+            if len(_PROJECTION_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+                _PROJECTION_TERMS.clear()
+            _PROJECTION_TERMS[key] = hit
     return hit
 
 
@@ -268,13 +277,62 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
         total.compute_s, total.memory_s = hit[0], hit[1]
         total.parts.extend(hit[2])  # the additions' by_rate notes (Cost.parts), replayed when read
         return
-    for layer, count in groups:
-        layer_x, times = inputs[layer.in_prefill], count / phase.pp
-        _add_terms(total, attention_terms(c, layer.attention, layer_x), times)
-        if phase.dcp > 1:
+    if phase.dcp > 1:
+        for layer, count in groups:
+            layer_x, times = inputs[layer.in_prefill], count / phase.pp
+            _add_terms(total, attention_terms(c, layer.attention, layer_x), times)
             cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
-    if phase.dcp == 1 and not total.comm_s:
-        _ATTENTION_SUMS.put(key, (total.compute_s, total.memory_s, tuple(total.parts)))
+        return
+    # _add_terms(total, attention_terms(...), times) kind by kind, its loop written out (a call per layer kind of
+    # every step): each kind's sums start at 0.0 and are added to the total's in turn, the same float operations
+    compute_total, memory_total, comm_s, parts = total.compute_s, total.memory_s, total.comm_s, total.parts
+    pp = phase.pp
+    # attention_terms' memo looked up here (its key: the prefix, the layer kind, the input as a plain tuple), a call
+    # only on a miss or for the step's own input where its DP ranks run the prompts apart (_apart_terms)
+    terms_get = _ATTENTION_TERMS.get
+    x_keys = {True: key[2]}
+    if x.prefill_tokens and x.decode_seqs and c.memo_keys["dp_apart"]:
+        x_keys[True] = None
+    for layer, count in groups:
+        in_prefill, att = layer.in_prefill, layer.attention
+        layer_x, times = inputs[in_prefill], count / pp
+        x_key = x_keys.get(in_prefill, False)
+        if x_key is False:  # the decode part (a layer outside prefill), keyed once a step
+            x_key = x_keys[in_prefill] = step_input(layer_x)
+        if x_key is None:
+            op_terms = attention_terms(c, att, layer_x)
+        else:
+            term_key = (prefix, id(att), x_key)
+            op_terms = terms_get(term_key)
+            if op_terms is None:
+                op_terms = _attention_miss(c, att, layer_x, term_key)
+        compute_s = memory_s = 0.0
+        if times == 1.0:
+            for _, name, seconds, t_compute in op_terms:
+                if name is not None:
+                    if seconds > 0:
+                        comm_s[name] = comm_s.get(name, 0.0) + seconds
+                else:
+                    compute_s += t_compute
+                    memory_s += seconds - t_compute
+        else:
+            for _, name, seconds, t_compute in op_terms:
+                if name is not None:
+                    seconds *= times
+                    if seconds > 0:
+                        comm_s[name] = comm_s.get(name, 0.0) + seconds
+                else:
+                    t_compute *= times
+                    compute_s += t_compute
+                    memory_s += seconds * times - t_compute
+        compute_total += compute_s
+        memory_total += memory_s
+        parts += op_terms, times
+    total.compute_s, total.memory_s = compute_total, memory_total
+    if not comm_s:
+        if len(_ATTENTION_SUMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _ATTENTION_SUMS.clear()
+        _ATTENTION_SUMS[key] = (total.compute_s, total.memory_s, tuple(total.parts))
 
 
 _FFN_KERNEL_TERMS = BoundedMemo(FFN_MEMO_MAX)
@@ -325,7 +383,10 @@ def ffn_kernel_terms(
         if name is None:
             compute_s += t_compute
             memory_s += seconds - t_compute
-    return _FFN_KERNEL_TERMS.put(key, (kernels, norms, compute_s, memory_s))
+    if len(_FFN_KERNEL_TERMS) >= FFN_MEMO_MAX:  # BoundedMemo.put without its call
+        _FFN_KERNEL_TERMS.clear()
+    hit = _FFN_KERNEL_TERMS[key] = (kernels, norms, compute_s, memory_s)
+    return hit
 
 
 _HEADS = BoundedMemo(ATTENTION_MEMO_MAX)
@@ -374,7 +435,9 @@ def _head_terms(c: Context, rows: float) -> tuple[tuple, ...]:
     key = (_head_prefix(c), rows)
     terms = _HEAD_KERNEL_TERMS.get(key)
     if terms is None:
-        terms = _HEAD_KERNEL_TERMS.put(key, _op_terms(c, head_kernel_ops(c, rows)))
+        if len(_HEAD_KERNEL_TERMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+            _HEAD_KERNEL_TERMS.clear()
+        terms = _HEAD_KERNEL_TERMS[key] = _op_terms(c, head_kernel_ops(c, rows))
     if c.phase.tp > 1 and rows:
         terms += (collective_term(c, logits_gather(c, rows)),)
     return terms
@@ -384,20 +447,27 @@ def head_cost(c: Context, rows: float) -> Cost:
     """cost_ops(c, lm_head.head_ops(c, rows)), remembered across plans when the head is not vocab-parallel over the
     DP ranks (then its only collective is the TP logits all-gather), keyed on _gather_prefix and the rows. Callers
     must not mutate the Cost."""
-    prefix = _gather_prefix(c)
+    prefix = c.memo_keys.get("head_gather")  # _gather_prefix's, once the Context has it
+    if prefix is None:
+        prefix = _gather_prefix(c)
     if prefix < 0:
         return cost_ops(c, head_ops(c, rows))
     key = (prefix, rows)
     hit = _HEADS.get(key)
     if hit is not None:
         return hit
-    return _HEADS.put(key, _add_terms(Cost(), _head_terms(c, rows), 1.0))
+    if len(_HEADS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
+        _HEADS.clear()
+    hit = _HEADS[key] = _add_terms(Cost(), _head_terms(c, rows), 1.0)
+    return hit
 
 
 def add_head(total: Cost, c: Context, rows: float, times: float) -> None:
     """cost_ops(c, lm_head.head_ops(c, rows), total, times): the ops' terms (_head_terms) remembered across plans by
     _gather_prefix and the rows (the draft passes of speculative decoding add the head `times` over)."""
-    prefix = _gather_prefix(c)
+    prefix = c.memo_keys.get("head_gather")  # _gather_prefix's, once the Context has it
+    if prefix is None:
+        prefix = _gather_prefix(c)
     if prefix < 0:
         cost_ops(c, head_ops(c, rows), total, times)
         return

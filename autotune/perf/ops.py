@@ -11,9 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from autotune.capability.profiles import profile
 from autotune.perf import ascend, eager_host, halves, precision
 from autotune.perf import efficiency as eff
-from autotune.perf.costing import MEMO_MAX, Cost, _add_terms, _op_terms, collective_terms, cost_ops
+from autotune.perf.costing import (
+    MEMO_MAX,
+    Cost,
+    _add_terms,
+    _op_terms,
+    collective_terms,
+    cost_ops,
+    shared_rate_terms,
+)
 from autotune.perf.dp_gather import DpGather, dp_gather
 from autotune.perf.halves import add_attention_halves, attention_terms, ffn_kernel_terms
 from autotune.perf.layers import attended_entries, indexer_scored, layer_groups
@@ -179,7 +188,14 @@ def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
     MTP, a stand-in."""
     one = StepInput(x.decode_seqs, x.decode_ctx)  # its own decode part: layer_input(the last layer, one) is one
     passes = (x.decode_width - 1) * times
-    _add_layer(total, c, c.model.layers[-1], one, passes)
+    layer = c.model.layers[-1]
+    if c.phase.overlap.two_batch or c.phase.dcp > 1:
+        _add_layer(total, c, layer, one, passes)
+    else:  # _add_layer without overlap or dcp gathers (dcp_ops: none), _ffn_cost's memo looked up here
+        _add_terms(total, attention_terms(c, layer.attention, one), passes)
+        tokens = one.decode_seqs * one.decode_width + one.prefill_tokens  # step_tokens(one)
+        key = (c.memo_keys["ffn_ids"][id(layer.ffn)], tokens)  # _ffn_cost's key (_step_facts noted the id map)
+        total.add(c.ffn_memo.get(key) or _ffn_miss(c, key, layer.ffn, tokens, None), passes)
     halves.add_head(total, c, x.decode_seqs, passes)
 
 
@@ -230,6 +246,7 @@ def step_fn(
     spec_width = speculation(phase)[0]
     caps = caps or eff.graph_caps(model, phase, engine, hw, spec_width)  # reads phase.batching: in the key
     c = context(model, phase, engine, hw, gpus[:ranks], expert_cv, caps[1])
+    c.rate_terms.update(shared_rate_terms(c))
     hand_off_group = (gpus[ranks - 1], gpus[ranks]) if phase.pp > 1 else ()
     # what _step reads besides x: the Context (the model, the phase, the engine, the box, the stage's GPUs) and
     # the hand-off pair; of the phase, its GPUs only as those, `replicas` not at all and `batching` only as the
@@ -237,18 +254,9 @@ def step_fn(
     # prefill kernels its chunk picks (halves.linear_paths); of the workload, its expert popularity CV only as the
     # Context's EP imbalance
     prefix = (
-        id(model),
-        id(hw),
-        engine,
-        label,
-        c.stage,
-        hand_off_group,
-        c.ipc_max,
-        c.imbalance,
-        caps,
-        halves.plain(phase, STEP_FREE),
-        halves.linear_paths(c),
-    )
+        id(model), id(hw), engine, label, c.stage, hand_off_group, c.ipc_max, c.imbalance, caps,
+        halves.plain(phase, STEP_FREE), halves.linear_paths(c),
+    )  # fmt: skip
     number = c.memo_keys["step"] = halves.number(prefix, (model, hw))  # also eager_host's memo key
     facts = _step_facts(c, spec_width, hand_off_group, caps)
     stages = phase.pp
@@ -270,7 +278,10 @@ def step_fn(
         hit = steps_get(key)
         if hit is None:
             (step_ms, batch_tokens, launch_ms), total = _step(c, facts, x)
-            hit = pending[key] = TimedStep(_STEPS.put(key, step_ms))
+            if len(_STEPS) >= STEP_MEMO_MAX:  # _STEPS.put without its call
+                _STEPS.clear()
+            _STEPS[key] = step_ms
+            hit = pending[key] = TimedStep(step_ms)
             pending[id(hit)] = (hit, total, (key, label, batch_tokens, launch_ms, stages))
         elif type(hit) is float:
             # timed earlier in this prediction: that TimedStep (complete() builds it from its Cost), not a second
@@ -344,6 +355,10 @@ class _StepFacts(NamedTuple):
     prefill_launch_s: float  # PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * num_layers / pp
     decode_launch_s: float  # as prefill_launch_s with DECODE_LAUNCH_US_PER_LAYER (vllm-ascend: its graph mode's)
     draft_launch_s: float  # (spec_width - 1) * DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp
+    # eff.scheduler_overhead_ms's engine part: the profile's scheduler_cpu_ms and whether it overlaps the GPU step
+    # (eff.scheduler_overlapped), read once per step_fn rather than per step
+    scheduler_cpu_ms: float
+    scheduler_overlapped: bool
 
 
 def _step_facts(c: Context, spec_width: int, hand_off_group: tuple[int, ...], caps: tuple[float, float]) -> _StepFacts:
@@ -362,6 +377,8 @@ def _step_facts(c: Context, spec_width: int, hand_off_group: tuple[int, ...], ca
         eff.PREFILL_LAUNCH_US_PER_LAYER * 1e-6 * model.num_layers / pp,
         decode_us * 1e-6 * model.num_layers / pp,
         (spec_width - 1) * eff.DECODE_LAUNCH_US_PER_LAYER * 1e-6 / pp,
+        profile(c.engine).scheduler_cpu_ms,
+        eff.scheduler_overlapped(c.engine, pp),
     )
 
 
@@ -369,7 +386,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     """((step_ms, batch_tokens, launch_ms) of the step at `x`, the Cost it was summed from): _whole makes its
     StepBreakdown."""
     phase = c.phase
-    groups, ffn_groups, spec_width, hand_off_group, caps, per_stage, *launch = facts
+    groups, ffn_groups, spec_width, hand_off_group, caps, per_stage, *launch, cpu_ms, overlapped = facts
     decode_seqs, prefill_tokens = x.decode_seqs, x.prefill_tokens
     width = spec_width if decode_seqs else 1
     if width > 1:
@@ -388,8 +405,11 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
         add_attention_halves(total, c, groups, inputs, x)
         memo = c.ffn_memo  # _ffn_cost's, looked up here first: its key is (ffn_ids' id, step_tokens[, DP gather])
+        # step_tokens of x and of its decode part, written out
+        x_tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
+        part_tokens = decode_only.decode_seqs * decode_only.decode_width + decode_only.prefill_tokens
         for ffn, ffn_id, in_prefill, times in ffn_groups:
-            tokens = step_tokens(x if in_prefill else decode_only)
+            tokens = x_tokens if in_prefill else part_tokens
             gather = gathers[in_prefill]
             key = (ffn_id, tokens) if gather is None else (ffn_id, tokens, gather)
             total.add(memo.get(key) or _ffn_miss(c, key, ffn, tokens, gather), times)
@@ -412,6 +432,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
         # collective's Cost has compute and memory 0.0 and by_rate its seconds x 1.0, which add as these terms do
         _add_terms(total, _op_terms(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]), 1.0)
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
-    overhead_ms = eff.scheduler_overhead_ms(c.engine, stages, gpu_ms)
+    # eff.scheduler_overhead_ms(c.engine, stages, gpu_ms) of the profile facts _step_facts read
+    overhead_ms = max(eff.OVERLAP_EXPOSED_MS, cpu_ms - gpu_ms) if overlapped else cpu_ms
     batch_tokens = int(round(decode_seqs * width + prefill_tokens))
     return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total
