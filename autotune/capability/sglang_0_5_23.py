@@ -42,6 +42,22 @@ RULES = RuleTable(
             why="no sparse-MLA / compressed-attention kernel below compute capability 9.0 (fails when the first "
             "batch runs)",
         ),
+        # V4.1's candidate indexer (candidate_topk_blocks > 0 in its config) takes DeepGEMM's paged sparse MQA
+        # logits on any major >= 10, but that kernel is enabled only on SM100 (major 10): sm_110 / sm_120 raise.
+        Rule(
+            field="engine",
+            values=("sglang",),
+            when={"family": ["deepseek_v41"]},
+            needs={"cc": {"max": 10.9}},
+            source="srt/layers/attention/attention_registry.py:194-203 (CUDA dsv4: DeepseekV4AttnBackend or a "
+            "subclass); srt/layers/attention/deepseek_v4_backend.py:1284-1291 (make_candidate_indexer with "
+            "candidate_topk_blocks); srt/layers/attention/dsv4/v41_indexer/__init__.py:43-46,99-110 (major >= 10 "
+            "needs DEEPGEMM_PAGED_SPARSE_MQA_LOGITS or RuntimeError); "
+            "srt/layers/deep_gemm_wrapper/configurer.py:57,64-78 "
+            "(only with DEEPGEMM_BLACKWELL = is_sm100); srt/runtime_context.py:1832; srt/utils/common.py:309-313",
+            why="DeepSeek-V4.1's candidate indexer needs DeepGEMM's paged sparse MQA logits, built only for SM100 "
+            "(RuntimeError at start-up on compute capability 11 / 12)",
+        ),
         Rule(
             field="pp",
             values=(2, 4, 8),

@@ -93,8 +93,8 @@ PAIRS = [
     # ---- SGLang PD: KV-cache dtype and speculation alike on both sides
     (disagg("sglang", FP8_KV, {}), "llama-3.1-70b", box("h200-x8"), True, "--kv-cache-dtype"),
     (disagg("sglang", FP8_KV, FP8_KV), "llama-3.1-70b", box("h200-x8"), False, ""),
-    (disagg("sglang", {}, DSPARK), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), True, "DSpark"),
-    (disagg("sglang", DSPARK, DSPARK), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), False, ""),
+    (disagg("sglang", {}, DSPARK), "deepseek-v4.1-flash", box("h200-x8"), True, "DSpark"),
+    (disagg("sglang", DSPARK, DSPARK), "deepseek-v4.1-flash", box("h200-x8"), False, ""),
     (
         disagg("sglang", {"kernels": Kernels(attention="triton")}, {}),
         "llama-3.1-70b",
@@ -105,8 +105,8 @@ PAIRS = [
     (disagg("sglang", {"kernels": Kernels(attention="triton")}, {}), "llama-3.1-70b", box("h200-x8"), False, ""),
     # ---- SGLang --fp8-gemm-backend: read for block-FP8 layers only; cutlass raises off SM120
     (agg("sglang", kernels=Kernels(linear="triton", gemm_dtype="fp8")), "llama-3.1-70b", box("h200-x8"), True, "block"),
-    (agg("sglang", kernels=Kernels(linear="triton")), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), False, ""),
-    (agg("sglang", kernels=Kernels(linear="cutlass")), "deepseek-v4.1-flash", box("rtx-pro-6000-x8"), True, "32-block"),
+    (agg("sglang", kernels=Kernels(linear="triton")), "deepseek-v4.1-flash", box("h200-x8"), False, ""),
+    (agg("sglang", kernels=Kernels(linear="cutlass")), "deepseek-v4.1-flash", box("h200-x8"), True, "32-block"),
     # ---- SGLang --moe-dense-tp-size 1 on a model with no dense MLP layer
     (agg("sglang", tp=4, dp=2, dense_dp=True), "qwen3-235b-a22b", box("h200-x8"), True, "has none"),
     (agg("sglang", tp=4, dp=2, dense_dp=True), "deepseek-v3", box("h200-x8"), False, ""),

@@ -202,7 +202,12 @@ def _head_kernel_ops_before(c, rows: float) -> list:
     return ops
 
 
-@pytest.mark.parametrize("case", CASES)
+# SGLang does not start V4.1 on the RTX box (capability/sglang_0_5_23.py): its vocab-parallel head over the DP
+# ranks is reached on Hopper
+HEAD_CASES = (*CASES[1:], ("deepseek-v4.1-flash", "h200-x8"))
+
+
+@pytest.mark.parametrize("case", HEAD_CASES)
 def test_head_kernel_ops_are_the_form_before_bit_for_bit(case):
     over_dp = checked = 0
     for _, c in _contexts(*case, 25):

@@ -44,12 +44,13 @@ def _dense_logits_flops(att, x=LONG):
     return 2 * att.index_heads * att.index_dim * x.decode_ctx / att.compress_ratio * x.decode_seqs
 
 
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_consumers_score_every_entry_off_sm100(engine):
-    """On the RTX PRO 6000 (sm_120) a consumer's logits cover all 4 x CAP entries, as the source's do."""
-    rtx = load_preset("rtx-pro-6000-x8")
-    assert _indexer(engine, rtx, CONSUMER).flops == pytest.approx(_indexer(engine, rtx, SOURCE).flops)
-    assert _indexer(engine, rtx, CONSUMER).flops > _dense_logits_flops(CONSUMER)
+@pytest.mark.parametrize(("engine", "preset"), [("vllm", "rtx-pro-6000-x8"), ("sglang", "h200-x8")])
+def test_consumers_score_every_entry_off_sm100(engine, preset):
+    """On the RTX PRO 6000 (sm_120; SGLang does not start V4.1 there, capability/sglang_0_5_23.py) and on an H200
+    (sm_90) a consumer's logits cover all 4 x CAP entries, as the source's do."""
+    box = load_preset(preset)
+    assert _indexer(engine, box, CONSUMER).flops == pytest.approx(_indexer(engine, box, SOURCE).flops)
+    assert _indexer(engine, box, CONSUMER).flops > _dense_logits_flops(CONSUMER)
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])

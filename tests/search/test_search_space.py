@@ -109,7 +109,7 @@ def test_layouts_an_engine_refuses_are_not_offered_to_it():
     from autotune import capability
     from autotune.search.admit import Admission
 
-    space, model, hw = load_space(), load_model("deepseek-v4.1-flash"), load_preset("rtx-pro-6000-x8")
+    space, model, hw = load_space(), load_model("deepseek-v4.1-flash"), load_preset("h200-x8")
     choices = study_choices(SearchRequest(model, hw, Workload(), space, 8))
     assert 2 in choices["pp"]  # vLLM runs V4.1 with pipeline parallelism
     admission, rng, asked = Admission(capability.box_facts(hw, model)), random.Random(0), set()

@@ -356,7 +356,8 @@ PROFILE = EngineProfile(
     # V4.1's candidate consumers score DeepGEMM's paged sparse table on SM100
     # (srt/layers/attention/dsv4/v41_indexer/__init__.py:78-123; DEEPGEMM_PAGED_SPARSE_MQA_LOGITS needs
     # DEEPGEMM_BLACKWELL, is_sm100: srt/layers/deep_gemm_wrapper/configurer.py:57-78), dense masked blocks elsewhere
-    # (srt/layers/attention/dsv4/v41_indexer/dense_blocks.py:121-140)
+    # (srt/layers/attention/dsv4/v41_indexer/dense_blocks.py:121-140) below major 10 only: sm_11x / sm_12x raise at
+    # start-up (the engine rule in autotune/capability/sglang_0_5_23.py), so in practice sm_90
     dsa_candidate_sparse_archs=("sm_100", "sm_103"),
     # sm_90: the default backend of a non-MLA model is FA3 (srt/arg_groups/model_override_base.py:303-311) over a
     # KV cache paged by 1 token by default (srt/arg_groups/overrides.py:1341-1364); its prefill reads the cache
