@@ -283,9 +283,6 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
             _add_terms(total, attention_terms(c, layer.attention, layer_x), times)
             cost_ops(c, dcp_ops(c, layer.attention, layer_x), total, times)
         return
-    # _add_terms(total, attention_terms(...), times) kind by kind, its loop written out (a call per layer kind of
-    # every step): each kind's sums start at 0.0 and are added to the total's in turn, the same float operations
-    compute_total, memory_total, comm_s, parts = total.compute_s, total.memory_s, total.comm_s, total.parts
     pp = phase.pp
     # attention_terms' memo looked up here (its key: the prefix, the layer kind, the input as a plain tuple), a call
     # only on a miss or for the step's own input where its DP ranks run the prompts apart (_apart_terms)
@@ -306,30 +303,8 @@ def add_attention_halves(total: Cost, c: Context, groups: tuple, inputs: dict, x
             op_terms = terms_get(term_key)
             if op_terms is None:
                 op_terms = _attention_miss(c, att, layer_x, term_key)
-        compute_s = memory_s = 0.0
-        if times == 1.0:
-            for _, name, seconds, t_compute in op_terms:
-                if name is not None:
-                    if seconds > 0:
-                        comm_s[name] = comm_s.get(name, 0.0) + seconds
-                else:
-                    compute_s += t_compute
-                    memory_s += seconds - t_compute
-        else:
-            for _, name, seconds, t_compute in op_terms:
-                if name is not None:
-                    seconds *= times
-                    if seconds > 0:
-                        comm_s[name] = comm_s.get(name, 0.0) + seconds
-                else:
-                    t_compute *= times
-                    compute_s += t_compute
-                    memory_s += seconds * times - t_compute
-        compute_total += compute_s
-        memory_total += memory_s
-        parts += op_terms, times
-    total.compute_s, total.memory_s = compute_total, memory_total
-    if not comm_s:
+        _add_terms(total, op_terms, times)
+    if not total.comm_s:
         if len(_ATTENTION_SUMS) >= ATTENTION_MEMO_MAX:  # BoundedMemo.put without its call
             _ATTENTION_SUMS.clear()
         _ATTENTION_SUMS[key] = (total.compute_s, total.memory_s, tuple(total.parts))

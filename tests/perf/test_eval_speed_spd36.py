@@ -43,9 +43,9 @@ def _reference_halves(c, groups, inputs) -> Cost:
 
 
 @pytest.mark.parametrize("model_name,hw,engine,phase", CASES)
-def test_attention_halves_written_out_add_as_the_calls_did(model_name, hw, engine, phase):
-    """The layer kinds' attention terms looked up and added in add_attention_halves (the memo read in place, the
-    _add_terms loop written out) give the floats and by_rate notes of the per-kind calls, cold and remembered."""
+def test_attention_halves_add_as_the_calls_did(model_name, hw, engine, phase):
+    """The layer kinds' attention terms looked up (the memo read in place) and added in add_attention_halves give
+    the floats and by_rate notes of the per-kind calls, cold and remembered."""
     halves._ATTENTION_TERMS.clear()
     halves._ATTENTION_SUMS.clear()
     model = load_model(model_name)
