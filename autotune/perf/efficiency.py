@@ -191,10 +191,13 @@ def pickup_lag_steps(engine: str, pp: int) -> float:
 def scheduler_overhead_ms(engine: str, pp: int, gpu_ms: float) -> float:
     """CPU scheduling time the step pays on top of its GPU time: all of it without overlap; with overlap only what
     exceeds the GPU step (the CPU prepares step n+1 while the GPU runs step n), at least OVERLAP_EXPOSED_MS."""
-    cpu = profile(engine).scheduler_cpu_ms
-    if not scheduler_overlapped(engine, pp):
-        return cpu
-    return max(OVERLAP_EXPOSED_MS, cpu - gpu_ms)
+    return exposed_scheduler_ms(profile(engine).scheduler_cpu_ms, scheduler_overlapped(engine, pp), gpu_ms)
+
+
+def exposed_scheduler_ms(cpu_ms: float, overlapped: bool, gpu_ms: float) -> float:
+    """scheduler_overhead_ms of the engine's scheduler CPU time and whether it overlaps the GPU step (ops._step reads
+    both once per step_fn)."""
+    return max(OVERLAP_EXPOSED_MS, cpu_ms - gpu_ms) if overlapped else cpu_ms
 
 
 def resolved_moe_kernel(model: ModelSpec, phase: PhasePlan, engine: str, arch: str, expert_dtype: str) -> str:

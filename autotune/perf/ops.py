@@ -188,14 +188,7 @@ def _add_draft(total: Cost, c: Context, x: StepInput, times: float) -> None:
     MTP, a stand-in."""
     one = StepInput(x.decode_seqs, x.decode_ctx)  # its own decode part: layer_input(the last layer, one) is one
     passes = (x.decode_width - 1) * times
-    layer = c.model.layers[-1]
-    if c.phase.overlap.two_batch or c.phase.dcp > 1:
-        _add_layer(total, c, layer, one, passes)
-    else:  # _add_layer without overlap or dcp gathers (dcp_ops: none), _ffn_cost's memo looked up here
-        _add_terms(total, attention_terms(c, layer.attention, one), passes)
-        tokens = one.decode_seqs * one.decode_width + one.prefill_tokens  # step_tokens(one)
-        key = (c.memo_keys["ffn_ids"][id(layer.ffn)], tokens)  # _ffn_cost's key (_step_facts noted the id map)
-        total.add(c.ffn_memo.get(key) or _ffn_miss(c, key, layer.ffn, tokens, None), passes)
+    _add_layer(total, c, c.model.layers[-1], one, passes)
     halves.add_head(total, c, x.decode_seqs, passes)
 
 
@@ -405,9 +398,7 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
     else:  # the attention halves (and dcp gathers) of the layer kinds, as _add_layer, then the FFN halves
         add_attention_halves(total, c, groups, inputs, x)
         memo = c.ffn_memo  # _ffn_cost's, looked up here first: its key is (ffn_ids' id, step_tokens[, DP gather])
-        # step_tokens of x and of its decode part, written out
-        x_tokens = x.decode_seqs * x.decode_width + x.prefill_tokens
-        part_tokens = decode_only.decode_seqs * decode_only.decode_width + decode_only.prefill_tokens
+        x_tokens, part_tokens = step_tokens(x), step_tokens(decode_only)  # once a step, not per FFN kind
         for ffn, ffn_id, in_prefill, times in ffn_groups:
             tokens = x_tokens if in_prefill else part_tokens
             gather = gathers[in_prefill]
@@ -432,7 +423,6 @@ def _step(c: Context, facts: _StepFacts, x: StepInput) -> tuple[tuple[float, int
         # collective's Cost has compute and memory 0.0 and by_rate its seconds x 1.0, which add as these terms do
         _add_terms(total, _op_terms(c, [_collective("pp_send", hand_off_group, hand_off, "pp")]), 1.0)
     gpu_ms = (total.time_s + launch_s) * stages * 1e3
-    # eff.scheduler_overhead_ms(c.engine, stages, gpu_ms) of the profile facts _step_facts read
-    overhead_ms = max(eff.OVERLAP_EXPOSED_MS, cpu_ms - gpu_ms) if overlapped else cpu_ms
+    overhead_ms = eff.exposed_scheduler_ms(cpu_ms, overlapped, gpu_ms)  # eff.scheduler_overhead_ms's, facts read once
     batch_tokens = int(round(decode_seqs * width + prefill_tokens))
     return (gpu_ms + overhead_ms, batch_tokens, launch_s * stages * 1e3 + overhead_ms), total
